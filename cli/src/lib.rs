@@ -2,4 +2,5 @@
 //! cluster tests, and the invariant checkers ([`check`]) that the failover test and the
 //! cluster tests run over a send history and the queues read back from every node.
 
+pub mod bench;
 pub mod check;
