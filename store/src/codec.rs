@@ -169,7 +169,6 @@ pub(crate) fn le_u32_at(buf: &[u8], at: usize) -> Option<u32> {
 }
 
 /// Reads a little-endian `u64` at `at` of `buf`, or `None` if out of bounds.
-#[allow(dead_code)] // used by the ConsumeQueue format
 pub(crate) fn le_u64_at(buf: &[u8], at: usize) -> Option<u64> {
     let s = buf.get(at..at.checked_add(8)?)?;
     let mut a = [0u8; 8];

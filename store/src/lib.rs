@@ -1,9 +1,12 @@
 //! placeholder
 mod codec;
 pub mod command;
+pub mod consume_queue;
 pub mod error;
+pub mod filter;
 pub mod hash;
 pub mod limits;
+mod mapped_file;
 pub mod message;
 pub mod topic;
 pub mod types;
