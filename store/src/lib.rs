@@ -5,6 +5,7 @@ pub mod consume_queue;
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod index;
 pub mod limits;
 mod mapped_file;
 pub mod message;
