@@ -10,10 +10,13 @@
 pub mod format;
 
 pub use format::record_offsets;
+pub use format::BatchMessage;
 pub use format::CommandKind;
 pub use format::CommandView;
 
+use crate::consume_queue::CqUnit;
 use crate::error::Result;
+use crate::hash::tag_hash;
 use crate::message::Message;
 use crate::topic::TopicConfig;
 use crate::types::AppPayload;
@@ -68,4 +71,45 @@ impl Command {
 /// byte sits at `payload_start_phys` in the CommitLog.
 pub fn message_phys_offset(payload_start_phys: PhysOffset, offset_in_payload: u32) -> PhysOffset {
     payload_start_phys + u64::from(offset_in_payload)
+}
+
+impl format::BatchMessage<'_> {
+    /// This message's id: the physical offset of its record.
+    pub fn phys_offset(&self, payload_start_phys: PhysOffset) -> PhysOffset {
+        message_phys_offset(payload_start_phys, self.offset_in_payload)
+    }
+
+    /// The ConsumeQueue unit dispatch writes for this message.
+    pub fn cq_unit(&self, payload_start_phys: PhysOffset) -> CqUnit {
+        CqUnit {
+            phys_offset: self.phys_offset(payload_start_phys),
+            size: self.view.record_len,
+            tag_hash: tag_hash(self.view.tags),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cq_unit_of_batch_message() {
+        let mut m = Message::new("t", 1, b"xy".to_vec());
+        m.tags = "TagA".into();
+        let p = Command::SendBatch(vec![m.clone(), m])
+            .encode()
+            .expect("encode");
+        let CommandView::SendBatch(ms) = CommandView::parse(&p.0).expect("parse") else {
+            panic!("batch expected")
+        };
+        let u = ms[1].cq_unit(1000);
+        assert_eq!(u.phys_offset, 1000 + u64::from(ms[1].offset_in_payload));
+        assert_eq!(u.size, ms[1].view.record_len);
+        assert_eq!(u.tag_hash, tag_hash("TagA"));
+        assert_eq!(
+            ms[0].phys_offset(1000) + u64::from(ms[0].view.record_len),
+            u.phys_offset
+        );
+    }
 }

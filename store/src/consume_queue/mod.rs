@@ -4,6 +4,8 @@
 pub mod config;
 pub mod format;
 pub mod queue;
+mod recover;
+mod segment;
 pub mod set;
 
 pub use config::ConsumeQueueConfig;

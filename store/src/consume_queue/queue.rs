@@ -1,13 +1,11 @@
 //! One queue's ConsumeQueue: contiguous fixed-size segment files of [`CqUnit`]s.
 
-use std::path::Path;
 use std::path::PathBuf;
 
-use crate::consume_queue::config::ConsumeQueueConfig;
 use crate::consume_queue::format::file_name;
-use crate::consume_queue::format::parse_file_name;
 use crate::consume_queue::format::CqUnit;
 use crate::consume_queue::format::CQ_UNIT_LEN;
+use crate::consume_queue::segment::Segment;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
@@ -25,32 +23,6 @@ pub enum PutOutcome {
     AlreadyPresent,
 }
 
-#[derive(Debug)]
-struct Segment {
-    start: QueueOffset,
-    file: MappedFile,
-}
-
-impl Segment {
-    fn unit(&self, i: usize) -> CqUnit {
-        let at = i * CQ_UNIT_LEN;
-        CqUnit::decode(&self.file.bytes()[at..at + CQ_UNIT_LEN])
-            .expect("slice is exactly one unit long")
-    }
-
-    fn write(&mut self, i: usize, u: &CqUnit) {
-        let at = i * CQ_UNIT_LEN;
-        self.file.bytes_mut()[at..at + CQ_UNIT_LEN].copy_from_slice(&u.encode());
-    }
-
-    fn zero_from(&mut self, i: usize) {
-        let at = i * CQ_UNIT_LEN;
-        if self.file.bytes()[at..].iter().any(|b| *b != 0) {
-            self.file.bytes_mut()[at..].fill(0);
-        }
-    }
-}
-
 /// The ConsumeQueue of one `topic/queue_id`.
 ///
 /// Offsets `[min_offset, max_offset)` hold valid units: non-zero size, strictly increasing
@@ -59,118 +31,27 @@ impl Segment {
 /// [`delete_below_phys`](Self::delete_below_phys).
 #[derive(Debug)]
 pub struct ConsumeQueue {
-    dir: PathBuf,
-    topic: String,
-    queue_id: QueueId,
-    units_per_file: u64,
+    pub(super) dir: PathBuf,
+    pub(super) topic: String,
+    pub(super) queue_id: QueueId,
+    pub(super) units_per_file: u64,
     /// Invariant: `segments[k].start == segments[0].start + k * units_per_file`.
-    segments: Vec<Segment>,
+    pub(super) segments: Vec<Segment>,
     /// Invariant: `segments[0].start <= min_offset <= max_offset <= end of last segment`
     /// (both equal the base offset when there is no segment).
-    min_offset: QueueOffset,
+    pub(super) min_offset: QueueOffset,
     /// Invariant: units in `[max_offset, end of last segment)` are blank.
-    max_offset: QueueOffset,
+    pub(super) max_offset: QueueOffset,
 }
 
 impl ConsumeQueue {
-    /// Opens (creating the directory if needed) and recovers the queue in `dir`: finds the last
-    /// valid unit, blanks anything after it and removes files past it.
-    pub fn open(
-        dir: &Path,
-        topic: &str,
-        queue_id: QueueId,
-        cfg: &ConsumeQueueConfig,
-    ) -> Result<Self> {
-        cfg.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
-        let upf = u64::from(cfg.units_per_file);
-        let mut starts = Vec::new();
-        let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
-            let name = entry.file_name();
-            let start = name.to_str().and_then(parse_file_name).ok_or_else(|| {
-                StoreError::corruption(
-                    dir.display().to_string(),
-                    0,
-                    format!("unexpected file {name:?} in ConsumeQueue dir"),
-                )
-            })?;
-            starts.push(start);
-        }
-        starts.sort_unstable();
-        let mut segments = Vec::with_capacity(starts.len());
-        for (k, start) in starts.iter().enumerate() {
-            let path = dir.join(file_name(*start));
-            if let Some(first) = starts.first() {
-                if *start != first + k as u64 * upf {
-                    return Err(StoreError::corruption(
-                        path.display().to_string(),
-                        0,
-                        format!(
-                            "file starts at {start}, expected {} (gap in the queue)",
-                            first + k as u64 * upf
-                        ),
-                    ));
-                }
-            }
-            let file = MappedFile::open(&path, upf * CQ_UNIT_LEN as u64)?;
-            segments.push(Segment {
-                start: *start,
-                file,
-            });
-        }
-        let base = starts.first().copied().unwrap_or(0);
-        let mut q = ConsumeQueue {
-            dir: dir.to_owned(),
-            topic: topic.to_owned(),
-            queue_id,
-            units_per_file: upf,
-            segments,
-            min_offset: base,
-            max_offset: base,
-        };
-        q.recover()?;
-        Ok(q)
-    }
-
-    fn recover(&mut self) -> Result<()> {
-        let end = self.end_offset();
-        let mut o = self.base();
-        while o < end && self.unit(o).is_blank() {
-            o += 1;
-        }
-        let (min, mut prev) = (o, None::<PhysOffset>);
-        while o < end {
-            let u = self.unit(o);
-            if u.is_blank() || prev.is_some_and(|p| u.phys_offset <= p) {
-                break;
-            }
-            prev = Some(u.phys_offset);
-            o += 1;
-        }
-        if min == end {
-            // No valid unit at all: an empty queue at the first file's start.
-            self.min_offset = self.base();
-            self.max_offset = self.base();
-        } else {
-            self.min_offset = min;
-            self.max_offset = o;
-        }
-        let cut = self.cut_from(self.max_offset)?;
-        tracing::info!(topic = %self.topic, queue_id = self.queue_id, min_offset = self.min_offset,
-            max_offset = self.max_offset, files = self.segments.len(), files_cut = cut, "consume queue recovered");
-        debug_assert!(self.validate().is_ok(), "{:?}", self.validate());
-        Ok(())
-    }
-
     /// Offset of the first unit of the first file (or `max_offset` when there is no file).
-    fn base(&self) -> QueueOffset {
+    pub(super) fn base(&self) -> QueueOffset {
         self.segments.first().map_or(self.max_offset, |s| s.start)
     }
 
     /// One past the last unit slot of the last file.
-    fn end_offset(&self) -> QueueOffset {
+    pub(super) fn end_offset(&self) -> QueueOffset {
         self.base() + self.segments.len() as u64 * self.units_per_file
     }
 
@@ -183,13 +64,13 @@ impl ConsumeQueue {
     }
 
     /// The unit at `o`; `o` must lie inside the files.
-    fn unit(&self, o: QueueOffset) -> CqUnit {
+    pub(super) fn unit(&self, o: QueueOffset) -> CqUnit {
         let (k, i) = self.locate(o);
         self.segments[k].unit(i)
     }
 
     /// Blanks units from `o` on and removes files that start after `o`. Returns files removed.
-    fn cut_from(&mut self, o: QueueOffset) -> Result<usize> {
+    pub(super) fn cut_from(&mut self, o: QueueOffset) -> Result<usize> {
         if self.segments.is_empty() {
             return Ok(0);
         }
@@ -255,7 +136,7 @@ impl ConsumeQueue {
         }
     }
 
-    fn what(&self) -> String {
+    pub(super) fn what(&self) -> String {
         format!("consume queue {}/{}", self.topic, self.queue_id)
     }
 
@@ -306,7 +187,7 @@ impl ConsumeQueue {
         Ok(PutOutcome::Appended)
     }
 
-    fn new_segment(&mut self, start: QueueOffset) -> Result<()> {
+    pub(super) fn new_segment(&mut self, start: QueueOffset) -> Result<()> {
         let path = self.dir.join(file_name(start));
         let file = MappedFile::create(&path, self.units_per_file * CQ_UNIT_LEN as u64)?;
         tracing::info!(topic = %self.topic, queue_id = self.queue_id, start, "consume queue file created");
@@ -406,43 +287,6 @@ impl ConsumeQueue {
     /// msyncs written units.
     pub fn flush(&mut self) -> Result<()> {
         self.segments.iter_mut().try_for_each(|s| s.file.flush())
-    }
-
-    /// Checks every invariant (O(units); tests and debug builds).
-    pub fn validate(&self) -> Result<()> {
-        let bad = |reason: String| Err(StoreError::invalid(format!("{}: {reason}", self.what())));
-        for (k, s) in self.segments.iter().enumerate() {
-            if s.start != self.base() + k as u64 * self.units_per_file {
-                return bad(format!("file {k} starts at {}", s.start));
-            }
-        }
-        if !(self.base() <= self.min_offset && self.min_offset <= self.max_offset) {
-            return bad(format!(
-                "base {} min {} max {}",
-                self.base(),
-                self.min_offset,
-                self.max_offset
-            ));
-        }
-        if !self.segments.is_empty() && self.max_offset > self.end_offset() {
-            return bad(format!(
-                "max {} past the files' end {}",
-                self.max_offset,
-                self.end_offset()
-            ));
-        }
-        let mut prev = None::<PhysOffset>;
-        for o in self.min_offset..self.max_offset {
-            let u = self.unit(o);
-            if u.is_blank() || prev.is_some_and(|p| u.phys_offset <= p) {
-                return bad(format!("invalid unit {u:?} at {o}"));
-            }
-            prev = Some(u.phys_offset);
-        }
-        if (self.max_offset..self.end_offset()).any(|o| !self.unit(o).is_blank()) {
-            return bad("a unit past max_offset is not blank".into());
-        }
-        Ok(())
     }
 }
 

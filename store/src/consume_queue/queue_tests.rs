@@ -1,6 +1,9 @@
 use proptest::prelude::*;
 
+use std::path::Path;
+
 use super::*;
+use crate::consume_queue::config::ConsumeQueueConfig;
 
 fn cfg(n: u32) -> ConsumeQueueConfig {
     ConsumeQueueConfig { units_per_file: n }

@@ -170,7 +170,7 @@ impl IndexFile {
     ) {
         let base = self.header.begin_ts_ms;
         self.walk(hash, |u| {
-            let ts = base + u64::from(u.time_delta_ms);
+            let ts = base.saturating_add(u64::from(u.time_delta_ms));
             if ts >= begin_ts && ts <= end_ts && out.last() != Some(&u.phys_offset) {
                 out.push(u.phys_offset);
             }
@@ -210,7 +210,9 @@ impl IndexFile {
             heads[s] = n;
             h.unit_count = n;
             h.end_phys = u.phys_offset;
-            h.end_ts_ms = h.end_ts_ms.max(begin_ts + u64::from(u.time_delta_ms));
+            h.end_ts_ms = h
+                .end_ts_ms
+                .max(begin_ts.saturating_add(u64::from(u.time_delta_ms)));
         }
         let changed = h != self.header;
         for (s, head) in heads.iter().enumerate() {

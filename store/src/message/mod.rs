@@ -1,4 +1,4 @@
-//! Messages: the owned [`Message`], its on-disk record ([`format`]) and the borrowed
+//! Messages: the owned [`Message`], its on-disk record ([`format`](mod@format)) and the borrowed
 //! [`MessageView`] used on the dispatch and read paths.
 
 pub mod format;
