@@ -1,12 +1,16 @@
 //! A fixed-size, preallocated, memory-mapped file: the storage primitive of ConsumeQueue and
 //! IndexFile segments.
 //!
-//! Files are created at their full size (zero-filled, `set_len`) so the mapping never grows;
-//! a new file's directory entry is fsynced. Writes go into the mapping; [`MappedFile::flush`]
-//! msyncs them.
+//! Files are created at their full size with `posix_fallocate` (falling back to writing zeros
+//! where the filesystem cannot), so blocks are reserved up front: a full disk fails the
+//! creation with [`StoreError::DiskFull`] instead of faulting (SIGBUS) a later write into the
+//! mapping. A new file's directory entry is fsynced. Writes go through [`MappedFile::write`]
+//! and [`MappedFile::zero_from`], which track the dirty byte range that
+//! [`MappedFile::flush`] msyncs.
 
 use std::fs::File;
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
 
@@ -20,8 +24,8 @@ pub(crate) struct MappedFile {
     path: PathBuf,
     /// Invariant: `map.len()` is the file's length, fixed at creation, > 0.
     map: MmapMut,
-    /// Bytes written since the last flush.
-    dirty: bool,
+    /// Byte range `[lo, hi)` written since the last flush. Invariant: `lo < hi <= map.len()`.
+    dirty: Option<(usize, usize)>,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -44,13 +48,54 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 
 fn map(file: &File, path: &Path) -> Result<MmapMut> {
     // SAFETY: the file is owned by this store (no other process maps or truncates it while we
-    // run; the data dir is locked by the node), and its length is fixed, so the mapping stays
+    // run; the data dir belongs to one node), and its length is fixed, so the mapping stays
     // valid for its lifetime.
     unsafe { MmapMut::map_mut(file) }.map_err(|e| StoreError::io("mmap", path, e))
 }
 
+/// Reserves `len` bytes of disk for `file`.
+fn preallocate(file: &mut File, path: &Path, len: u64) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let off_len = libc::off_t::try_from(len)
+        .map_err(|_| StoreError::invalid(format!("file length {len} too large")))?;
+    // SAFETY: plain syscall on a valid, open file descriptor.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
+    match rc {
+        0 => Ok(()),
+        libc::ENOSPC => Err(StoreError::DiskFull {
+            reason: format!("cannot reserve {len} bytes for {}", path.display()),
+        }),
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            let zeros = vec![0u8; 1 << 20];
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                file.write_all(&zeros[..n])
+                    .map_err(|e| io_or_full("preallocate", path, e))?;
+                left -= n as u64;
+            }
+            Ok(())
+        }
+        errno => Err(io_or_full(
+            "fallocate",
+            path,
+            std::io::Error::from_raw_os_error(errno),
+        )),
+    }
+}
+
+fn io_or_full(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        return StoreError::DiskFull {
+            reason: format!("{op} of {}: {e}", path.display()),
+        };
+    }
+    StoreError::io(op, path, e)
+}
+
 impl MappedFile {
-    /// Creates `path` (must not exist) with `len` zero bytes, maps it and fsyncs its directory.
+    /// Creates `path` (must not exist) with `len` zero bytes reserved on disk, maps it and
+    /// fsyncs its directory. On failure the partial file is removed.
     pub(crate) fn create(path: &Path, len: u64) -> Result<Self> {
         if len == 0 {
             return Err(StoreError::invalid(format!(
@@ -58,25 +103,34 @@ impl MappedFile {
                 path.display()
             )));
         }
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(|e| StoreError::io("create", path, e))?;
-        file.set_len(len)
-            .map_err(|e| StoreError::io("set_len", path, e))?;
-        file.sync_all()
-            .map_err(|e| StoreError::io("fsync", path, e))?;
-        if let Some(dir) = path.parent() {
-            sync_dir(dir)?;
+        let res = Self::init(&mut file, path, len);
+        if res.is_err() {
+            let _ = std::fs::remove_file(path);
         }
+        res?;
         let map = map(&file, path)?;
         Ok(MappedFile {
             path: path.to_owned(),
             map,
-            dirty: false,
+            dirty: None,
         })
+    }
+
+    fn init(file: &mut File, path: &Path, len: u64) -> Result<()> {
+        preallocate(file, path, len)?;
+        file.set_len(len)
+            .map_err(|e| io_or_full("set_len", path, e))?;
+        file.sync_all().map_err(|e| io_or_full("fsync", path, e))?;
+        match path.parent() {
+            Some(dir) => sync_dir(dir),
+            None => Ok(()),
+        }
     }
 
     /// Opens an existing file, which must be exactly `len` bytes.
@@ -103,7 +157,7 @@ impl MappedFile {
         Ok(MappedFile {
             path: path.to_owned(),
             map,
-            dirty: false,
+            dirty: None,
         })
     }
 
@@ -111,18 +165,44 @@ impl MappedFile {
         &self.map
     }
 
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        self.dirty = true;
-        &mut self.map
+    fn mark(&mut self, lo: usize, hi: usize) {
+        if lo < hi {
+            self.dirty = Some(match self.dirty {
+                Some((a, b)) => (a.min(lo), b.max(hi)),
+                None => (lo, hi),
+            });
+        }
     }
 
-    /// msyncs if anything was written since the last flush.
+    /// Copies `data` to byte `at`. Panics if out of bounds (callers compute positions from the
+    /// file's fixed geometry).
+    pub(crate) fn write(&mut self, at: usize, data: &[u8]) {
+        self.map[at..at + data.len()].copy_from_slice(data);
+        self.mark(at, at + data.len());
+    }
+
+    /// Zeroes bytes `[at, len)`, touching (dirtying) only pages that hold non-zero bytes.
+    pub(crate) fn zero_from(&mut self, at: usize) {
+        let Some(first) = self.map[at..].iter().position(|b| *b != 0) else {
+            return;
+        };
+        let last = self.map.len()
+            - self.map[at..]
+                .iter()
+                .rev()
+                .position(|b| *b != 0)
+                .unwrap_or(0);
+        self.map[at + first..last].fill(0);
+        self.mark(at + first, last);
+    }
+
+    /// msyncs the bytes written since the last flush.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        if self.dirty {
+        if let Some((lo, hi)) = self.dirty {
             self.map
-                .flush()
+                .flush_range(lo, hi - lo)
                 .map_err(|e| StoreError::io("msync", &self.path, e))?;
-            self.dirty = false;
+            self.dirty = None;
         }
         Ok(())
     }
@@ -145,14 +225,36 @@ mod tests {
         let p = dir.path().join("f");
         let mut f = MappedFile::create(&p, 64).expect("create");
         assert!(MappedFile::create(&p, 64).is_err(), "create_new");
-        f.bytes_mut()[3] = 7;
+        f.write(3, &[7]);
+        f.write(60, &[1, 2, 3, 4]);
+        assert_eq!(f.dirty, Some((3, 64)));
         f.flush().expect("flush");
+        assert_eq!(f.dirty, None);
         drop(f);
-        let f = MappedFile::open(&p, 64).expect("open");
+        let mut f = MappedFile::open(&p, 64).expect("open");
         assert_eq!(f.bytes()[3], 7);
+        f.zero_from(10);
+        assert_eq!(f.dirty, Some((60, 64)));
+        assert_eq!(&f.bytes()[60..], &[0; 4]);
+        f.zero_from(10);
         assert!(MappedFile::open(&p, 32).expect_err("len").is_corruption());
         f.remove().expect("remove");
         assert!(!p.exists());
         assert!(MappedFile::create(&p, 0).is_err());
+    }
+
+    #[test]
+    fn blocks_are_reserved() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("f");
+        let _f = MappedFile::create(&p, 1 << 20).expect("create");
+        let md = std::fs::metadata(&p).expect("stat");
+        assert_eq!(md.len(), 1 << 20);
+        assert!(
+            md.blocks() * 512 >= 1 << 20,
+            "not sparse: {} blocks",
+            md.blocks()
+        );
     }
 }

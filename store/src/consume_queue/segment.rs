@@ -21,13 +21,10 @@ impl Segment {
 
     pub(super) fn write(&mut self, i: usize, u: &CqUnit) {
         let at = i * CQ_UNIT_LEN;
-        self.file.bytes_mut()[at..at + CQ_UNIT_LEN].copy_from_slice(&u.encode());
+        self.file.write(at, &u.encode());
     }
 
     pub(super) fn zero_from(&mut self, i: usize) {
-        let at = i * CQ_UNIT_LEN;
-        if self.file.bytes()[at..].iter().any(|b| *b != 0) {
-            self.file.bytes_mut()[at..].fill(0);
-        }
+        self.file.zero_from(i * CQ_UNIT_LEN);
     }
 }

@@ -29,7 +29,7 @@ impl IndexFile {
     pub(crate) fn create(path: &Path, seq: u64, slots: u32, max_units: u32) -> Result<Self> {
         let header = IndexHeader::empty(slots, max_units);
         let mut file = MappedFile::create(path, header.file_len())?;
-        file.bytes_mut()[..HEADER_LEN].copy_from_slice(&header.encode());
+        file.write(0, &header.encode());
         file.flush()?;
         Ok(IndexFile { seq, file, header })
     }
@@ -95,7 +95,7 @@ impl IndexFile {
 
     fn set_slot(&mut self, s: u32, n: u32) {
         let at = slot_pos(s);
-        self.file.bytes_mut()[at..at + SLOT_LEN].copy_from_slice(&n.to_le_bytes());
+        self.file.write(at, &n.to_le_bytes());
     }
 
     fn unit(&self, n: u32) -> IndexUnit {
@@ -106,7 +106,7 @@ impl IndexFile {
 
     fn write_header(&mut self) {
         let b = self.header.encode();
-        self.file.bytes_mut()[..HEADER_LEN].copy_from_slice(&b);
+        self.file.write(0, &b);
     }
 
     /// Appends a unit. The caller checks `!is_full()`, `accepts_ts(ts)` and that `phys` is not
@@ -131,7 +131,7 @@ impl IndexFile {
             prev,
         };
         let at = unit_pos(self.header.slot_count, n);
-        self.file.bytes_mut()[at..at + UNIT_LEN].copy_from_slice(&unit.encode());
+        self.file.write(at, &unit.encode());
         self.set_slot(s, n);
         let h = &mut self.header;
         h.unit_count = n;
@@ -221,9 +221,7 @@ impl IndexFile {
             }
         }
         let from = unit_pos(slots, h.unit_count + 1);
-        if self.file.bytes()[from..].iter().any(|b| *b != 0) {
-            self.file.bytes_mut()[from..].fill(0);
-        }
+        self.file.zero_from(from);
         self.header = h;
         self.write_header();
         self.file.flush()?;
