@@ -17,6 +17,11 @@ use crate::types::QueueId;
 impl ConsumeQueue {
     /// Opens (creating the directory if needed) and recovers the queue in `dir`: finds the last
     /// valid unit, blanks anything after it and removes files past it.
+    ///
+    /// After open, `min_offset` is the first valid unit still in the files; units below the
+    /// retention point inside the first file are not remembered, so the caller re-applies
+    /// [`delete_below_phys`](Self::delete_below_phys) with the CommitLog's min physical offset,
+    /// and [`truncate_phys_beyond`](Self::truncate_phys_beyond) with its recovered end.
     pub fn open(
         dir: &Path,
         topic: &str,

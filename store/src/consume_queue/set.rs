@@ -21,8 +21,9 @@ use crate::types::QueueOffset;
 pub struct ConsumeQueueSet {
     root: PathBuf,
     cfg: ConsumeQueueConfig,
-    /// Invariant: the queue at key `(t, q)` lives in `root/t/q` and reports topic `t`, id `q`.
-    queues: BTreeMap<(String, QueueId), ConsumeQueue>,
+    /// Invariant: the queue at `queues[t][q]` lives in `root/t/q` and reports topic `t`, id `q`;
+    /// no inner map is empty.
+    queues: BTreeMap<String, BTreeMap<QueueId, ConsumeQueue>>,
 }
 
 fn read_dir_names(dir: &Path) -> Result<Vec<String>> {
@@ -71,10 +72,14 @@ impl ConsumeQueueSet {
             for q in read_dir_names(&tdir)? {
                 let queue_id = parse_queue_id(&tdir, &q)?;
                 let cq = ConsumeQueue::open(&tdir.join(&q), &topic, queue_id, &cfg)?;
-                queues.insert((topic.clone(), queue_id), cq);
+                queues
+                    .entry(topic.clone())
+                    .or_insert_with(BTreeMap::new)
+                    .insert(queue_id, cq);
             }
         }
-        tracing::info!(root = %root.display(), queues = queues.len(), "consume queues opened");
+        let count: usize = queues.values().map(BTreeMap::len).sum();
+        tracing::info!(root = %root.display(), queues = count, "consume queues opened");
         Ok(ConsumeQueueSet {
             root: root.to_owned(),
             cfg,
@@ -84,21 +89,28 @@ impl ConsumeQueueSet {
 
     /// A queue, if it exists.
     pub fn get(&self, topic: &str, queue_id: QueueId) -> Option<&ConsumeQueue> {
-        self.queues.get(&(topic.to_owned(), queue_id))
+        self.queues.get(topic)?.get(&queue_id)
     }
 
     /// A queue for writing, created (empty, at offset 0) if missing.
     pub fn get_or_create(&mut self, topic: &str, queue_id: QueueId) -> Result<&mut ConsumeQueue> {
-        let key = (topic.to_owned(), queue_id);
-        if !self.queues.contains_key(&key) {
+        let exists = self
+            .queues
+            .get(topic)
+            .is_some_and(|t| t.contains_key(&queue_id));
+        if !exists {
             validate_topic_name(topic)?;
             let dir = self.root.join(topic).join(queue_id.to_string());
             let cq = ConsumeQueue::open(&dir, topic, queue_id, &self.cfg)?;
             sync_dir(&self.root)?;
-            self.queues.insert(key.clone(), cq);
+            self.queues
+                .entry(topic.to_owned())
+                .or_default()
+                .insert(queue_id, cq);
         }
         self.queues
-            .get_mut(&key)
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&queue_id))
             .ok_or_else(|| StoreError::NotFound {
                 what: format!("consume queue {topic}/{queue_id}"),
             })
@@ -122,13 +134,17 @@ impl ConsumeQueueSet {
 
     /// All queues in `(topic, queue_id)` order.
     pub fn iter(&self) -> impl Iterator<Item = &ConsumeQueue> {
-        self.queues.values()
+        self.queues.values().flat_map(BTreeMap::values)
+    }
+
+    fn all_mut(&mut self) -> impl Iterator<Item = &mut ConsumeQueue> {
+        self.queues.values_mut().flat_map(BTreeMap::values_mut)
     }
 
     /// Crash recovery: [`ConsumeQueue::truncate_phys_beyond`] on every queue. Returns units cut.
     pub fn truncate_phys_beyond(&mut self, phys: PhysOffset) -> Result<u64> {
         let mut cut = 0;
-        for q in self.queues.values_mut() {
+        for q in self.all_mut() {
             cut += q.truncate_phys_beyond(phys)?;
         }
         Ok(cut)
@@ -137,7 +153,7 @@ impl ConsumeQueueSet {
     /// Retention: [`ConsumeQueue::delete_below_phys`] on every queue. Returns files removed.
     pub fn delete_below_phys(&mut self, min_phys: PhysOffset) -> Result<usize> {
         let mut n = 0;
-        for q in self.queues.values_mut() {
+        for q in self.all_mut() {
             n += q.delete_below_phys(min_phys)?;
         }
         Ok(n)
@@ -146,7 +162,7 @@ impl ConsumeQueueSet {
     /// Deletes every queue of `topic` and its directory (topic deletion).
     pub fn remove_topic(&mut self, topic: &str) -> Result<()> {
         validate_topic_name(topic)?;
-        self.queues.retain(|(t, _), _| t != topic);
+        self.queues.remove(topic);
         let dir = self.root.join(topic);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| StoreError::io("remove dir", &dir, e))?;
@@ -158,7 +174,7 @@ impl ConsumeQueueSet {
 
     /// msyncs every queue.
     pub fn flush(&mut self) -> Result<()> {
-        self.queues.values_mut().try_for_each(|q| q.flush())
+        self.all_mut().try_for_each(|q| q.flush())
     }
 }
 

@@ -222,6 +222,33 @@ impl IndexStore {
         Ok(n)
     }
 
+    /// Checks the cross-file invariant (cheap: headers only).
+    pub fn validate(&self) -> Result<()> {
+        let mut prev_end = 0;
+        for (i, f) in self.files.iter().enumerate() {
+            let h = f.header();
+            let last = i + 1 == self.files.len();
+            if !last && h.unit_count == 0 {
+                return Err(StoreError::invalid(format!(
+                    "index file {} is empty but not last",
+                    f.seq()
+                )));
+            }
+            if h.unit_count > 0 {
+                if h.begin_phys < prev_end || h.end_phys < h.begin_phys {
+                    return Err(StoreError::invalid(format!(
+                        "index file {} covers phys [{}, {}] after {prev_end}",
+                        f.seq(),
+                        h.begin_phys,
+                        h.end_phys
+                    )));
+                }
+                prev_end = h.end_phys;
+            }
+        }
+        Ok(())
+    }
+
     /// msyncs the active file (sealed files were flushed when sealed).
     pub fn flush(&mut self) -> Result<()> {
         self.files.iter_mut().try_for_each(|f| f.flush())

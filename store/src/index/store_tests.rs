@@ -213,6 +213,7 @@ proptest! {
                     s = IndexStore::open_with_hasher(d.path(), c.clone(), weak_hash).expect("reopen");
                 }
             }
+            s.validate().expect("valid");
             for k in 0..6u8 {
                 let key = format!("{}", (b'a' + k) as char);
                 let mut want: Vec<u64> = model.iter().rev()
