@@ -165,7 +165,7 @@ fn check_range(field: &'static str, v: u32, lo: u32, hi: u32) -> Result<()> {
     Ok(())
 }
 
-fn too_big(what: String, actual: usize, field: &str, max: u32) -> Result<()> {
+fn too_big(what: impl std::fmt::Display, actual: usize, field: &str, max: u32) -> Result<()> {
     if actual > max as usize {
         return Err(StoreError::invalid(format!(
             "{what} is {actual} bytes; {field} is {max}"
@@ -229,19 +229,14 @@ impl StoreLimits {
     pub fn check_message(&self, m: &Message) -> Result<()> {
         validate_user_topic_name(&m.topic)?;
         too_big(
-            "message body".into(),
+            "message body",
             m.body.len(),
             "max-body-bytes",
             self.max_body_bytes,
         )?;
+        too_big("tags", m.tags.len(), "max-tag-bytes", self.max_tag_bytes)?;
         too_big(
-            "tags".into(),
-            m.tags.len(),
-            "max-tag-bytes",
-            self.max_tag_bytes,
-        )?;
-        too_big(
-            "born host".into(),
+            "born host",
             m.born_host.len(),
             "the born-host limit",
             MAX_BORN_HOST_LEN as u32,
@@ -257,12 +252,16 @@ impl StoreLimits {
                 return Err(StoreError::invalid(format!("key #{i} is empty")));
             }
             too_big(
-                format!("key #{i}"),
+                format_args!("key #{i}"),
                 k.len(),
                 "max-key-bytes",
                 self.max_key_bytes,
             )?;
         }
+        self.check_properties(m)
+    }
+
+    fn check_properties(&self, m: &Message) -> Result<()> {
         too_many(
             "properties",
             m.properties.len(),
@@ -275,13 +274,13 @@ impl StoreLimits {
                 return Err(StoreError::invalid("a property name is empty"));
             }
             too_big(
-                format!("property name '{k}'"),
+                format_args!("property name '{k}'"),
                 k.len(),
                 "max-property-name-bytes",
                 self.max_property_name_bytes,
             )?;
             too_big(
-                format!("value of property '{k}'"),
+                format_args!("value of property '{k}'"),
                 v.len(),
                 "max-property-value-bytes",
                 self.max_property_value_bytes,
@@ -289,7 +288,7 @@ impl StoreLimits {
             total += k.len() + v.len();
         }
         too_big(
-            "properties in total".into(),
+            "properties in total",
             total,
             "max-properties-total-bytes",
             self.max_properties_total_bytes,
@@ -309,7 +308,7 @@ impl StoreLimits {
             self.max_batch_messages,
         )?;
         too_big(
-            "encoded batch".into(),
+            "encoded batch",
             encoded_bytes,
             "max-batch-bytes",
             self.max_batch_bytes,

@@ -146,6 +146,46 @@ pub fn peek_record_len(buf: &[u8]) -> Option<u32> {
     le_u32_at(buf, 0)
 }
 
+/// Checks length, magic, CRC (if asked), version and reserved field of the record at the start
+/// of `buf`; returns exactly the record's bytes.
+fn check_frame(buf: &[u8], check_crc: bool) -> Result<&[u8]> {
+    let mut r = Reader::new(buf, SRC);
+    let total = r.u32("record length")?;
+    if (total as usize) < MESSAGE_MIN_LEN {
+        let reason = format!("record length {total} below minimum {MESSAGE_MIN_LEN}");
+        return Err(r.corrupt(0, reason));
+    }
+    if buf.len() < total as usize {
+        let reason = format!(
+            "truncated record: length {total}, {} bytes available",
+            buf.len()
+        );
+        return Err(r.corrupt(0, reason));
+    }
+    let rec = &buf[..total as usize];
+    let magic = r.u32("magic")?;
+    if magic != MESSAGE_MAGIC {
+        let reason = format!("bad magic {magic:#010x}, expected {MESSAGE_MAGIC:#010x}");
+        return Err(r.corrupt(4, reason));
+    }
+    let crc = r.u32("crc")?;
+    if check_crc {
+        let actual = crc32fast::hash(&rec[MESSAGE_CRC_START..]);
+        if actual != crc {
+            let reason = format!("crc mismatch: stored {crc:#010x}, computed {actual:#010x}");
+            return Err(r.corrupt(8, reason));
+        }
+    }
+    let version = r.u16("version")?;
+    if version != MESSAGE_VERSION {
+        return Err(r.corrupt(12, format!("unsupported version {version}")));
+    }
+    if r.u16("reserved")? != 0 {
+        return Err(r.corrupt(14, "reserved field is not zero"));
+    }
+    Ok(rec)
+}
+
 impl<'a> MessageView<'a> {
     /// Parses and CRC-checks the record at the start of `buf` (`buf` may continue past it).
     pub fn parse(buf: &'a [u8]) -> Result<Self> {
@@ -159,52 +199,11 @@ impl<'a> MessageView<'a> {
     }
 
     fn parse_inner(buf: &'a [u8], check_crc: bool) -> Result<Self> {
-        let mut r = Reader::new(buf, SRC);
-        let total = r.u32("record length")?;
-        if (total as usize) < MESSAGE_MIN_LEN {
-            return Err(r.corrupt(
-                0,
-                format!("record length {total} below minimum {MESSAGE_MIN_LEN}"),
-            ));
-        }
-        if buf.len() < total as usize {
-            return Err(r.corrupt(
-                0,
-                format!(
-                    "truncated record: length {total}, {} bytes available",
-                    buf.len()
-                ),
-            ));
-        }
-        let rec = &buf[..total as usize];
+        let rec = check_frame(buf, check_crc)?;
         let mut r = Reader::new(rec, SRC);
-        r.take(4, "record length")?;
-        let magic = r.u32("magic")?;
-        if magic != MESSAGE_MAGIC {
-            return Err(r.corrupt(
-                4,
-                format!("bad magic {magic:#010x}, expected {MESSAGE_MAGIC:#010x}"),
-            ));
-        }
-        let crc = r.u32("crc")?;
-        if check_crc {
-            let actual = crc32fast::hash(&rec[MESSAGE_CRC_START..]);
-            if actual != crc {
-                return Err(r.corrupt(
-                    8,
-                    format!("crc mismatch: stored {crc:#010x}, computed {actual:#010x}"),
-                ));
-            }
-        }
-        let version = r.u16("version")?;
-        if version != MESSAGE_VERSION {
-            return Err(r.corrupt(12, format!("unsupported version {version}")));
-        }
-        if r.u16("reserved")? != 0 {
-            return Err(r.corrupt(14, "reserved field is not zero"));
-        }
+        r.take(16, "header")?;
         let mut v = MessageView {
-            record_len: total,
+            record_len: rec.len() as u32,
             flags: r.u32("flags")?,
             queue_id: r.u32("queue id")?,
             born_timestamp_ms: r.u64("born timestamp")?,
