@@ -18,6 +18,9 @@ impl ConsumeQueue {
     /// Opens (creating the directory if needed) and recovers the queue in `dir`: finds the last
     /// valid unit, blanks anything after it and removes files past it.
     ///
+    /// Blank units before the first valid unit are holes (the queue starts later); from there,
+    /// the first blank or non-increasing unit ends the queue.
+    ///
     /// After open, `min_offset` is the first valid unit still in the files; units below the
     /// retention point inside the first file are not remembered, so the caller re-applies
     /// [`delete_below_phys`](Self::delete_below_phys) with the CommitLog's min physical offset,
