@@ -228,6 +228,13 @@ impl ConsumeQueue {
         lo
     }
 
+    /// The queue offset of the unit pointing exactly at `phys`, if any (replay check: a message
+    /// whose id is already in its queue is dispatched).
+    pub fn offset_of_phys(&self, phys: PhysOffset) -> Option<QueueOffset> {
+        let o = self.first_offset_at_or_after_phys(phys);
+        (o < self.max_offset && self.unit(o).phys_offset == phys).then_some(o)
+    }
+
     /// Crash recovery: removes every unit whose physical offset is `>= phys` (they point past
     /// the recovered CommitLog end). Returns how many units were cut.
     pub fn truncate_phys_beyond(&mut self, phys: PhysOffset) -> Result<u64> {

@@ -64,6 +64,10 @@ fn put_read_roll_reopen() {
     assert_eq!(q.get(9).expect("get"), u(190));
     assert!(q.get(10).is_err());
     assert_eq!(q.last_unit(), Some(u(190)));
+    assert_eq!(q.offset_of_phys(150), Some(5));
+    assert_eq!(q.offset_of_phys(151), None);
+    assert_eq!(q.offset_of_phys(10_000), None);
+    assert_eq!(q.first_offset_at_or_after_phys(151), 6);
     q.flush().expect("flush");
     drop(q);
     let q = open(d.path(), 4);
