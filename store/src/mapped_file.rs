@@ -39,6 +39,27 @@ impl std::fmt::Debug for MappedFile {
     }
 }
 
+/// Suffix of a file under construction.
+const TMP_SUFFIX: &str = ".tmp";
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(TMP_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// If `name` in `dir` is a leftover `.tmp` file of an interrupted [`MappedFile::create`],
+/// removes it and returns true.
+pub(crate) fn remove_if_tmp(dir: &Path, name: &str) -> Result<bool> {
+    if !name.ends_with(TMP_SUFFIX) {
+        return Ok(false);
+    }
+    let p = dir.join(name);
+    tracing::warn!(path = %p.display(), "removing file left by an interrupted create");
+    std::fs::remove_file(&p).map_err(|e| StoreError::io("remove", &p, e))?;
+    Ok(true)
+}
+
 /// fsyncs a directory so that created/removed entries are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
@@ -94,26 +115,41 @@ fn io_or_full(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
 }
 
 impl MappedFile {
-    /// Creates `path` (must not exist) with `len` zero bytes reserved on disk, maps it and
-    /// fsyncs its directory. On failure the partial file is removed.
-    pub(crate) fn create(path: &Path, len: u64) -> Result<Self> {
-        if len == 0 {
-            return Err(StoreError::invalid(format!(
-                "mapped file {} of length 0",
-                path.display()
-            )));
+    /// Creates `path` (must not exist) with `len` bytes reserved on disk, starting with `prefix`
+    /// and zero after it, and maps it. The file is built as `<path>.tmp`, fsynced, then renamed
+    /// into place and the directory fsynced, so a crash never leaves a half-made file under a
+    /// real name (directory scans remove leftover `.tmp` files with [`remove_if_tmp`]).
+    pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<Self> {
+        if len == 0 || prefix.len() as u64 > len {
+            let reason = format!(
+                "mapped file {} of length {len}, prefix {}",
+                path.display(),
+                prefix.len()
+            );
+            return Err(StoreError::invalid(reason));
         }
+        if path.exists() {
+            let e = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+            return Err(StoreError::io("create", path, e));
+        }
+        let tmp = tmp_path(path);
+        let _ = std::fs::remove_file(&tmp);
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
-            .open(path)
-            .map_err(|e| StoreError::io("create", path, e))?;
-        let res = Self::init(&mut file, path, len);
+            .open(&tmp)
+            .map_err(|e| StoreError::io("create", &tmp, e))?;
+        let res = Self::init(&mut file, &tmp, len, prefix).and_then(|()| {
+            std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename", &tmp, e))
+        });
         if res.is_err() {
-            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(&tmp);
         }
         res?;
+        if let Some(dir) = path.parent() {
+            sync_dir(dir)?;
+        }
         let map = map(&file, path)?;
         Ok(MappedFile {
             path: path.to_owned(),
@@ -122,15 +158,14 @@ impl MappedFile {
         })
     }
 
-    fn init(file: &mut File, path: &Path, len: u64) -> Result<()> {
+    fn init(file: &mut File, path: &Path, len: u64, prefix: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
         preallocate(file, path, len)?;
         file.set_len(len)
             .map_err(|e| io_or_full("set_len", path, e))?;
-        file.sync_all().map_err(|e| io_or_full("fsync", path, e))?;
-        match path.parent() {
-            Some(dir) => sync_dir(dir),
-            None => Ok(()),
-        }
+        file.write_all_at(prefix, 0)
+            .map_err(|e| io_or_full("write", path, e))?;
+        file.sync_all().map_err(|e| io_or_full("fsync", path, e))
     }
 
     /// Opens an existing file, which must be exactly `len` bytes.
@@ -223,8 +258,9 @@ mod tests {
     fn create_write_reopen_remove() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("f");
-        let mut f = MappedFile::create(&p, 64).expect("create");
-        assert!(MappedFile::create(&p, 64).is_err(), "create_new");
+        let mut f = MappedFile::create(&p, 64, &[9, 9]).expect("create");
+        assert!(MappedFile::create(&p, 64, &[]).is_err(), "exists");
+        assert_eq!(&f.bytes()[..3], &[9, 9, 0]);
         f.write(3, &[7]);
         f.write(60, &[1, 2, 3, 4]);
         assert_eq!(f.dirty, Some((3, 64)));
@@ -240,7 +276,22 @@ mod tests {
         assert!(MappedFile::open(&p, 32).expect_err("len").is_corruption());
         f.remove().expect("remove");
         assert!(!p.exists());
-        assert!(MappedFile::create(&p, 0).is_err());
+        assert!(MappedFile::create(&p, 0, &[]).is_err());
+        assert!(MappedFile::create(&p, 1, &[1, 2]).is_err());
+    }
+
+    #[test]
+    fn leftover_tmp_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("00000000000000000000");
+        std::fs::write(tmp_path(&p), b"half").expect("write");
+        // create() replaces a leftover; scans remove them.
+        let _f = MappedFile::create(&p, 8, &[]).expect("create");
+        assert!(!tmp_path(&p).exists());
+        std::fs::write(tmp_path(&p), b"half").expect("write");
+        assert!(remove_if_tmp(dir.path(), "00000000000000000000.tmp").expect("rm"));
+        assert!(!remove_if_tmp(dir.path(), "00000000000000000000").expect("keep"));
+        assert!(p.exists() && !tmp_path(&p).exists());
     }
 
     #[test]
@@ -248,7 +299,7 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("f");
-        let _f = MappedFile::create(&p, 1 << 20).expect("create");
+        let _f = MappedFile::create(&p, 1 << 20, &[]).expect("create");
         let md = std::fs::metadata(&p).expect("stat");
         assert_eq!(md.len(), 1 << 20);
         assert!(

@@ -189,7 +189,7 @@ impl ConsumeQueue {
 
     pub(super) fn new_segment(&mut self, start: QueueOffset) -> Result<()> {
         let path = self.dir.join(file_name(start));
-        let file = MappedFile::create(&path, self.units_per_file * CQ_UNIT_LEN as u64)?;
+        let file = MappedFile::create(&path, self.units_per_file * CQ_UNIT_LEN as u64, &[])?;
         tracing::info!(topic = %self.topic, queue_id = self.queue_id, start, "consume queue file created");
         self.segments.push(Segment { start, file });
         Ok(())

@@ -10,6 +10,7 @@ use crate::consume_queue::queue::ConsumeQueue;
 use crate::consume_queue::segment::Segment;
 use crate::error::Result;
 use crate::error::StoreError;
+use crate::mapped_file::remove_if_tmp;
 use crate::mapped_file::MappedFile;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
@@ -44,6 +45,11 @@ impl ConsumeQueue {
         for entry in rd {
             let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
             let name = entry.file_name();
+            if let Some(n) = name.to_str() {
+                if remove_if_tmp(dir, n)? {
+                    continue;
+                }
+            }
             let start = name.to_str().and_then(parse_file_name).ok_or_else(|| {
                 StoreError::corruption(
                     dir.display().to_string(),

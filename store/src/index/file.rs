@@ -28,9 +28,7 @@ impl IndexFile {
     /// Creates a new empty file.
     pub(crate) fn create(path: &Path, seq: u64, slots: u32, max_units: u32) -> Result<Self> {
         let header = IndexHeader::empty(slots, max_units);
-        let mut file = MappedFile::create(path, header.file_len())?;
-        file.write(0, &header.encode());
-        file.flush()?;
+        let file = MappedFile::create(path, header.file_len(), &header.encode())?;
         Ok(IndexFile { seq, file, header })
     }
 

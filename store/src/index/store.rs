@@ -10,6 +10,7 @@ use crate::error::StoreError;
 use crate::hash::key_hash;
 use crate::index::config::IndexConfig;
 use crate::index::file::IndexFile;
+use crate::mapped_file::remove_if_tmp;
 use crate::mapped_file::sync_dir;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
@@ -55,6 +56,11 @@ impl IndexStore {
         for entry in rd {
             let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
             let name = entry.file_name();
+            if let Some(n) = name.to_str() {
+                if remove_if_tmp(dir, n)? {
+                    continue;
+                }
+            }
             let seq = name.to_str().and_then(parse_file_name).ok_or_else(|| {
                 StoreError::corruption(
                     dir.display().to_string(),
