@@ -16,6 +16,7 @@
 //! - [`index`]: RocketMQ-style IndexFiles from key hash to physical offsets.
 //! - [`filter`]: tag expressions, first stage on tag hashes, second on exact tags.
 //! - [`topic`]: topic configs and the replicated, deterministic [`topic::TopicTable`].
+//! - [`offsets`]: the replicated consumer-group offset table `CommitOffset` updates.
 //!
 //! To come: the openraft `RaftStateMachine` that wires these together (dispatch on apply,
 //! dispatch checkpoint, read path, long polling, snapshots, retention).
@@ -54,6 +55,7 @@ pub mod index;
 pub mod limits;
 mod mapped_file;
 pub mod message;
+pub mod offsets;
 pub mod topic;
 pub mod types;
 
