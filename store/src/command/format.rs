@@ -249,7 +249,9 @@ fn batch_offsets(body: &[u8]) -> Result<Vec<u32>> {
                 format!("record {i} length {len} overruns the body"),
             ));
         }
-        offsets.push(pos as u32);
+        let pos32 = u32::try_from(pos)
+            .map_err(|_| StoreError::corruption(SRC, pos, "record offset does not fit a u32"))?;
+        offsets.push(pos32);
         at += len;
     }
     if at != body.len() {
