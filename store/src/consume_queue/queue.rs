@@ -187,7 +187,12 @@ impl ConsumeQueue {
         Ok(PutOutcome::Appended)
     }
 
+    /// Starts a file at `start`, first flushing the current last file: every file but the last
+    /// is durable, which lets recovery trust all but the tail.
     pub(super) fn new_segment(&mut self, start: QueueOffset) -> Result<()> {
+        if let Some(last) = self.segments.last_mut() {
+            last.file.flush()?;
+        }
         let path = self.dir.join(file_name(start));
         let file = MappedFile::create(&path, self.units_per_file * CQ_UNIT_LEN as u64, &[])?;
         tracing::info!(topic = %self.topic, queue_id = self.queue_id, start, "consume queue file created");

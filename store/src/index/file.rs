@@ -197,7 +197,8 @@ impl IndexFile {
         for n in 1..=keep.min(self.header.max_units) {
             let u = self.unit(n);
             let s = (u.key_hash % u64::from(slots)) as usize;
-            if u.prev != heads[s] || (n > 1 && u.phys_offset < h.end_phys) {
+            let blank = u == IndexUnit::default();
+            if blank || u.prev != heads[s] || (n > 1 && u.phys_offset < h.end_phys) {
                 break;
             }
             if n == 1 {

@@ -27,8 +27,9 @@
 //!
 //! Write order per put: unit, then slot, then header (with CRC). Units carry no CRC of their
 //! own; on open the active file is replayed from unit 1 and every unit must continue its slot's
-//! chain (`prev` = the slot head before it) with a non-decreasing physical offset, which rejects
-//! torn or stale units; the slots are rebuilt from the valid prefix.
+//! chain (`prev` = the slot head before it) with a non-decreasing physical offset and must not
+//! be all zeros, which rejects torn or stale units; the slots are rebuilt from the valid prefix.
+//! Sealed files are flushed when the next file is created, so only the last file is replayed.
 
 use crate::codec::le_u32_at;
 use crate::codec::le_u64_at;

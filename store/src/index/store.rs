@@ -122,8 +122,13 @@ impl IndexStore {
 
     /// Indexes `key` of the message at `phys`. Messages must be indexed in physical offset
     /// order; a put below the newest indexed physical offset, or a repeat of a key already
-    /// indexed at the newest one, is a replay and writes nothing.
+    /// indexed at the newest one, is a replay and writes nothing. `phys` 0 is refused: no
+    /// message starts there (the first entry's header does), and recovery reads an all-zero
+    /// unit as never written.
     pub fn put(&mut self, key: &str, phys: PhysOffset, store_ts: TimestampMs) -> Result<IndexPut> {
+        if phys == 0 {
+            return Err(StoreError::invalid("index put at physical offset 0"));
+        }
         let hash = (self.hasher)(key);
         if phys < self.end_phys() || self.contains_at_end(hash, phys) {
             return Ok(IndexPut::AlreadyIndexed);

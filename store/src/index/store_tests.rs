@@ -42,15 +42,15 @@ fn rolls_when_full_and_queries_newest_first() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("open");
     for i in 0..8u64 {
-        s.put("k", 10 * i, 1000 + i).expect("put");
+        s.put("k", 10 * i + 1, 1000 + i).expect("put");
     }
     assert_eq!(s.file_count(), 3);
     assert_eq!(
         s.query("k", 0, u64::MAX, 100),
-        vec![70, 60, 50, 40, 30, 20, 10, 0]
+        vec![71, 61, 51, 41, 31, 21, 11, 1]
     );
-    assert_eq!(s.query("k", 1002, 1004, 100), vec![40, 30, 20]);
-    assert_eq!(s.query("k", 0, u64::MAX, 4), vec![70, 60, 50, 40]);
+    assert_eq!(s.query("k", 1002, 1004, 100), vec![41, 31, 21]);
+    assert_eq!(s.query("k", 0, u64::MAX, 4), vec![71, 61, 51, 41]);
 }
 
 #[test]
@@ -74,10 +74,10 @@ fn slot_collisions_keep_hashes_apart() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(1, 100)).expect("open");
     for (i, k) in ["a", "b", "c", "a"].iter().enumerate() {
-        s.put(k, i as u64, 0).expect("put");
+        s.put(k, i as u64 + 1, 0).expect("put");
     }
-    assert_eq!(s.query("a", 0, u64::MAX, 10), vec![3, 0]);
-    assert_eq!(s.query("b", 0, u64::MAX, 10), vec![1]);
+    assert_eq!(s.query("a", 0, u64::MAX, 10), vec![4, 1]);
+    assert_eq!(s.query("b", 0, u64::MAX, 10), vec![2]);
 }
 
 #[test]
@@ -90,6 +90,7 @@ fn replay_is_idempotent() {
     assert_eq!(s.put("a", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
     assert_eq!(s.put("b", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
     assert_eq!(s.put("x", 5, 0).expect("put"), IndexPut::AlreadyIndexed);
+    assert!(s.put("x", 0, 0).is_err(), "phys 0 is never a message");
     assert_eq!(s.put("c", 10, 0).expect("put"), IndexPut::Added);
     assert_eq!(s.file_count(), 2);
     assert_eq!(s.query("a", 0, u64::MAX, 10), vec![10]);
@@ -100,19 +101,19 @@ fn truncate_and_delete() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("open");
     for i in 0..8u64 {
-        s.put("k", 10 * i, 1000 + i).expect("put");
+        s.put("k", 10 * i + 1, 1000 + i).expect("put");
     }
     assert_eq!(s.truncate_phys_beyond(45).expect("truncate"), 3);
     assert_eq!(s.file_count(), 2);
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![40, 30, 20, 10, 0]);
+    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![41, 31, 21, 11, 1]);
     assert_eq!(s.truncate_phys_beyond(1000).expect("noop"), 0);
     s.put("k", 45, 2000).expect("put after truncate");
     drop(s);
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("reopen");
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 40, 30, 20, 10, 0]);
+    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 41, 31, 21, 11, 1]);
     assert_eq!(s.delete_files_below(20).expect("delete"), 0);
-    assert_eq!(s.delete_files_below(21).expect("delete"), 1);
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 40, 30]);
+    assert_eq!(s.delete_files_below(22).expect("delete"), 1);
+    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 41, 31]);
     assert_eq!(s.delete_files_below(1000).expect("delete"), 1);
     assert_eq!(s.file_count(), 0);
     s.put("k", 2000, 0).expect("put");
@@ -126,7 +127,7 @@ fn recovery_cuts_units_past_header_and_broken_chains() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 10)).expect("open");
     for i in 0..5u64 {
-        s.put(&format!("k{i}"), i, 0).expect("put");
+        s.put(&format!("k{i}"), i + 1, 0).expect("put");
     }
     drop(s);
     let p = d.path().join("00000000000000000000");
@@ -136,9 +137,9 @@ fn recovery_cuts_units_past_header_and_broken_chains() {
     b[unit4 + 20] ^= 0x40;
     std::fs::write(&p, &b).expect("write");
     let s = IndexStore::open(d.path(), cfg(4, 10)).expect("reopen");
-    assert_eq!(s.end_phys(), 2);
+    assert_eq!(s.end_phys(), 3);
     assert_eq!(s.query("k3", 0, u64::MAX, 10), Vec::<u64>::new());
-    assert_eq!(s.query("k2", 0, u64::MAX, 10), vec![2]);
+    assert_eq!(s.query("k2", 0, u64::MAX, 10), vec![3]);
     drop(s);
     // A flipped header bit is a corruption error naming the file.
     let mut b = std::fs::read(&p).expect("read");
@@ -190,7 +191,7 @@ proptest! {
         let c = cfg(2, 4);
         let mut s = IndexStore::open_with_hasher(d.path(), c.clone(), weak_hash).expect("open");
         let mut model: Vec<(String, u64)> = Vec::new();
-        let mut phys = 0u64;
+        let mut phys = 1u64;
         for op in &ops {
             match op {
                 Op::Put(k, dp) => {
@@ -204,7 +205,7 @@ proptest! {
                     }
                 }
                 Op::Truncate(f) => {
-                    let p = phys * u64::from(*f) / 255;
+                    let p = 1 + (phys - 1) * u64::from(*f) / 255;
                     s.truncate_phys_beyond(p).expect("truncate");
                     model.retain(|(_, mp)| *mp < p);
                     phys = p;
@@ -223,6 +224,77 @@ proptest! {
                 got.dedup();
                 prop_assert_eq!(got, want, "key {} after {:?}", key, op);
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Power loss: after a flush, more keys are indexed; the active (last) file then keeps an
+    /// arbitrary mix of flushed and unflushed 4 KiB pages (sealed files were flushed at roll).
+    /// Recovery keeps every flushed unit and yields a prefix of what was indexed.
+    #[test]
+    fn prop_power_loss_keeps_flushed_prefix(n1 in 0u64..300, n2 in 0u64..300, seed in any::<u64>()) {
+        const PAGE: usize = 4096;
+        let d = tempfile::tempdir().expect("tempdir");
+        let live = d.path().join("live");
+        let c = cfg(64, 200);
+        let key = |i: u64| format!("k{}", i % 7);
+        let mut s = IndexStore::open(&live, c.clone()).expect("open");
+        for i in 0..n1 {
+            s.put(&key(i), 10 + i, 1000 + i).expect("put");
+        }
+        s.flush().expect("flush");
+        let read_all = |dir: &std::path::Path| -> std::collections::BTreeMap<String, Vec<u8>> {
+            let mut m = std::collections::BTreeMap::new();
+            for e in std::fs::read_dir(dir).expect("dir") {
+                let e = e.expect("entry");
+                m.insert(e.file_name().into_string().expect("utf8"), std::fs::read(e.path()).expect("read"));
+            }
+            m
+        };
+        let durable = read_all(&live);
+        for i in n1..n1 + n2 {
+            s.put(&key(i), 10 + i, 1000 + i).expect("put");
+        }
+        drop(s);
+        let current = read_all(&live);
+        let crashed = d.path().join("crashed");
+        std::fs::create_dir_all(&crashed).expect("mkdir");
+        let mut rng = seed | 1;
+        let last = current.keys().next_back().cloned();
+        for (name, cur) in &current {
+            let mut out = if Some(name) == last.as_ref() {
+                // A file created after the flush was created complete with its header.
+                durable.get(name).cloned().unwrap_or_else(|| {
+                    let mut z = vec![0; cur.len()];
+                    z[..HEADER_LEN].copy_from_slice(&crate::index::format::IndexHeader::empty(64, 200).encode());
+                    z
+                })
+            } else {
+                cur.clone()
+            };
+            if Some(name) == last.as_ref() {
+                for p in (0..cur.len()).step_by(PAGE) {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    if rng & 1 == 1 {
+                        let e = (p + PAGE).min(cur.len());
+                        out[p..e].copy_from_slice(&cur[p..e]);
+                    }
+                }
+            }
+            std::fs::write(crashed.join(name), &out).expect("write");
+        }
+        let s = IndexStore::open(&crashed, c).expect("recover");
+        s.validate().expect("valid");
+        let kept = if n1 + n2 == 0 { 0 } else { s.end_phys().saturating_sub(9) };
+        prop_assert!(kept >= n1, "flushed units lost: kept {} < {}", kept, n1);
+        prop_assert!(kept <= n1 + n2);
+        for k in 0..7u64 {
+            let want: Vec<u64> = (0..kept).rev().filter(|i| i % 7 == k).map(|i| 10 + i).collect();
+            prop_assert_eq!(s.query(&format!("k{k}"), 0, u64::MAX, usize::MAX), want);
         }
     }
 }
