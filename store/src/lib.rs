@@ -1,1 +1,63 @@
-//! placeholder
+//! raftmq-store: everything a node derives from the committed part of the CommitLog.
+//!
+//! # Responsibility
+//!
+//! The CommitLog (crate `raftmq-raft-log`) is the Raft log. This crate defines what the bytes
+//! of its normal entries mean and maintains the structures built from *committed* entries:
+//!
+//! - [`message`]: the message record (byte table in [`message::format`]); a message's id is
+//!   the physical offset of its record.
+//! - [`command`]: the replicated commands an `AppPayload` carries: `SendBatch` (message records
+//!   back to back at known payload offsets), `CreateTopic` / `UpdateTopic` / `DeleteTopic`,
+//!   `CommitOffset` (byte table in [`command::format`]).
+//! - [`limits`]: name rules and size limits the leader checks before proposing.
+//! - [`consume_queue`]: per `topic/queue` arrays of 20-byte units (physical offset, size, tag
+//!   hash) indexed by queue offset; [`consume_queue::ConsumeQueueSet`] holds all of them.
+//! - [`index`]: RocketMQ-style IndexFiles from key hash to physical offsets.
+//! - [`filter`]: tag expressions, first stage on tag hashes, second on exact tags.
+//! - [`topic`]: topic configs and the replicated, deterministic [`topic::TopicTable`].
+//! - [`offsets`]: the replicated consumer-group offset table `CommitOffset` updates.
+//!
+//! To come: the openraft `RaftStateMachine` that wires these together (dispatch on apply,
+//! dispatch checkpoint, read path, long polling, snapshots, retention).
+//!
+//! # Place in the data flow
+//!
+//! leader: validate ([`limits`]) -> encode [`command::Command`] -> `Raft::client_write` ->
+//! raft-log appends the entry on every node -> commit -> `apply` (state machine, to come):
+//! [`command::CommandView::parse`] -> per message: next queue offset, ConsumeQueue
+//! [`put`](consume_queue::ConsumeQueue::put), IndexStore [`put`](index::IndexStore::put) of each
+//! key -> answer the producer. Readers: ConsumeQueue `read` -> [`filter::TagFilter`] on tag hash
+//! -> record from the CommitLog by physical offset -> CRC and exact tag check.
+//!
+//! # Invariants
+//!
+//! - Only committed entries are dispatched; nothing past the commit index is served.
+//! - Encodings are deterministic: equal commands give equal bytes on every replica, and
+//!   `apply` never consults node-local configuration (limits are checked before proposing).
+//! - Per queue, queue offsets are contiguous and units' physical offsets strictly increase.
+//! - Dispatch is idempotent: re-putting a unit already at its offset, or a key already indexed
+//!   at its physical offset, writes nothing; so replay after a crash is safe.
+//! - Crash recovery cuts every ConsumeQueue and index unit at or past the recovered CommitLog
+//!   end (`truncate_phys_beyond`); retention removes whole files below the minimum physical
+//!   offset (`delete_below_phys`, `delete_files_below`).
+//! - Decoding untrusted bytes never panics: it returns [`StoreError::Corruption`] naming the
+//!   file (or byte source) and offset. All integers on disk are little-endian; on-disk hashes
+//!   are fixed FNV-1a ([`hash`]), never std's seeded hasher.
+
+mod codec;
+pub mod command;
+pub mod consume_queue;
+pub mod error;
+pub mod filter;
+pub mod hash;
+pub mod index;
+pub mod limits;
+mod mapped_file;
+pub mod message;
+pub mod offsets;
+pub mod topic;
+pub mod types;
+
+pub use error::Result;
+pub use error::StoreError;

@@ -1,0 +1,135 @@
+//! Throughput of the store's building blocks (no timed assertions; prints figures).
+//!
+//! `cargo bench -p raftmq-store --bench structures`
+//!
+//! Measures, on one core: decoding a 16-message batch payload (the apply path's parse),
+//! ConsumeQueue appends, IndexFile puts, and the two tag filter stages.
+
+use std::time::Duration;
+use std::time::Instant;
+
+use raftmq_store::command::Command;
+use raftmq_store::command::CommandView;
+use raftmq_store::consume_queue::ConsumeQueue;
+use raftmq_store::consume_queue::ConsumeQueueConfig;
+use raftmq_store::consume_queue::CqUnit;
+use raftmq_store::filter::TagFilter;
+use raftmq_store::hash::tag_hash;
+use raftmq_store::index::IndexConfig;
+use raftmq_store::index::IndexStore;
+use raftmq_store::message::Message;
+
+fn report(what: &str, n: u64, bytes: u64, d: Duration) {
+    let s = d.as_secs_f64();
+    println!(
+        "{what:<48} {:>12.0} ops/s {:>9.1} MB/s ({n} in {:.3} s)",
+        n as f64 / s,
+        bytes as f64 / s / 1e6,
+        s
+    );
+}
+
+fn batch(body: usize, count: usize) -> Vec<u8> {
+    let ms = (0..count)
+        .map(|i| {
+            let mut m = Message::new("bench-topic", (i % 16) as u32, vec![7u8; body]);
+            m.tags = "TagA".into();
+            m.keys = vec![format!("key-{i}")];
+            m.born_host = "10.0.0.1:5000".into();
+            m
+        })
+        .collect();
+    Command::SendBatch(ms).encode().expect("encode").0
+}
+
+fn bench_parse(body: usize) {
+    let p = batch(body, 16);
+    let rounds = 20_000u64;
+    let t = Instant::now();
+    let mut total = 0usize;
+    for _ in 0..rounds {
+        if let CommandView::SendBatch(ms) = CommandView::parse(&p).expect("parse") {
+            total += ms.len();
+        }
+    }
+    let name = format!("parse 16-msg batch, {body} B bodies (per msg)");
+    report(&name, total as u64, rounds * p.len() as u64, t.elapsed());
+}
+
+fn bench_cq() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let cfg = ConsumeQueueConfig::default();
+    let mut q = ConsumeQueue::open(d.path(), "t", 0, &cfg).expect("open");
+    let n = 1_000_000u64;
+    let t = Instant::now();
+    for i in 0..n {
+        let u = CqUnit {
+            phys_offset: 1 + i * 1100,
+            size: 1100,
+            tag_hash: 5,
+        };
+        q.put(i, u).expect("put");
+    }
+    q.flush().expect("flush");
+    report("consume queue put + flush", n, n * 20, t.elapsed());
+    let t = Instant::now();
+    let mut seen = 0usize;
+    let mut o = 0;
+    while o < n {
+        seen += q.read(o, 32).expect("read").len();
+        o += 32;
+    }
+    report(
+        "consume queue read (32 per call)",
+        seen as u64,
+        seen as u64 * 20,
+        t.elapsed(),
+    );
+}
+
+fn bench_index() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let cfg = IndexConfig {
+        slots_per_file: 1_000_000,
+        max_units_per_file: 4_000_000,
+    };
+    let mut s = IndexStore::open(d.path(), cfg).expect("open");
+    let keys: Vec<String> = (0..500_000).map(|i| format!("order-{i}")).collect();
+    let t = Instant::now();
+    for (i, k) in keys.iter().enumerate() {
+        s.put(k, 1 + i as u64 * 1100, 1_700_000_000_000 + i as u64)
+            .expect("put");
+    }
+    s.flush().expect("flush");
+    report("index put + flush", keys.len() as u64, 0, t.elapsed());
+    let t = Instant::now();
+    let mut hits = 0usize;
+    for k in keys.iter().step_by(5) {
+        hits += s.query(k, 0, u64::MAX, 32).len();
+    }
+    report("index query", hits as u64, 0, t.elapsed());
+}
+
+fn bench_filter() {
+    let f = TagFilter::parse("TagA || TagB || TagC").expect("parse");
+    let hashes: Vec<u64> = ["TagA", "TagX", "TagC", "TagY"]
+        .iter()
+        .map(|t| tag_hash(t))
+        .collect();
+    let n = 10_000_000u64;
+    let t = Instant::now();
+    let mut hits = 0u64;
+    for i in 0..n {
+        hits += u64::from(f.matches_hash(hashes[(i % 4) as usize]));
+    }
+    report("tag filter, hash stage", n, 0, t.elapsed());
+    assert_eq!(hits, n / 2);
+}
+
+fn main() {
+    bench_parse(128);
+    bench_parse(1024);
+    bench_cq();
+    bench_index();
+    bench_filter();
+}

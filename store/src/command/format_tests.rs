@@ -1,0 +1,149 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::command::message_phys_offset;
+use crate::message::format::encode as encode_message;
+use crate::message::Message;
+
+fn msg(i: u8) -> Message {
+    let mut m = Message::new("orders", u32::from(i), vec![i; usize::from(i) + 1]);
+    m.tags = format!("Tag{i}");
+    m.keys = vec![format!("key-{i}")];
+    m
+}
+
+fn all_commands() -> Vec<Command> {
+    vec![
+        Command::SendBatch(vec![msg(1)]),
+        Command::SendBatch(vec![msg(1), msg(2), msg(3)]),
+        Command::CreateTopic(TopicConfig::new("orders", 8)),
+        Command::UpdateTopic(TopicConfig {
+            perm: Permissions {
+                read: true,
+                write: false,
+            },
+            ..TopicConfig::new("orders", 4)
+        }),
+        Command::DeleteTopic {
+            topic: "orders".into(),
+        },
+        Command::CommitOffset(CommitOffset {
+            group: "g1".into(),
+            topic: "orders".into(),
+            queue_id: 3,
+            offset: 12345,
+        }),
+    ]
+}
+
+#[test]
+fn round_trip_all_kinds() {
+    for c in all_commands() {
+        let p = c.encode().expect("encode");
+        assert_eq!(Command::decode(&p.0).expect("decode"), c);
+        assert_eq!(p, c.encode().expect("encode again"), "deterministic");
+    }
+}
+
+#[test]
+fn batch_record_offsets_point_at_records() {
+    let ms = vec![msg(1), msg(2), msg(3)];
+    let p = Command::SendBatch(ms.clone()).encode().expect("encode").0;
+    let offs = record_offsets(&p).expect("offsets");
+    assert_eq!(offs[0] as usize, BATCH_FIRST_RECORD_OFFSET);
+    for (off, m) in offs.iter().zip(&ms) {
+        let rec = encode_message(m).expect("encode");
+        assert_eq!(&p[*off as usize..*off as usize + rec.len()], &rec[..]);
+        // Each record is independently CRC-valid where it sits.
+        assert_eq!(
+            &MessageView::parse(&p[*off as usize..])
+                .expect("view")
+                .to_message(),
+            m
+        );
+    }
+    let CommandView::SendBatch(v) = CommandView::parse(&p).expect("parse") else {
+        panic!("not a batch")
+    };
+    assert_eq!(
+        v.iter().map(|m| m.offset_in_payload).collect::<Vec<_>>(),
+        offs
+    );
+    assert_eq!(
+        message_phys_offset(1000, offs[1]),
+        1000 + u64::from(offs[1])
+    );
+    let admin = Command::DeleteTopic { topic: "t".into() }
+        .encode()
+        .expect("encode");
+    assert!(record_offsets(&admin.0).is_err());
+}
+
+#[test]
+fn empty_batch_rejected() {
+    assert!(Command::SendBatch(vec![]).encode().is_err());
+}
+
+#[test]
+fn truncated_tail_is_corruption() {
+    for c in all_commands() {
+        let p = c.encode().expect("encode").0;
+        for cut in 0..p.len() {
+            let e = CommandView::parse(&p[..cut]).expect_err("truncated");
+            assert!(e.is_corruption(), "{c:?} cut {cut}: {e}");
+        }
+    }
+}
+
+#[test]
+fn every_flipped_bit_is_corruption() {
+    for c in all_commands() {
+        let p = c.encode().expect("encode").0;
+        for i in 0..p.len() * 8 {
+            let mut b = p.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            let e = CommandView::parse(&b).expect_err("flipped");
+            assert!(e.is_corruption(), "{c:?} bit {i}: {e}");
+        }
+    }
+}
+
+#[test]
+fn structural_errors_behind_valid_crc() {
+    // A batch whose count claims more records than present, with a recomputed CRC.
+    let mut p = Command::SendBatch(vec![msg(1)]).encode().expect("encode").0;
+    p[16] = 2;
+    let crc = crc32fast::hash(&p[8..]);
+    p[4..8].copy_from_slice(&crc.to_le_bytes());
+    let e = CommandView::parse(&p).expect_err("count");
+    assert!(e.to_string().contains("record 1 of 2 missing"), "{e}");
+    // Unknown kind.
+    let mut p = Command::DeleteTopic { topic: "t".into() }
+        .encode()
+        .expect("encode")
+        .0;
+    p[9] = 99;
+    let crc = crc32fast::hash(&p[8..]);
+    p[4..8].copy_from_slice(&crc.to_le_bytes());
+    let e = CommandView::parse(&p).expect_err("kind");
+    assert!(e.to_string().contains("unknown command kind 99"), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn prop_random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        let _ = CommandView::parse(&bytes);
+        let _ = record_offsets(&bytes);
+    }
+
+    #[test]
+    fn prop_batch_offsets(sizes in prop::collection::vec(0usize..50, 1..10)) {
+        let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", 0, vec![7; *s])).collect();
+        let p = Command::SendBatch(ms.clone()).encode().expect("encode").0;
+        let offs = record_offsets(&p).expect("offsets");
+        prop_assert_eq!(offs.len(), ms.len());
+        for (o, m) in offs.iter().zip(&ms) {
+            prop_assert_eq!(&MessageView::parse(&p[*o as usize..]).expect("view").to_message(), m);
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! IndexFile configuration.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::error::StoreError;
+
+/// Geometry of IndexFiles. Changing it for an existing data dir is refused at open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct IndexConfig {
+    /// Hash slots per file. Default 5000000 (RocketMQ); range 1 ..= 100000000.
+    pub slots_per_file: u32,
+    /// Units (indexed keys) per file; a new file starts when one is full. Default 20000000
+    /// (RocketMQ); range 1 ..= 100000000.
+    pub max_units_per_file: u32,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            slots_per_file: 5_000_000,
+            max_units_per_file: 20_000_000,
+        }
+    }
+}
+
+impl IndexConfig {
+    /// Rejects out-of-range fields, naming the field.
+    pub fn validate(&self) -> Result<()> {
+        for (field, v) in [
+            ("slots-per-file", self.slots_per_file),
+            ("max-units-per-file", self.max_units_per_file),
+        ] {
+            if v == 0 || v > 100_000_000 {
+                return Err(StoreError::Config {
+                    field,
+                    reason: format!("{v} is out of range 1 ..= 100000000"),
+                });
+            }
+        }
+        Ok(())
+    }
+}

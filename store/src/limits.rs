@@ -1,0 +1,465 @@
+//! Names and size limits, checked by the leader before it proposes an entry.
+//!
+//! # Names
+//!
+//! Topic names follow RocketMQ: 1..=127 characters from `[%|a-zA-Z0-9_-]`. Topic names are
+//! also directory names under `consumequeue/`; that character set is safe on every filesystem we
+//! run on, and `.`/`..` cannot be formed from it.
+//!
+//! Reserved topics (refused by [`validate_user_topic_name`], i.e. for producers and for
+//! `CreateTopic` from clients; internal code uses [`validate_topic_name`]):
+//! - any name starting with `rmq_sys_` or `RMQ_SYS_` (RocketMQ 5 system topics),
+//! - any name starting with `%RETRY%` or `%DLQ%` (per-group retry / dead-letter topics, created by
+//!   the broker itself, never by clients),
+//! - the RocketMQ 4 system topics `SCHEDULE_TOPIC_XXXX`, `TBW102`, `SELF_TEST_TOPIC`,
+//!   `OFFSET_MOVED_EVENT`, `TRANS_CHECK_MAX_TIME_TOPIC`.
+//!
+//! Consumer group names: 1..=255 characters from the same set; user groups may not start with
+//! `CID_RMQ_SYS_`.
+//!
+//! # Determinism
+//!
+//! Limits are node-local configuration and may differ between nodes, so they are checked only
+//! *before* proposing (by the leader). `apply` never re-checks them: a committed entry is applied
+//! on every replica whatever its local limits say. Only the format widths (e.g. `u16` string
+//! lengths) are absolute.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::message::Message;
+
+/// Longest topic name, in bytes (RocketMQ `TOPIC_MAX_LENGTH`).
+pub const MAX_TOPIC_NAME_LEN: usize = 127;
+/// Longest consumer group name, in bytes.
+pub const MAX_GROUP_NAME_LEN: usize = 255;
+/// Longest born-host string (`host:port`), in bytes.
+pub const MAX_BORN_HOST_LEN: usize = 255;
+
+const ALLOWED_DESC: &str = "letters a-z A-Z, digits 0-9, '%', '|', '_', '-'";
+const RESERVED_TOPIC_PREFIXES: [&str; 4] = ["rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%"];
+const RESERVED_TOPICS: [&str; 5] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "TBW102",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+];
+const RESERVED_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')
+}
+
+fn validate_name(kind: &str, name: &str, max_len: usize) -> Result<()> {
+    if name.is_empty() {
+        return Err(StoreError::invalid(format!("{kind} name is empty")));
+    }
+    if let Some((pos, c)) = name.chars().enumerate().find(|(_, c)| !is_name_char(*c)) {
+        return Err(StoreError::invalid(format!(
+            "{kind} name '{name}' contains {c:?} at position {pos}; allowed: {ALLOWED_DESC}"
+        )));
+    }
+    if name.len() > max_len {
+        return Err(StoreError::invalid(format!(
+            "{kind} name '{name}' is {} characters; at most {max_len} allowed",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a topic name's characters and length (system topics allowed).
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    validate_name("topic", name, MAX_TOPIC_NAME_LEN)
+}
+
+/// Checks a topic name a client may produce to or create: [`validate_topic_name`] plus the
+/// reserved names of the module docs.
+pub fn validate_user_topic_name(name: &str) -> Result<()> {
+    validate_topic_name(name)?;
+    if let Some(p) = RESERVED_TOPIC_PREFIXES
+        .iter()
+        .find(|p| name.starts_with(*p))
+    {
+        return Err(StoreError::invalid(format!(
+            "topic name '{name}' starts with the reserved system prefix '{p}'"
+        )));
+    }
+    if RESERVED_TOPICS.contains(&name) {
+        return Err(StoreError::invalid(format!(
+            "topic name '{name}' is a reserved system topic"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a consumer group name a client may use.
+pub fn validate_group_name(name: &str) -> Result<()> {
+    validate_name("group", name, MAX_GROUP_NAME_LEN)?;
+    if name.starts_with(RESERVED_GROUP_PREFIX) {
+        return Err(StoreError::invalid(format!(
+            "group name '{name}' starts with the reserved system prefix '{RESERVED_GROUP_PREFIX}'"
+        )));
+    }
+    Ok(())
+}
+
+/// Size and count limits of messages, batches and topics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct StoreLimits {
+    /// Largest message body. Default 4 MiB (4194304); range 1 ..= 256 MiB.
+    pub max_body_bytes: u32,
+    /// Longest tag string. Default 256; range 1 ..= 65535.
+    pub max_tag_bytes: u32,
+    /// Longest single key. Default 256; range 1 ..= 65535.
+    pub max_key_bytes: u32,
+    /// Most keys per message. Default 32; range 0 ..= 1024.
+    pub max_keys_per_message: u32,
+    /// Most user properties per message. Default 64; range 0 ..= 1024.
+    pub max_properties: u32,
+    /// Longest property name. Default 128; range 1 ..= 65535.
+    pub max_property_name_bytes: u32,
+    /// Longest property value. Default 16384; range 1 ..= 65535.
+    pub max_property_value_bytes: u32,
+    /// Largest sum of all property names and values of one message. Default 32767 (RocketMQ's
+    /// `Short.MAX_VALUE`); range 0 ..= 16 MiB.
+    pub max_properties_total_bytes: u32,
+    /// Most messages in one batch (one Raft entry). Default 1024; range 1 ..= 65536.
+    pub max_batch_messages: u32,
+    /// Largest encoded batch payload. Default 8 MiB; range 1 KiB ..= 512 MiB, and at least
+    /// `max-body-bytes`.
+    pub max_batch_bytes: u32,
+    /// Most queues a topic may have (read or write). Default 1024; range 1 ..= 65535.
+    pub max_queues_per_topic: u32,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits {
+            max_body_bytes: 4 << 20,
+            max_tag_bytes: 256,
+            max_key_bytes: 256,
+            max_keys_per_message: 32,
+            max_properties: 64,
+            max_property_name_bytes: 128,
+            max_property_value_bytes: 16384,
+            max_properties_total_bytes: 32767,
+            max_batch_messages: 1024,
+            max_batch_bytes: 8 << 20,
+            max_queues_per_topic: 1024,
+        }
+    }
+}
+
+fn check_range(field: &'static str, v: u32, lo: u32, hi: u32) -> Result<()> {
+    if v < lo || v > hi {
+        return Err(StoreError::Config {
+            field,
+            reason: format!("{v} is out of range {lo} ..= {hi}"),
+        });
+    }
+    Ok(())
+}
+
+fn too_big(what: impl std::fmt::Display, actual: usize, field: &str, max: u32) -> Result<()> {
+    if actual > max as usize {
+        return Err(StoreError::invalid(format!(
+            "{what} is {actual} bytes; {field} is {max}"
+        )));
+    }
+    Ok(())
+}
+
+fn too_many(what: &str, actual: usize, field: &str, max: u32) -> Result<()> {
+    if actual > max as usize {
+        return Err(StoreError::invalid(format!(
+            "{what} has {actual}; {field} is {max}"
+        )));
+    }
+    Ok(())
+}
+
+impl StoreLimits {
+    /// Rejects out-of-range fields, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        check_range("max-body-bytes", self.max_body_bytes, 1, 256 << 20)?;
+        check_range("max-tag-bytes", self.max_tag_bytes, 1, 65535)?;
+        check_range("max-key-bytes", self.max_key_bytes, 1, 65535)?;
+        check_range("max-keys-per-message", self.max_keys_per_message, 0, 1024)?;
+        check_range("max-properties", self.max_properties, 0, 1024)?;
+        check_range(
+            "max-property-name-bytes",
+            self.max_property_name_bytes,
+            1,
+            65535,
+        )?;
+        check_range(
+            "max-property-value-bytes",
+            self.max_property_value_bytes,
+            1,
+            65535,
+        )?;
+        check_range(
+            "max-properties-total-bytes",
+            self.max_properties_total_bytes,
+            0,
+            16 << 20,
+        )?;
+        check_range("max-batch-messages", self.max_batch_messages, 1, 65536)?;
+        check_range("max-batch-bytes", self.max_batch_bytes, 1024, 512 << 20)?;
+        check_range("max-queues-per-topic", self.max_queues_per_topic, 1, 65535)?;
+        if self.max_batch_bytes < self.max_body_bytes {
+            return Err(StoreError::Config {
+                field: "max-batch-bytes",
+                reason: format!(
+                    "{} is below max-body-bytes ({}); a single largest message must fit a batch",
+                    self.max_batch_bytes, self.max_body_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks one message a client wants to send: topic name (user rules), body, tags, keys,
+    /// properties and born host.
+    pub fn check_message(&self, m: &Message) -> Result<()> {
+        validate_user_topic_name(&m.topic)?;
+        too_big(
+            "message body",
+            m.body.len(),
+            "max-body-bytes",
+            self.max_body_bytes,
+        )?;
+        too_big("tags", m.tags.len(), "max-tag-bytes", self.max_tag_bytes)?;
+        too_big(
+            "born host",
+            m.born_host.len(),
+            "the born-host limit",
+            MAX_BORN_HOST_LEN as u32,
+        )?;
+        too_many(
+            "message keys",
+            m.keys.len(),
+            "max-keys-per-message",
+            self.max_keys_per_message,
+        )?;
+        for (i, k) in m.keys.iter().enumerate() {
+            if k.is_empty() {
+                return Err(StoreError::invalid(format!("key #{i} is empty")));
+            }
+            too_big(
+                format_args!("key #{i}"),
+                k.len(),
+                "max-key-bytes",
+                self.max_key_bytes,
+            )?;
+        }
+        self.check_properties(m)
+    }
+
+    fn check_properties(&self, m: &Message) -> Result<()> {
+        too_many(
+            "properties",
+            m.properties.len(),
+            "max-properties",
+            self.max_properties,
+        )?;
+        let mut total = 0usize;
+        for (k, v) in &m.properties {
+            if k.is_empty() {
+                return Err(StoreError::invalid("a property name is empty"));
+            }
+            too_big(
+                format_args!("property name '{k}'"),
+                k.len(),
+                "max-property-name-bytes",
+                self.max_property_name_bytes,
+            )?;
+            too_big(
+                format_args!("value of property '{k}'"),
+                v.len(),
+                "max-property-value-bytes",
+                self.max_property_value_bytes,
+            )?;
+            total += k.len() + v.len();
+        }
+        too_big(
+            "properties in total",
+            total,
+            "max-properties-total-bytes",
+            self.max_properties_total_bytes,
+        )
+    }
+
+    /// Checks a batch's message count and encoded size (the messages are checked one by one with
+    /// [`check_message`](Self::check_message)).
+    pub fn check_batch(&self, message_count: usize, encoded_bytes: usize) -> Result<()> {
+        if message_count == 0 {
+            return Err(StoreError::invalid("batch is empty"));
+        }
+        too_many(
+            "batch",
+            message_count,
+            "max-batch-messages",
+            self.max_batch_messages,
+        )?;
+        too_big(
+            "encoded batch",
+            encoded_bytes,
+            "max-batch-bytes",
+            self.max_batch_bytes,
+        )
+    }
+
+    /// Checks a topic's queue counts.
+    pub fn check_queue_count(&self, what: &str, n: u32) -> Result<()> {
+        if n == 0 || n > self.max_queues_per_topic {
+            return Err(StoreError::invalid(format!(
+                "{what} is {n}; allowed 1 ..= {} (max-queues-per-topic)",
+                self.max_queues_per_topic
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names() {
+        validate_topic_name("orders").expect("plain");
+        validate_topic_name("%RETRY%g1").expect("system allowed internally");
+        validate_topic_name("ns%a|b_c-D9").expect("all chars");
+        let e = validate_topic_name("a b").expect_err("space");
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: topic name 'a b' contains ' ' at position 1; allowed: letters \
+             a-z A-Z, digits 0-9, '%', '|', '_', '-'"
+        );
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("é").is_err());
+        assert!(validate_topic_name(".").is_err());
+        validate_topic_name(&"a".repeat(127)).expect("127 ok");
+        let e = validate_topic_name(&"a".repeat(128)).expect_err("too long");
+        assert!(e.to_string().contains("128 characters; at most 127"), "{e}");
+    }
+
+    #[test]
+    fn reserved_topics_and_groups() {
+        for t in [
+            "rmq_sys_x",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "%RETRY%g",
+            "%DLQ%g",
+            "TBW102",
+        ] {
+            let e = validate_user_topic_name(t).expect_err(t);
+            assert!(e.to_string().contains("reserved"), "{e}");
+        }
+        validate_user_topic_name("rmq_user").expect("not reserved");
+        validate_group_name("g-1").expect("ok");
+        assert!(validate_group_name("CID_RMQ_SYS_x").is_err());
+        assert!(validate_group_name(&"g".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn limits_validate_names_field() {
+        StoreLimits::default().validate().expect("defaults valid");
+        let l = StoreLimits {
+            max_body_bytes: 0,
+            ..StoreLimits::default()
+        };
+        let e = l.validate().expect_err("zero body");
+        assert!(
+            matches!(
+                e,
+                StoreError::Config {
+                    field: "max-body-bytes",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let l = StoreLimits {
+            max_batch_bytes: 1 << 20,
+            ..StoreLimits::default()
+        };
+        let e = l.validate().expect_err("batch below body");
+        assert!(
+            matches!(
+                e,
+                StoreError::Config {
+                    field: "max-batch-bytes",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn limits_serde_kebab_case_and_defaults() {
+        let l: StoreLimits = serde_json::from_str(r#"{"max-body-bytes": 1024}"#).expect("parse");
+        assert_eq!(l.max_body_bytes, 1024);
+        assert_eq!(l.max_tag_bytes, StoreLimits::default().max_tag_bytes);
+        assert!(serde_json::from_str::<StoreLimits>(r#"{"max_body_bytes": 1}"#).is_err());
+    }
+
+    #[test]
+    fn check_message_limits() {
+        let l = StoreLimits {
+            max_body_bytes: 4,
+            max_keys_per_message: 1,
+            max_properties_total_bytes: 5,
+            ..StoreLimits::default()
+        };
+        let mut m = Message::new("t", 0, b"1234".to_vec());
+        l.check_message(&m).expect("fits");
+        m.body.push(b'5');
+        let e = l.check_message(&m).expect_err("body");
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: message body is 5 bytes; max-body-bytes is 4"
+        );
+        m.body.pop();
+        m.keys = vec!["a".into(), "b".into()];
+        assert!(l
+            .check_message(&m)
+            .expect_err("keys")
+            .to_string()
+            .contains("max-keys-per-message"));
+        m.keys = vec![String::new()];
+        assert!(l
+            .check_message(&m)
+            .expect_err("empty key")
+            .to_string()
+            .contains("empty"));
+        m.keys.clear();
+        m.properties.insert("abc".into(), "def".into());
+        assert!(l
+            .check_message(&m)
+            .expect_err("props")
+            .to_string()
+            .contains("in total"));
+        m.properties.clear();
+        m.topic = "%DLQ%x".into();
+        assert!(l.check_message(&m).is_err());
+    }
+
+    #[test]
+    fn check_batch_and_queues() {
+        let l = StoreLimits::default();
+        assert!(l.check_batch(0, 0).is_err());
+        l.check_batch(1, 100).expect("ok");
+        assert!(l.check_batch(1025, 100).is_err());
+        assert!(l.check_batch(1, (8 << 20) + 1).is_err());
+        assert!(l.check_queue_count("write queue count", 0).is_err());
+        l.check_queue_count("write queue count", 8).expect("ok");
+    }
+}
