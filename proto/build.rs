@@ -3,6 +3,7 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = ["proto/raftmq/v1/client.proto", "proto/raftmq/v1/peer.proto"];
+    println!("cargo:rerun-if-changed=build.rs");
     for f in &files {
         println!("cargo:rerun-if-changed={f}");
     }
