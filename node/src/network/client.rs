@@ -10,6 +10,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
+use openraft::base::BoxFuture;
+use openraft::base::BoxStream;
 use openraft::errors::NetworkError;
 use openraft::errors::RPCError;
 use openraft::errors::ReplicationClosed;
@@ -24,6 +26,7 @@ use openraft::network::RaftNetworkV2;
 use openraft::raft::AppendEntriesRequest;
 use openraft::raft::AppendEntriesResponse;
 use openraft::raft::SnapshotResponse;
+use openraft::raft::StreamAppendResult;
 use openraft::raft::TransferLeaderRequest;
 use openraft::raft::TransferLeaderResponse;
 use openraft::raft::VoteRequest;
@@ -123,9 +126,11 @@ where
                 .max_encoding_message_size(self.opts.max_message_bytes)
         });
         PeerNetwork {
-            self_id: self.self_id,
-            target,
-            addr: node.raft_addr.clone(),
+            ctx: Ctx {
+                self_id: self.self_id,
+                target,
+                addr: node.raft_addr.clone(),
+            },
             opts: self.opts.clone(),
             client,
             _types: PhantomData,
@@ -135,9 +140,7 @@ where
 
 /// The connection to one peer, as openraft's replication, heartbeat and snapshot tasks use it.
 pub struct PeerNetwork<C, SD> {
-    self_id: NodeId,
-    target: NodeId,
-    addr: String,
+    ctx: Ctx,
     opts: Arc<PeerNetworkOptions>,
     /// `Err` when the peer's address cannot be a URI: every call answers `Unreachable`.
     client: Result<RaftPeerClient<Channel>, String>,
@@ -172,8 +175,16 @@ impl Unary {
     }
 }
 
-impl<C: LogTypes, SD> PeerNetwork<C, SD> {
-    fn timeout(&self, action: RPCTypes, ttl: Duration) -> Timeout<C> {
+/// Who talks to whom, for errors and logs.
+#[derive(Clone, Debug)]
+struct Ctx {
+    self_id: NodeId,
+    target: NodeId,
+    addr: String,
+}
+
+impl Ctx {
+    fn timeout<C: LogTypes>(&self, action: RPCTypes, ttl: Duration) -> Timeout<C> {
         Timeout {
             action,
             id: self.self_id,
@@ -183,7 +194,12 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
     }
 
     /// Maps a failed call to what openraft should do next (see the module docs).
-    fn status_error(&self, action: RPCTypes, ttl: Duration, status: &Status) -> RPCError<C> {
+    fn status_error<C: LogTypes>(
+        &self,
+        action: RPCTypes,
+        ttl: Duration,
+        status: &Status,
+    ) -> RPCError<C> {
         let what = format!(
             "{action} to node {} at {}: {:?}: {}",
             self.target,
@@ -191,8 +207,13 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
             status.code(),
             status.message()
         );
+        // tonic reports its own client-side deadline as CANCELLED "Timeout expired".
+        let deadline_hit = status.code() == Code::DeadlineExceeded
+            || (status.code() == Code::Cancelled && status.message().contains("Timeout expired"));
+        if deadline_hit {
+            return RPCError::Timeout(self.timeout(action, ttl));
+        }
         match status.code() {
-            Code::DeadlineExceeded => RPCError::Timeout(self.timeout(action, ttl)),
             Code::Cancelled | Code::Unknown | Code::Internal | Code::Aborted => {
                 tracing::debug!(target_node = self.target, error = %what, "peer rpc failed");
                 RPCError::Network(NetworkError::from_string(what))
@@ -207,11 +228,103 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
             }
         }
     }
+}
 
+impl<C: LogTypes, SD> PeerNetwork<C, SD> {
     fn client(&self) -> Result<RaftPeerClient<Channel>, RPCError<C>> {
         self.client
             .clone()
             .map_err(|e| RPCError::Unreachable(Unreachable::from_string(e)))
+    }
+
+    /// Opens the StreamAppend call and turns its replies into openraft's result stream.
+    async fn open_append_stream<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> Result<BoxStream<'s, Result<StreamAppendResult<C>, RPCError<C>>>, RPCError<C>>
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<C>> + Send + Unpin + 'static,
+    {
+        use futures::StreamExt;
+
+        let mut client = self.client()?;
+        let ttl = option.hard_ttl();
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        let (cluster_id, from, to) = (
+            self.opts.cluster_id.clone(),
+            self.ctx.self_id,
+            self.ctx.target,
+        );
+        let requests = input.filter_map(move |req| {
+            let encoded = codec::encode("AppendEntriesRequest", &req);
+            let out = match encoded {
+                Ok(payload) => {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    Some(RaftRequest {
+                        cluster_id: cluster_id.clone(),
+                        from_node_id: from,
+                        to_node_id: to,
+                        codec: codec::CODEC as i32,
+                        payload,
+                    })
+                }
+                Err(e) => {
+                    tracing::error!(target_node = to, error = %e, "dropping unencodable append request");
+                    None
+                }
+            };
+            std::future::ready(out)
+        });
+        let ctx = self.ctx.clone();
+        let replies = match tokio::time::timeout(ttl, client.stream_append(requests)).await {
+            Err(_) => return Err(RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, ttl))),
+            Ok(Err(status)) => return Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)),
+            Ok(Ok(resp)) => resp.into_inner(),
+        };
+        struct St {
+            replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
+            received: u64,
+            done: bool,
+        }
+        let st = St {
+            replies,
+            received: 0,
+            done: false,
+        };
+        let results = futures::stream::unfold(st, move |mut st| {
+            let ctx = ctx.clone();
+            let sent = sent.clone();
+            async move {
+                if st.done {
+                    return None;
+                }
+                loop {
+                    let item = match tokio::time::timeout(ttl, st.replies.message()).await {
+                        Err(_) if sent.load(Ordering::Relaxed) > st.received => {
+                            Err(RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, ttl)))
+                        }
+                        Err(_) => continue,
+                        Ok(Ok(None)) => return None,
+                        Ok(Err(status)) => {
+                            Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status))
+                        }
+                        Ok(Ok(Some(reply))) => {
+                            st.received += 1;
+                            codec::decode::<StreamAppendResult<C>>(
+                                "StreamAppendResult",
+                                &reply.payload,
+                            )
+                            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+                        }
+                    };
+                    st.done = item.is_err();
+                    return Some((item, st));
+                }
+            }
+        });
+        Ok(Box::pin(results))
     }
 
     /// One unary call: encode, send with a deadline of `option.hard_ttl()`, decode.
@@ -232,8 +345,8 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
         let ttl = option.hard_ttl();
         let mut request = tonic::Request::new(RaftRequest {
             cluster_id: self.opts.cluster_id.clone(),
-            from_node_id: self.self_id,
-            to_node_id: self.target,
+            from_node_id: self.ctx.self_id,
+            to_node_id: self.ctx.target,
             codec: codec::CODEC as i32,
             payload,
         });
@@ -247,8 +360,8 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
             }
         };
         let reply = match tokio::time::timeout(ttl, call).await {
-            Err(_elapsed) => return Err(RPCError::Timeout(self.timeout(kind.rpc_type(), ttl))),
-            Ok(Err(status)) => return Err(self.status_error(kind.rpc_type(), ttl, &status)),
+            Err(_elapsed) => return Err(RPCError::Timeout(self.ctx.timeout(kind.rpc_type(), ttl))),
+            Ok(Err(status)) => return Err(self.ctx.status_error(kind.rpc_type(), ttl, &status)),
             Ok(Ok(reply)) => reply.into_inner(),
         };
         codec::decode(resp_name, &reply.payload)
@@ -269,6 +382,20 @@ where
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
         self.unary(Unary::AppendEntries, &rpc, &option).await
+    }
+
+    /// Pipelined replication over one bidirectional gRPC stream: requests go out as openraft
+    /// produces them, results come back in order. A result that does not arrive within
+    /// `hard_ttl` while requests are outstanding ends the stream with `Timeout`.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<C>, RPCError<C>>>, RPCError<C>>>
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<C>> + Send + Unpin + 'static,
+    {
+        Box::pin(self.open_append_stream(input, option))
     }
 
     async fn vote(
@@ -315,8 +442,8 @@ where
         let encode_err = |e: codec::CodecError| StreamingError::Network(NetworkError::new(&e));
         let header = SnapshotHeader {
             cluster_id: self.opts.cluster_id.clone(),
-            from_node_id: self.self_id,
-            to_node_id: self.target,
+            from_node_id: self.ctx.self_id,
+            to_node_id: self.ctx.target,
             codec: codec::CODEC as i32,
             vote: codec::encode("Vote", &vote).map_err(encode_err)?,
             meta: codec::encode("SnapshotMeta", &snapshot.meta).map_err(encode_err)?,
@@ -349,7 +476,7 @@ where
         let reply = tokio::select! {
             r = call => r,
             closed = cancel => return Err(StreamingError::Closed(closed)),
-            _ = watchdog => return Err(StreamingError::Timeout(self.timeout(RPCTypes::InstallSnapshot, ttl))),
+            _ = watchdog => return Err(StreamingError::Timeout(self.ctx.timeout(RPCTypes::InstallSnapshot, ttl))),
         };
         let local_err = read_error
             .lock()
@@ -366,6 +493,7 @@ where
             Ok(r) => r.into_inner(),
             Err(status) => {
                 return Err(self
+                    .ctx
                     .status_error(RPCTypes::InstallSnapshot, ttl, &status)
                     .into())
             }

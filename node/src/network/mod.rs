@@ -30,6 +30,7 @@ pub use client::PeerNetwork;
 pub use client::PeerNetworkFactory;
 pub use codec::CodecError;
 pub use server::PeerService;
+pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;
 pub use snapshot::SnapshotSink;
 pub use snapshot::SnapshotSource;

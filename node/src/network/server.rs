@@ -1,7 +1,11 @@
 //! Server side of the peer transport: the `RaftPeer` gRPC service feeding `openraft::Raft`.
 
 use std::fmt::Display;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::Mutex;
 
 use openraft::raft::AppendEntriesRequest;
 use openraft::raft::TransferLeaderRequest;
@@ -43,6 +47,24 @@ where
     node_id: NodeId,
     cluster_id: String,
     sink: Arc<K>,
+    stats: Arc<PeerServiceStats>,
+}
+
+/// Requests served by a [`PeerService`], by kind (for metrics and tests).
+#[derive(Debug, Default)]
+pub struct PeerServiceStats {
+    /// Unary AppendEntries calls.
+    pub append_entries: AtomicU64,
+    /// AppendEntries requests received over StreamAppend streams.
+    pub stream_append_requests: AtomicU64,
+    /// Vote and PreVote calls.
+    pub votes: AtomicU64,
+    /// Snapshot chunks received.
+    pub snapshot_chunks: AtomicU64,
+    /// Snapshots installed.
+    pub snapshots_installed: AtomicU64,
+    /// Requests refused (cluster id, node id, codec or decoding).
+    pub refused: AtomicU64,
 }
 
 impl<C, SM, K> PeerService<C, SM, K>
@@ -59,7 +81,13 @@ where
             node_id,
             cluster_id: cluster_id.into(),
             sink: Arc::new(sink),
+            stats: Arc::default(),
         }
+    }
+
+    /// Counters of the requests this service has served.
+    pub fn stats(&self) -> Arc<PeerServiceStats> {
+        self.stats.clone()
     }
 
     /// The tonic service with message limits of `max_message_bytes` both ways.
@@ -69,8 +97,52 @@ where
             .max_encoding_message_size(max_message_bytes)
     }
 
+    fn checker(&self) -> Checker {
+        Checker {
+            node_id: self.node_id,
+            cluster_id: self.cluster_id.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    fn check(&self, cluster_id: &str, from: NodeId, to: NodeId, codec: i32) -> Result<(), Status> {
+        self.checker().check(cluster_id, from, to, codec)
+    }
+
+    fn decode_request<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        req: &RaftRequest,
+    ) -> Result<T, Status> {
+        self.checker().decode(what, req)
+    }
+}
+
+/// The addressing checks of this node, detached from the service so streams can own it.
+#[derive(Clone)]
+struct Checker {
+    node_id: NodeId,
+    cluster_id: String,
+    stats: Arc<PeerServiceStats>,
+}
+
+impl Checker {
     /// Checks the addressing fields every request carries.
     fn check(&self, cluster_id: &str, from: NodeId, to: NodeId, codec: i32) -> Result<(), Status> {
+        let res = self.check_fields(cluster_id, from, to, codec);
+        if res.is_err() {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+
+    fn check_fields(
+        &self,
+        cluster_id: &str,
+        from: NodeId,
+        to: NodeId,
+        codec: i32,
+    ) -> Result<(), Status> {
         if cluster_id != self.cluster_id {
             tracing::warn!(
                 from_node = from,
@@ -98,7 +170,7 @@ where
         Ok(())
     }
 
-    fn decode_request<T: serde::de::DeserializeOwned>(
+    fn decode<T: serde::de::DeserializeOwned>(
         &self,
         what: &'static str,
         req: &RaftRequest,
@@ -131,18 +203,74 @@ where
     ) -> Result<Response<RaftReply>, Status> {
         let rpc: AppendEntriesRequest<C> =
             self.decode_request("AppendEntriesRequest", request.get_ref())?;
+        self.stats.append_entries.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.append_entries(rpc).await.map_err(raft_stopped)?;
         reply("AppendEntriesResponse", &resp)
     }
 
+    type StreamAppendStream =
+        Pin<Box<dyn futures::Stream<Item = Result<RaftReply, Status>> + Send + 'static>>;
+
+    /// Decodes and checks each request, feeds them to `Raft::stream_append`, and answers each
+    /// in order. A bad request ends the stream with its status after the results before it.
+    async fn stream_append(
+        &self,
+        request: Request<Streaming<RaftRequest>>,
+    ) -> Result<Response<Self::StreamAppendStream>, Status> {
+        use futures::StreamExt;
+
+        let input = request.into_inner();
+        let refusal: Arc<Mutex<Option<Status>>> = Arc::new(Mutex::new(None));
+        let checker = self.checker();
+        let slot = refusal.clone();
+        let requests = futures::stream::unfold(Some(input), move |input| {
+            let slot = slot.clone();
+            let checker = checker.clone();
+            async move {
+                let mut input = input?;
+                let failed = match input.message().await {
+                    Ok(None) => return None,
+                    Ok(Some(req)) => match checker
+                        .decode::<AppendEntriesRequest<C>>("AppendEntriesRequest", &req)
+                    {
+                        Ok(rpc) => {
+                            checker
+                                .stats
+                                .stream_append_requests
+                                .fetch_add(1, Ordering::Relaxed);
+                            return Some((rpc, Some(input)));
+                        }
+                        Err(status) => status,
+                    },
+                    Err(status) => status,
+                };
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(failed);
+                None
+            }
+        });
+        let results = self.raft.stream_append(requests).map(|res| match res {
+            Ok(r) => codec::encode("StreamAppendResult", &r)
+                .map(|payload| RaftReply { payload })
+                .map_err(|e| Status::internal(e.to_string())),
+            Err(fatal) => Err(raft_stopped(fatal)),
+        });
+        let tail = futures::stream::once(async move {
+            refusal.lock().unwrap_or_else(|p| p.into_inner()).take()
+        })
+        .filter_map(|s| std::future::ready(s.map(Err)));
+        Ok(Response::new(Box::pin(results.chain(tail))))
+    }
+
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc: VoteRequest<C> = self.decode_request("VoteRequest", request.get_ref())?;
+        self.stats.votes.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.vote(rpc).await.map_err(raft_stopped)?;
         reply("VoteResponse", &resp)
     }
 
     async fn pre_vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc: VoteRequest<C> = self.decode_request("PreVoteRequest", request.get_ref())?;
+        self.stats.votes.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.pre_vote(rpc).await.map_err(raft_stopped)?;
         reply("PreVoteResponse", &resp)
     }
@@ -204,6 +332,7 @@ where
                     .await
                     .map_err(io_err)?;
                 received += chunk.data.len() as u64;
+                self.stats.snapshot_chunks.fetch_add(1, Ordering::Relaxed);
             }
             if chunk.done {
                 break;
@@ -223,6 +352,9 @@ where
             .install_full_snapshot(vote, snapshot)
             .await
             .map_err(raft_stopped)?;
+        self.stats
+            .snapshots_installed
+            .fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             from_node = header.from_node_id,
             bytes = received,

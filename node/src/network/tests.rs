@@ -270,6 +270,7 @@ struct TestNode {
     sm: MemSm,
     addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
+    stats: Arc<PeerServiceStats>,
 }
 
 impl TestNode {
@@ -301,8 +302,9 @@ async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
     let raft = Raft::new(id, config, network, MemLog::default(), sm.clone())
         .await
         .expect("raft starts");
-    let svc = PeerService::new(raft.clone(), id, cluster_id, MemorySnapshotSink::default())
-        .into_server(DEFAULT_MAX_MESSAGE_BYTES);
+    let svc = PeerService::new(raft.clone(), id, cluster_id, MemorySnapshotSink::default());
+    let stats = svc.stats();
+    let svc = svc.into_server(DEFAULT_MAX_MESSAGE_BYTES);
     let server = tokio::spawn(async move {
         Server::builder()
             .add_service(svc)
@@ -316,6 +318,7 @@ async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
         sm,
         addr,
         server,
+        stats,
     }
 }
 
@@ -413,6 +416,25 @@ async fn three_nodes_elect_replicate_and_ship_snapshot_in_chunks() {
         .expect("learner installs the snapshot");
     assert_eq!(n4.sm.data().len(), 5);
     assert!(n4.sm.lock().snapshot.is_some(), "learner got a snapshot");
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    // The stats are bumped after install_full_snapshot answers, which may trail the metrics.
+    for _ in 0..100 {
+        if load(&n4.stats.snapshots_installed) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(load(&n4.stats.snapshots_installed), 1);
+    assert!(
+        load(&n4.stats.snapshot_chunks) > 2,
+        "sent in several chunks"
+    );
+    let streamed: u64 = nodes
+        .iter()
+        .map(|n| load(&n.stats.stream_append_requests))
+        .sum();
+    assert!(streamed > 0, "replication used StreamAppend");
+    assert!(nodes.iter().all(|n| load(&n.stats.refused) == 0));
 
     for n in [n1, n2, n3, n4] {
         n.raft.shutdown().await.expect("shutdown");
@@ -524,4 +546,40 @@ async fn dead_peer_is_unreachable_and_backoff_is_capped() {
         .await
         .expect_err("bad address");
     assert!(matches!(err, RPCError::Unreachable(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn silent_peer_times_out_within_the_rpc_ttl() {
+    // Accepts TCP connections and never speaks HTTP/2.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let mut factory =
+        PeerNetworkFactory::<TestConfig, Cursor<Vec<u8>>>::new(1, PeerNetworkOptions::new("c"));
+    let node = PeerNode {
+        raft_addr: addr.to_string(),
+        client_addr: String::new(),
+    };
+    let mut net = factory.new_client(2, &node).await;
+    let started = std::time::Instant::now();
+    let err = net
+        .vote(
+            VoteRequest::new(Vote::new(1, 1), None),
+            RPCOption::new(Duration::from_millis(300)),
+        )
+        .await
+        .expect_err("no answer");
+    assert!(matches!(err, RPCError::Timeout(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "bounded by the ttl"
+    );
+    hold.abort();
 }
