@@ -15,6 +15,7 @@
 //!
 //! Invariant: a send is never transmitted twice unless the caller opted in.
 
+mod api;
 mod client;
 #[cfg(test)]
 mod client_tests;

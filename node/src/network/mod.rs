@@ -18,8 +18,10 @@
 
 mod client;
 mod codec;
+mod factory;
 mod server;
 mod snapshot;
+mod streams;
 
 #[cfg(test)]
 mod tests;
@@ -27,8 +29,8 @@ mod tests;
 use std::time::Duration;
 
 pub use client::PeerNetwork;
-pub use client::PeerNetworkFactory;
 pub use codec::CodecError;
+pub use factory::PeerNetworkFactory;
 pub use server::PeerService;
 pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;
