@@ -41,6 +41,7 @@ use tonic::Status;
 
 use super::codec;
 use super::snapshot::SnapshotSource;
+use super::split;
 use super::PeerNetworkOptions;
 
 /// The connection to one peer, as openraft's replication, heartbeat and snapshot tasks use it.
@@ -154,9 +155,20 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
         Resp: DeserializeOwned,
     {
         let (req_name, resp_name) = kind.names();
-        let mut client = self.client()?;
         let payload =
             codec::encode(req_name, req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let reply = self.unary_raw(kind, payload, option).await?;
+        codec::decode(resp_name, &reply).map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    /// Sends an encoded request, returns the encoded reply.
+    async fn unary_raw(
+        &mut self,
+        kind: Unary,
+        payload: Vec<u8>,
+        option: &RPCOption,
+    ) -> Result<Vec<u8>, RPCError<C>> {
+        let mut client = self.client()?;
         let ttl = option.hard_ttl();
         let mut request = tonic::Request::new(RaftRequest {
             cluster_id: self.opts.cluster_id.clone(),
@@ -174,13 +186,34 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
                 Unary::TransferLeader => client.transfer_leader(request).await,
             }
         };
-        let reply = match tokio::time::timeout(ttl, call).await {
-            Err(_elapsed) => return Err(RPCError::Timeout(self.ctx.timeout(kind.rpc_type(), ttl))),
-            Ok(Err(status)) => return Err(self.ctx.status_error(kind.rpc_type(), ttl, &status)),
-            Ok(Ok(reply)) => reply.into_inner(),
-        };
-        codec::decode(resp_name, &reply.payload)
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+        match tokio::time::timeout(ttl, call).await {
+            Err(_elapsed) => Err(RPCError::Timeout(self.ctx.timeout(kind.rpc_type(), ttl))),
+            Ok(Err(status)) => Err(self.ctx.status_error(kind.rpc_type(), ttl, &status)),
+            Ok(Ok(reply)) => Ok(reply.into_inner().payload),
+        }
+    }
+
+    /// AppendEntries as one or more unary calls (see `split.rs`).
+    async fn append_unary(
+        &mut self,
+        rpc: AppendEntriesRequest<C>,
+        option: &RPCOption,
+    ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
+        let parts = split::encode_append(rpc, self.opts.max_message_bytes)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let mut prev_last = None;
+        for (i, part) in parts.into_iter().enumerate() {
+            let reply = self
+                .unary_raw(Unary::AppendEntries, part.payload, option)
+                .await?;
+            let resp: AppendEntriesResponse<C> = codec::decode("AppendEntriesResponse", &reply)
+                .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+            if let Err(merged) = split::merge_unary(i, prev_last, resp) {
+                return Ok(merged);
+            }
+            prev_last = part.last;
+        }
+        Ok(AppendEntriesResponse::Success)
     }
 }
 
@@ -196,7 +229,7 @@ where
         rpc: AppendEntriesRequest<C>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
-        self.unary(Unary::AppendEntries, &rpc, &option).await
+        self.append_unary(rpc, &option).await
     }
 
     /// Pipelined replication over one bidirectional gRPC stream: requests go out as openraft

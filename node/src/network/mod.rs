@@ -21,6 +21,7 @@ mod codec;
 mod factory;
 mod server;
 mod snapshot;
+mod split;
 mod streams;
 
 #[cfg(test)]

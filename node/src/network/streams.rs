@@ -1,5 +1,6 @@
 //! The streaming calls of [`PeerNetwork`]: pipelined StreamAppend and chunked snapshots.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -30,9 +31,11 @@ use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
 
+use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
 use super::snapshot::SnapshotSource;
+use super::split;
 
 impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     /// Opens the StreamAppend call and turns its replies into openraft's result stream.
@@ -48,32 +51,34 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
 
         let mut client = self.client()?;
         let ttl = option.hard_ttl();
-        let sent = Arc::new(AtomicU64::new(0));
-        let counter = sent.clone();
+        // Part counts of the requests sent and not yet answered, oldest first.
+        let groups: Arc<Mutex<VecDeque<usize>>> = Arc::default();
+        let pending = groups.clone();
         let (cluster_id, from, to) = (
             self.opts.cluster_id.clone(),
             self.ctx.self_id,
             self.ctx.target,
         );
-        let requests = input.filter_map(move |req| {
-            let encoded = codec::encode("AppendEntriesRequest", &req);
-            let out = match encoded {
-                Ok(payload) => {
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    Some(RaftRequest {
-                        cluster_id: cluster_id.clone(),
-                        from_node_id: from,
-                        to_node_id: to,
-                        codec: codec::CODEC as i32,
-                        payload,
-                    })
-                }
+        let max_bytes = self.opts.max_message_bytes;
+        let requests = input.flat_map(move |req| {
+            let parts = match split::encode_append(req, max_bytes) {
+                Ok(parts) => parts,
                 Err(e) => {
                     tracing::error!(target_node = to, error = %e, "dropping unencodable append request");
-                    None
+                    Vec::new()
                 }
             };
-            std::future::ready(out)
+            if !parts.is_empty() {
+                lock(&pending).push_back(parts.len());
+            }
+            let cluster_id = cluster_id.clone();
+            futures::stream::iter(parts.into_iter().map(move |part| RaftRequest {
+                cluster_id: cluster_id.clone(),
+                from_node_id: from,
+                to_node_id: to,
+                codec: codec::CODEC as i32,
+                payload: part.payload,
+            }))
         });
         let ctx = self.ctx.clone();
         let replies = match tokio::time::timeout(ttl, client.stream_append(requests)).await {
@@ -81,45 +86,20 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             Ok(Err(status)) => return Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)),
             Ok(Ok(resp)) => resp.into_inner(),
         };
-        struct St {
-            replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
-            received: u64,
-            done: bool,
-        }
-        let st = St {
+        let st = AppendReplies {
             replies,
-            received: 0,
+            groups,
             done: false,
         };
         let results = futures::stream::unfold(st, move |mut st| {
             let ctx = ctx.clone();
-            let sent = sent.clone();
             async move {
                 if st.done {
                     return None;
                 }
-                loop {
-                    let item = match tokio::time::timeout(ttl, st.replies.message()).await {
-                        Err(_) if sent.load(Ordering::Relaxed) > st.received => {
-                            Err(RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, ttl)))
-                        }
-                        Err(_) => continue,
-                        Ok(Ok(None)) => return None,
-                        Ok(Err(status)) => {
-                            Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status))
-                        }
-                        Ok(Ok(Some(reply))) => {
-                            st.received += 1;
-                            codec::decode::<StreamAppendResult<C>>(
-                                "StreamAppendResult",
-                                &reply.payload,
-                            )
-                            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-                        }
-                    };
-                    st.done = item.is_err();
-                    return Some((item, st));
-                }
+                let (item, end) = st.next_result(&ctx, ttl).await?;
+                st.done = end || item.is_err();
+                Some((item, st))
             }
         });
         Ok(Box::pin(results))
@@ -201,6 +181,79 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
         };
         codec::decode("SnapshotResponse", &reply.payload)
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The reply side of a StreamAppend call.
+struct AppendReplies {
+    replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
+    /// Part counts of the requests sent and not yet answered.
+    groups: Arc<Mutex<VecDeque<usize>>>,
+    done: bool,
+}
+
+impl AppendReplies {
+    /// The next reply, waiting at most `ttl` while a request is outstanding. `None` when the
+    /// server closed the stream.
+    async fn next_reply<C: LogTypes>(
+        &mut self,
+        ctx: &Ctx,
+        ttl: Duration,
+    ) -> Option<Result<StreamAppendResult<C>, RPCError<C>>> {
+        loop {
+            match tokio::time::timeout(ttl, self.replies.message()).await {
+                Err(_) if !lock(&self.groups).is_empty() => {
+                    return Some(Err(RPCError::Timeout(
+                        ctx.timeout(RPCTypes::AppendEntries, ttl),
+                    )))
+                }
+                Err(_) => continue,
+                Ok(Ok(None)) => return None,
+                Ok(Err(status)) => {
+                    return Some(Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)))
+                }
+                Ok(Ok(Some(reply))) => {
+                    return Some(
+                        codec::decode("StreamAppendResult", &reply.payload)
+                            .map_err(|e| RPCError::Network(NetworkError::new(&e))),
+                    )
+                }
+            }
+        }
+    }
+
+    /// The merged result of the oldest outstanding request, and whether the stream must end.
+    async fn next_result<C: LogTypes>(
+        &mut self,
+        ctx: &Ctx,
+        ttl: Duration,
+    ) -> Option<(Result<StreamAppendResult<C>, RPCError<C>>, bool)> {
+        let mut results = Vec::new();
+        loop {
+            let item = match self.next_reply::<C>(ctx, ttl).await {
+                None if results.is_empty() => return None,
+                // The server ended the stream inside a group: it failed a part.
+                None => return Some((Ok(split::merge_stream(&results).0), true)),
+                Some(item) => item,
+            };
+            let res = match item {
+                Ok(r) => r,
+                Err(e) if results.is_empty() => return Some((Err(e), true)),
+                Err(_) => return Some((Ok(split::merge_stream(&results).0), true)),
+            };
+            let failed = res.is_err();
+            results.push(res);
+            let want = lock(&self.groups).front().copied().unwrap_or(1);
+            if results.len() >= want || failed {
+                lock(&self.groups).pop_front();
+                let (merged, end) = split::merge_stream(&results);
+                return Some((Ok(merged), end || failed));
+            }
+        }
     }
 }
 

@@ -283,6 +283,10 @@ impl TestNode {
 }
 
 async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
+    start_node_with_limit(id, cluster_id, DEFAULT_MAX_MESSAGE_BYTES).await
+}
+
+async fn start_node_with_limit(id: NodeId, cluster_id: &str, max_message_bytes: usize) -> TestNode {
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
     let addr = incoming.local_addr().expect("local addr");
     let config = Config {
@@ -297,6 +301,7 @@ async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
     let config = Arc::new(config.validate().expect("valid raft config"));
     let mut opts = PeerNetworkOptions::new(cluster_id);
     opts.backoff_max = Duration::from_millis(200);
+    opts.max_message_bytes = max_message_bytes;
     let network = PeerNetworkFactory::<TestConfig, Cursor<Vec<u8>>>::new(id, opts);
     let sm = MemSm::default();
     let raft = Raft::new(id, config, network, MemLog::default(), sm.clone())
@@ -304,7 +309,7 @@ async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
         .expect("raft starts");
     let svc = PeerService::new(raft.clone(), id, cluster_id, MemorySnapshotSink::default());
     let stats = svc.stats();
-    let svc = svc.into_server(DEFAULT_MAX_MESSAGE_BYTES);
+    let svc = svc.into_server(max_message_bytes);
     let server = tokio::spawn(async move {
         Server::builder()
             .add_service(svc)
@@ -582,4 +587,54 @@ async fn silent_peer_times_out_within_the_rpc_ttl() {
         "bounded by the ttl"
     );
     hold.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_the_size_limit_are_split_and_still_replicate() {
+    // Parts may carry 24 KiB; entries are 20 KiB, so a request with several entries is cut.
+    let limit = (64 << 10) + (24 << 10);
+    let cluster = "split";
+    let n1 = start_node_with_limit(1, cluster, limit).await;
+    let n2 = start_node_with_limit(2, cluster, limit).await;
+    let n3 = start_node_with_limit(3, cluster, limit).await;
+    let nodes = [&n1, &n2, &n3];
+    let members: BTreeMap<NodeId, PeerNode> = nodes.iter().map(|n| (n.id, n.peer())).collect();
+    n1.raft.initialize(members).await.expect("initialize");
+    let leader_id = wait_leader(&nodes).await;
+    let leader = nodes
+        .iter()
+        .find(|n| n.id == leader_id)
+        .expect("leader is a member");
+    leader
+        .raft
+        .wait(WAIT)
+        .leader_with_quorum_acked(None, "leader heard from a quorum")
+        .await
+        .expect("leader lease established");
+
+    let writes = (0..24u8).map(|i| leader.raft.client_write(AppPayload(vec![i; 20 << 10])));
+    let results = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(writes))
+        .await
+        .expect("writes commit (oversized requests must be split)");
+    let last = results
+        .into_iter()
+        .map(|r| r.expect("quorum write").log_id.index)
+        .max()
+        .expect("24 writes");
+    for n in &nodes {
+        n.raft
+            .wait(WAIT)
+            .applied_index_at_least(Some(last), "replicated")
+            .await
+            .expect("every node applies");
+        assert_eq!(n.sm.data().len(), 24);
+        assert_eq!(
+            n.stats.refused.load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+    for n in [n1, n2, n3] {
+        n.raft.shutdown().await.expect("shutdown");
+        n.server.abort();
+    }
 }
