@@ -11,6 +11,7 @@
 
 mod args;
 mod member;
+mod raft;
 #[cfg(test)]
 mod tests;
 

@@ -42,6 +42,25 @@ pub fn with_error_detail(mut status: tonic::Status, detail: &v1::ErrorDetail) ->
     status
 }
 
+/// The answer of a node that will not execute a write because it is not the leader and did
+/// not forward it: UNAVAILABLE plus an [`v1::ErrorDetail`] with reason NOT_LEADER, the leader
+/// it knows (if any) and `not_applied = true`, so clients resend to the leader safely.
+pub fn not_leader_status(node_id: u64, leader_id: Option<u64>, leader_addr: &str) -> tonic::Status {
+    let msg = match leader_id {
+        Some(id) => {
+            format!("node {node_id} is not the leader; the leader is node {id} at {leader_addr}")
+        }
+        None => format!("node {node_id} is not the leader and knows no leader yet"),
+    };
+    let detail = v1::ErrorDetail {
+        reason: v1::ErrorReason::NotLeader as i32,
+        leader_id,
+        leader_addr: leader_addr.to_string(),
+        not_applied: true,
+    };
+    with_error_detail(tonic::Status::unavailable(msg), &detail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +76,13 @@ mod tests {
         let status = with_error_detail(tonic::Status::unavailable("not leader"), &detail);
         assert_eq!(error_detail(&status), Some(detail));
         assert_eq!(error_detail(&tonic::Status::internal("x")), None);
+
+        let s = not_leader_status(1, Some(3), "h:9203");
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        let d = error_detail(&s).expect("detail attached");
+        assert_eq!(
+            (d.leader_id, d.leader_addr.as_str(), d.not_applied),
+            (Some(3), "h:9203", true)
+        );
     }
 }
