@@ -14,7 +14,7 @@ use crate::client::Kind;
 
 impl Client {
     /// Sends one message; returns after the quorum ack. Not resent after an unknown outcome
-    /// unless [`ClientOptions::retry_unknown_writes`].
+    /// unless [`ClientOptions::retry_unknown_writes`](crate::ClientOptions::retry_unknown_writes).
     pub async fn send(&self, message: Message) -> Result<SendResult, ClientError> {
         let reply = self
             .call(
