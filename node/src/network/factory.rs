@@ -1,5 +1,5 @@
 //! [`PeerNetworkFactory`]: hands openraft one [`PeerNetwork`] per peer, all sharing the peer's
-//! long-lived channel.
+//! long-lived channel (plus a separate one for snapshots).
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -25,8 +25,9 @@ use super::PeerNetworkOptions;
 pub struct PeerNetworkFactory<C, SD> {
     self_id: NodeId,
     opts: Arc<PeerNetworkOptions>,
-    /// Invariant: one channel per peer id, replaced only when the peer's address changes.
-    channels: Arc<Mutex<HashMap<NodeId, (String, Channel)>>>,
+    /// Invariant: one channel per (peer id, lane), replaced only when the peer's address
+    /// changes.
+    channels: Arc<Mutex<ChannelMap>>,
     _types: PhantomData<fn() -> (C, SD)>,
 }
 
@@ -42,12 +43,12 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
     }
 
     /// The channel to `target` at `addr`, created (lazily connecting) on first use.
-    fn channel(&self, target: NodeId, addr: &str) -> Result<Channel, String> {
+    fn channel(&self, target: NodeId, lane: Lane, addr: &str) -> Result<Channel, String> {
         let mut channels = self
             .channels
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((known_addr, ch)) = channels.get(&target) {
+        if let Some((known_addr, ch)) = channels.get(&(target, lane)) {
             if known_addr == addr {
                 return Ok(ch.clone());
             }
@@ -60,10 +61,22 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             .keep_alive_while_idle(true)
             .http2_adaptive_window(true);
         let ch = endpoint.connect_lazy();
-        tracing::info!(target_node = target, addr, "peer channel created");
-        channels.insert(target, (addr.to_string(), ch.clone()));
+        tracing::info!(target_node = target, addr, ?lane, "peer channel created");
+        channels.insert((target, lane), (addr.to_string(), ch.clone()));
         Ok(ch)
     }
+}
+
+/// Channels by (peer, lane), with the address each was made for.
+type ChannelMap = HashMap<(NodeId, Lane), (String, Channel)>;
+
+/// Which connection to a peer a client uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Lane {
+    /// Replication, heartbeats, votes, leader transfer.
+    Raft,
+    /// Snapshot transfers.
+    Snapshot,
 }
 
 impl<C, SD> Clone for PeerNetworkFactory<C, SD> {
@@ -85,7 +98,19 @@ where
     type Network = PeerNetwork<C, SD>;
 
     async fn new_client(&mut self, target: NodeId, node: &PeerNode) -> Self::Network {
-        let client = self.channel(target, &node.raft_addr).map(|ch| {
+        self.network(target, node, Lane::Raft)
+    }
+
+    /// Snapshots get their own connection, so a large transfer cannot use up the HTTP/2
+    /// flow-control window that replication and heartbeats share.
+    async fn new_snapshot_client(&mut self, target: NodeId, node: &PeerNode) -> Self::Network {
+        self.network(target, node, Lane::Snapshot)
+    }
+}
+
+impl<C, SD> PeerNetworkFactory<C, SD> {
+    fn network(&self, target: NodeId, node: &PeerNode, lane: Lane) -> PeerNetwork<C, SD> {
+        let client = self.channel(target, lane, &node.raft_addr).map(|ch| {
             RaftPeerClient::new(ch)
                 .max_decoding_message_size(self.opts.max_message_bytes)
                 .max_encoding_message_size(self.opts.max_message_bytes)
