@@ -1,9 +1,11 @@
 //! The Raft transport between peers: openraft's network traits over tonic gRPC.
 //!
 //! - [`PeerNetworkFactory`] (client side) implements `RaftNetworkFactory`: one long-lived,
-//!   lazily connected HTTP/2 [`tonic::transport::Channel`] per peer, shared by replication,
-//!   heartbeats and snapshots; tonic re-dials a broken connection on the next call, and
-//!   openraft spaces retries with our capped exponential [`Backoff`](openraft::network::Backoff).
+//!   lazily connected HTTP/2 [`tonic::transport::Channel`] per peer for replication,
+//!   heartbeats and votes (plus one for snapshots); tonic re-dials a broken connection on the
+//!   next call, and openraft spaces retries with our capped exponential
+//!   [`Backoff`](openraft::network::Backoff). Replication is pipelined over a bidirectional
+//!   `StreamAppend` stream; requests above the message limit are split (`split.rs`).
 //! - [`PeerService`] (server side) implements the generated `RaftPeer` service and forwards
 //!   each request into `openraft::Raft`.
 //!
