@@ -1,1 +1,16 @@
-fn main() {}
+//! Compiles `proto/raftmq/v1/*.proto` with protox (pure Rust; no `protoc` binary needed) and
+//! generates prost messages plus tonic clients and servers.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["proto/raftmq/v1/client.proto", "proto/raftmq/v1/peer.proto"];
+    println!("cargo:rerun-if-changed=build.rs");
+    for f in &files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! [`Client`]: the raftmq client over the `RaftMq` gRPC service.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use raftmq_proto::v1::raft_mq_client::RaftMqClient;
+use raftmq_proto::v1::*;
+use tonic::transport::Channel;
+use tonic::transport::Endpoint;
+use tonic::Code;
+use tonic::Status;
+
+use crate::error::classify;
+use crate::error::ClientError;
+use crate::error::Verdict;
+
+/// Client settings.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Timeout of one TCP connect. Default 1 s.
+    pub connect_timeout: Duration,
+    /// Deadline of one attempt (a pull adds its long-poll timeout). Default 10 s.
+    pub request_timeout: Duration,
+    /// Attempts per call, redirects included. Default 6.
+    pub max_attempts: u32,
+    /// First delay before retrying on another node; doubles up to `backoff_max`. Default 50 ms.
+    pub backoff_initial: Duration,
+    /// Retry delay cap. Default 1 s.
+    pub backoff_max: Duration,
+    /// Resend a write whose outcome is unknown (timeout, lost connection, no quorum). This can
+    /// store the message twice; off by default, in which case such a failure is returned as
+    /// [`ClientError::UnknownOutcome`].
+    pub retry_unknown_writes: bool,
+    /// gRPC message limit both ways. Default 64 MiB.
+    pub max_message_bytes: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(10),
+            max_attempts: 6,
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+            retry_unknown_writes: false,
+            max_message_bytes: 64 << 20,
+        }
+    }
+}
+
+/// How a call may be retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Served by any node; retried anywhere.
+    Read,
+    /// Executed by the leader and safe to repeat (sets a value): retried like a read.
+    IdempotentWrite,
+    /// Executed by the leader, not safe to repeat blindly (send, create, membership).
+    Write,
+}
+
+/// Known nodes and the leader hint.
+///
+/// Invariant: `leader`, when set, is one of `nodes`.
+#[derive(Default)]
+pub(crate) struct Routing {
+    nodes: Vec<String>,
+    pub(crate) leader: Option<String>,
+    /// Next node to try for calls without a leader preference.
+    cursor: usize,
+    channels: HashMap<String, Channel>,
+}
+
+/// A raftmq client: knows the seed nodes, follows leader hints, retries what is safe to retry.
+///
+/// Cheap to clone; clones share connections and the leader hint.
+#[derive(Clone)]
+pub struct Client {
+    opts: ClientOptions,
+    routing: Arc<Mutex<Routing>>,
+}
+
+pub(crate) fn normalize(addr: &str) -> String {
+    addr.trim()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string()
+}
+
+impl Client {
+    /// A client for `seeds` (client addresses, host:port) that connects on first use.
+    pub fn new(seeds: &[String], opts: ClientOptions) -> Result<Self, ClientError> {
+        let mut nodes: Vec<String> = Vec::new();
+        for s in seeds {
+            let a = normalize(s);
+            if a.is_empty() || Endpoint::from_shared(format!("http://{a}")).is_err() {
+                return Err(ClientError::InvalidArgument(format!(
+                    "bad server address {s:?}"
+                )));
+            }
+            if !nodes.contains(&a) {
+                nodes.push(a);
+            }
+        }
+        if nodes.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "no server addresses given".into(),
+            ));
+        }
+        Ok(Self {
+            opts,
+            routing: Arc::new(Mutex::new(Routing {
+                nodes,
+                ..Default::default()
+            })),
+        })
+    }
+
+    /// [`Client::new`], then asks the cluster for its members and leader (so every member is
+    /// known even if only one seed was given). Fails when no seed answers.
+    pub async fn connect(seeds: &[String], opts: ClientOptions) -> Result<Self, ClientError> {
+        let client = Self::new(seeds, opts)?;
+        client.refresh().await?;
+        Ok(client)
+    }
+
+    /// Re-reads the members and leader from the cluster.
+    pub async fn refresh(&self) -> Result<ClusterStatusReply, ClientError> {
+        let status = self.cluster_status().await?;
+        let mut r = self.routing();
+        for m in &status.members {
+            let a = normalize(&m.client_addr);
+            if !a.is_empty() && !r.nodes.contains(&a) {
+                r.nodes.push(a);
+            }
+        }
+        r.leader = status
+            .leader_id
+            .and_then(|id| status.members.iter().find(|m| m.node_id == id))
+            .map(|m| normalize(&m.client_addr))
+            .filter(|a| !a.is_empty());
+        Ok(status)
+    }
+
+    /// The leader's client address as last learned, if any.
+    pub fn leader_hint(&self) -> Option<String> {
+        self.routing().leader.clone()
+    }
+
+    /// Every node address the client knows.
+    pub fn nodes(&self) -> Vec<String> {
+        self.routing().nodes.clone()
+    }
+
+    pub(crate) fn routing(&self) -> std::sync::MutexGuard<'_, Routing> {
+        self.routing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn grpc(&self, addr: &str) -> Result<RaftMqClient<Channel>, ClientError> {
+        let mut r = self.routing();
+        let ch = match r.channels.get(addr) {
+            Some(ch) => ch.clone(),
+            None => {
+                let ch = Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(|e| {
+                        ClientError::InvalidArgument(format!("bad address {addr:?}: {e}"))
+                    })?
+                    .connect_timeout(self.opts.connect_timeout)
+                    .tcp_nodelay(true)
+                    .connect_lazy();
+                r.channels.insert(addr.to_string(), ch.clone());
+                ch
+            }
+        };
+        Ok(RaftMqClient::new(ch)
+            .max_decoding_message_size(self.opts.max_message_bytes)
+            .max_encoding_message_size(self.opts.max_message_bytes))
+    }
+
+    /// Where the next attempt goes: the leader if known (writes always prefer it), else the
+    /// node under the cursor.
+    fn pick(&self) -> String {
+        let r = self.routing();
+        if let Some(l) = &r.leader {
+            return l.clone();
+        }
+        r.nodes[r.cursor % r.nodes.len()].clone()
+    }
+
+    fn follow(&self, leader: &str) {
+        let mut r = self.routing();
+        let a = normalize(leader);
+        if !r.nodes.contains(&a) {
+            r.nodes.push(a.clone());
+        }
+        r.leader = Some(a);
+    }
+
+    /// `addr` failed: forget it as leader and move the cursor past it.
+    fn demote(&self, addr: &str) {
+        let mut r = self.routing();
+        if r.leader.as_deref() == Some(addr) {
+            r.leader = None;
+        }
+        if let Some(i) = r.nodes.iter().position(|n| n == addr) {
+            r.cursor = i + 1;
+        } else {
+            r.cursor += 1;
+        }
+    }
+
+    /// One attempt at `addr`.
+    pub(crate) async fn attempt<Req, Resp, F, Fut>(
+        &self,
+        addr: &str,
+        req: Req,
+        extra: Duration,
+        rpc: &F,
+    ) -> Result<Resp, Status>
+    where
+        F: Fn(RaftMqClient<Channel>, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+    {
+        let client = self
+            .grpc(addr)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let deadline = self.opts.request_timeout + extra;
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(deadline);
+        match tokio::time::timeout(deadline + Duration::from_millis(500), rpc(client, request))
+            .await
+        {
+            Ok(r) => r.map(|resp| resp.into_inner()),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
+    /// Runs `rpc` with the retry rules of `kind` (see [`crate`] docs).
+    pub(crate) async fn call<Req, Resp, F, Fut>(
+        &self,
+        kind: Kind,
+        req: Req,
+        extra: Duration,
+        rpc: F,
+    ) -> Result<Resp, ClientError>
+    where
+        Req: Clone,
+        F: Fn(RaftMqClient<Channel>, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+    {
+        let mut backoff = self.opts.backoff_initial;
+        let mut redirect: Option<String> = None;
+        let mut uncertain: Option<(String, Code, String)> = None;
+        let mut last = String::from("no attempt made");
+        let attempts = self.opts.max_attempts.max(1);
+        for _ in 0..attempts {
+            let addr = redirect.take().unwrap_or_else(|| self.pick());
+            let status = match self.attempt(&addr, req.clone(), extra, &rpc).await {
+                Ok(resp) => {
+                    if kind != Kind::Read {
+                        self.follow(&addr);
+                    }
+                    return Ok(resp);
+                }
+                Err(s) => s,
+            };
+            last = format!("{addr}: {:?}: {}", status.code(), status.message());
+            tracing::debug!(addr = %addr, code = ?status.code(), message = status.message(), "call failed");
+            match classify(&status, kind == Kind::Write) {
+                Verdict::Redirect(to) if normalize(&to) != addr => {
+                    self.follow(&to);
+                    redirect = Some(normalize(&to));
+                    continue;
+                }
+                Verdict::Redirect(_) | Verdict::Retry => {}
+                Verdict::Reject => {
+                    return Err(ClientError::Rejected {
+                        addr,
+                        code: status.code(),
+                        message: status.message().to_string(),
+                        detail: raftmq_proto::error_detail(&status),
+                    })
+                }
+                Verdict::Unknown => {
+                    let unknown = (addr.clone(), status.code(), status.message().to_string());
+                    if !self.opts.retry_unknown_writes {
+                        let (addr, code, message) = unknown;
+                        return Err(ClientError::UnknownOutcome {
+                            addr,
+                            code,
+                            message,
+                        });
+                    }
+                    uncertain = Some(unknown);
+                }
+            }
+            self.demote(&addr);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(self.opts.backoff_max);
+        }
+        match uncertain {
+            Some((addr, code, message)) => Err(ClientError::UnknownOutcome {
+                addr,
+                code,
+                message,
+            }),
+            None => Err(ClientError::Unavailable { attempts, last }),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! [`NodeArgs`]: the command line of `raftmq-node`; every flag overrides the TOML key of the
+//! same name.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use super::ConfigError;
+use super::FlushPolicy;
+use super::MemberSpec;
+use super::NodeConfig;
+
+/// raftmq-node: one node of a Raft-replicated message broker.
+///
+/// Settings come from built-in defaults, then the TOML file given with --config (keys are the
+/// flag names without "--"), then the flags below. Without any of them the node runs a
+/// single-node cluster on 127.0.0.1 (Raft 9101, clients 9201, metrics 9301).
+///
+/// Example: raftmq-node --node-id 2 --data-dir ./data/n2 --raft-listen-addr 127.0.0.1:9102
+///   --client-listen-addr 127.0.0.1:9202 --metrics-addr 127.0.0.1:9302
+///   --initial-members 1=127.0.0.1:9101/127.0.0.1:9201,2=127.0.0.1:9102/127.0.0.1:9202,3=127.0.0.1:9103/127.0.0.1:9203
+#[derive(Clone, Debug, Default, Parser)]
+#[command(name = "raftmq-node", version, verbatim_doc_comment)]
+pub struct NodeArgs {
+    /// TOML config file (kebab-case keys, same names as the flags).
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// This node's id, unique and stable. [default 1; 1..]
+    #[arg(long)]
+    pub node_id: Option<u64>,
+    /// Cluster name; peers of other clusters are refused. [default raftmq]
+    #[arg(long)]
+    pub cluster_id: Option<String>,
+    /// Data directory. [default ./raftmq-data/node-1]
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Listen address of the Raft peer service. [default 127.0.0.1:9101]
+    #[arg(long)]
+    pub raft_listen_addr: Option<SocketAddr>,
+    /// host:port peers dial for Raft. [default: raft-listen-addr]
+    #[arg(long)]
+    pub raft_advertised_addr: Option<String>,
+    /// Listen address of the client service. [default 127.0.0.1:9201]
+    #[arg(long)]
+    pub client_listen_addr: Option<SocketAddr>,
+    /// host:port clients dial. [default: client-listen-addr]
+    #[arg(long)]
+    pub client_advertised_addr: Option<String>,
+    /// Prometheus /metrics address. [default 127.0.0.1:9301]
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Disable the metrics endpoint (metrics-addr = "" in the file).
+    #[arg(long, conflicts_with = "metrics_addr")]
+    pub no_metrics: bool,
+    /// Bootstrap members, comma-separated id=raft_host:port/client_host:port. [default: none]
+    #[arg(long, value_delimiter = ',')]
+    pub initial_members: Option<Vec<MemberSpec>>,
+    /// Client address of a member of an existing cluster to join as learner. [default: none]
+    #[arg(long)]
+    pub join_addr: Option<String>,
+    /// fsync before acknowledging (sync) or periodically (async). [default sync]
+    #[arg(long, value_enum)]
+    pub flush_policy: Option<FlushPolicy>,
+    /// fsync period of the async flush policy, ms. [default 500; 1..=60000]
+    #[arg(long)]
+    pub flush_interval_ms: Option<u64>,
+    /// CommitLog segment size, bytes; cluster-wide, fixed. [default 1 GiB]
+    #[arg(long)]
+    pub segment_bytes: Option<u64>,
+    /// Election timeout lower bound, ms. [default 600; 50..=60000]
+    #[arg(long)]
+    pub election_timeout_min_ms: Option<u64>,
+    /// Election timeout upper bound, ms. [default 1200; > min, ..=120000]
+    #[arg(long)]
+    pub election_timeout_max_ms: Option<u64>,
+    /// Leader heartbeat interval, ms. [default 150; 10..election-timeout-min-ms]
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
+    /// How long a send waits for its quorum ack, ms. [default 3000; 100..=600000]
+    #[arg(long)]
+    pub send_timeout_ms: Option<u64>,
+    /// Largest message, bytes. [default 4 MiB; 1 KiB..=64 MiB]
+    #[arg(long)]
+    pub max_message_bytes: Option<u64>,
+    /// Most messages per batch. [default 1024; 1..=65536]
+    #[arg(long)]
+    pub max_batch_messages: Option<u32>,
+    /// Largest batch, bytes. [default 16 MiB; max-message-bytes..=256 MiB]
+    #[arg(long)]
+    pub max_batch_bytes: Option<u64>,
+    /// gRPC message limit, bytes. [default 64 MiB; >= max-batch-bytes + 1 MiB]
+    #[arg(long)]
+    pub grpc_max_message_bytes: Option<u64>,
+    /// Create unknown topics on first send. [default true]
+    #[arg(long)]
+    pub topic_auto_create: Option<bool>,
+    /// Queues of an auto-created topic. [default 4; 1..=1024]
+    #[arg(long)]
+    pub default_queue_count: Option<u32>,
+    /// Segment retention, hours. [default 72; 1..=87600]
+    #[arg(long)]
+    pub file_reserved_hours: Option<u32>,
+    /// Disk usage ratio that triggers early cleaning. [default 0.75; 0.1..=0.99]
+    #[arg(long)]
+    pub disk_clean_ratio: Option<f64>,
+    /// Disk usage ratio above which sends are refused. [default 0.90; > clean, ..=0.99]
+    #[arg(long)]
+    pub disk_reject_ratio: Option<f64>,
+    /// Log filter (tracing EnvFilter syntax; RUST_LOG wins). [default info]
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+macro_rules! override_fields {
+    ($args:expr, $cfg:expr; $($f:ident),* ; $($o:ident),*) => {
+        $( if let Some(v) = $args.$f { $cfg.$f = v; } )*
+        $( if let Some(v) = $args.$o { $cfg.$o = Some(v); } )*
+    };
+}
+
+impl NodeArgs {
+    /// Defaults, then the file (if any), then the flags; validated.
+    pub fn resolve(self) -> Result<NodeConfig, ConfigError> {
+        let mut cfg = match &self.config {
+            Some(path) => NodeConfig::load(path)?,
+            None => NodeConfig::default(),
+        };
+        self.apply(&mut cfg);
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Writes every flag that was given over `cfg`.
+    pub fn apply(self, cfg: &mut NodeConfig) {
+        override_fields!(self, cfg;
+            node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
+            initial_members, flush_policy, flush_interval_ms, segment_bytes,
+            election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms, send_timeout_ms,
+            max_message_bytes, max_batch_messages, max_batch_bytes, grpc_max_message_bytes,
+            topic_auto_create, default_queue_count, file_reserved_hours, disk_clean_ratio,
+            disk_reject_ratio, log_level;
+            raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
+        if self.no_metrics {
+            cfg.metrics_addr = None;
+        }
+    }
+}

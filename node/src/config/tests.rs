@@ -1,0 +1,169 @@
+//! Tests of [`NodeConfig`] and [`NodeArgs`].
+
+use std::path::Path;
+
+use clap::Parser;
+
+use super::*;
+
+fn field_of(err: ConfigError) -> &'static str {
+    match err {
+        ConfigError::Invalid { field, .. } => field,
+        other => panic!("expected Invalid, got {other}"),
+    }
+}
+
+#[test]
+fn defaults_are_valid() {
+    NodeConfig::default().validate().expect("defaults valid");
+    let from_empty = NodeConfig::from_toml_str("", Path::new("empty.toml")).expect("parses");
+    assert_eq!(from_empty, NodeConfig::default());
+}
+
+#[test]
+fn each_invalid_field_is_named() {
+    type Breaker = fn(&mut NodeConfig);
+    let cases: Vec<(&str, Breaker)> = vec![
+        ("node-id", |c| c.node_id = 0),
+        ("cluster-id", |c| c.cluster_id = String::new()),
+        ("cluster-id", |c| c.cluster_id = "a b".into()),
+        ("data-dir", |c| c.data_dir = "".into()),
+        ("raft-advertised-addr", |c| {
+            c.raft_listen_addr = "0.0.0.0:9101".parse().unwrap()
+        }),
+        ("raft-advertised-addr", |c| {
+            c.raft_advertised_addr = Some("nohost".into())
+        }),
+        ("client-advertised-addr", |c| {
+            c.client_listen_addr = "0.0.0.0:1".parse().unwrap()
+        }),
+        ("client-advertised-addr", |c| {
+            c.client_advertised_addr = Some(":80".into())
+        }),
+        ("client-listen-addr", |c| {
+            c.client_listen_addr = c.raft_listen_addr
+        }),
+        ("join-addr", |c| c.join_addr = Some("x".into())),
+        ("initial-members", |c| {
+            c.initial_members = vec!["2=a:1/a:2".parse().unwrap()];
+        }),
+        ("initial-members", |c| {
+            c.initial_members = vec!["1=a:1/a:2".parse().unwrap(), "1=b:1/b:2".parse().unwrap()];
+        }),
+        ("initial-members", |c| {
+            c.initial_members = vec!["1=a:1/a:2".parse().unwrap()];
+            c.join_addr = Some("h:1".into());
+        }),
+        ("flush-interval-ms", |c| c.flush_interval_ms = 0),
+        ("segment-bytes", |c| c.segment_bytes = 1000),
+        ("segment-bytes", |c| c.segment_bytes = 20 << 20),
+        ("election-timeout-min-ms", |c| {
+            c.election_timeout_min_ms = 10
+        }),
+        ("election-timeout-max-ms", |c| {
+            c.election_timeout_max_ms = 600
+        }),
+        ("heartbeat-ms", |c| c.heartbeat_ms = 600),
+        ("heartbeat-ms", |c| c.heartbeat_ms = 5),
+        ("send-timeout-ms", |c| c.send_timeout_ms = 10),
+        ("max-message-bytes", |c| c.max_message_bytes = 10),
+        ("max-batch-messages", |c| c.max_batch_messages = 0),
+        ("max-batch-bytes", |c| c.max_batch_bytes = 1024),
+        ("grpc-max-message-bytes", |c| {
+            c.grpc_max_message_bytes = 16 << 20
+        }),
+        ("default-queue-count", |c| c.default_queue_count = 0),
+        ("file-reserved-hours", |c| c.file_reserved_hours = 0),
+        ("disk-clean-ratio", |c| c.disk_clean_ratio = 1.5),
+        ("disk-reject-ratio", |c| c.disk_reject_ratio = 0.5),
+        ("disk-reject-ratio", |c| c.disk_reject_ratio = 1.0),
+        ("log-level", |c| c.log_level = "info,[".into()),
+    ];
+    for (want, brk) in cases {
+        let mut c = NodeConfig::default();
+        brk(&mut c);
+        let err = c.validate().expect_err(want);
+        let msg = err.to_string();
+        assert_eq!(field_of(err), want, "{msg}");
+        assert!(msg.contains(want), "{msg}");
+    }
+}
+
+#[test]
+fn toml_round_trip() {
+    let mut c = NodeConfig {
+        node_id: 2,
+        cluster_id: "prod-1".into(),
+        flush_policy: FlushPolicy::Async,
+        flush_interval_ms: 50,
+        topic_auto_create: false,
+        metrics_addr: None,
+        join_addr: None,
+        disk_clean_ratio: 0.6,
+        ..Default::default()
+    };
+    c.initial_members = vec![
+        "1=127.0.0.1:9101/127.0.0.1:9201".parse().unwrap(),
+        "2=127.0.0.1:9102/127.0.0.1:9202".parse().unwrap(),
+    ];
+    c.validate().expect("valid");
+    let text = c.to_toml_string();
+    assert!(text.contains("flush-policy = \"async\""), "{text}");
+    assert!(
+        text.contains("\"1=127.0.0.1:9101/127.0.0.1:9201\""),
+        "{text}"
+    );
+    let back = NodeConfig::from_toml_str(&text, Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+}
+
+#[test]
+fn unknown_keys_and_bad_members_fail_to_parse() {
+    let err =
+        NodeConfig::from_toml_str("nodeid = 3", Path::new("x.toml")).expect_err("unknown key");
+    assert!(err.to_string().contains("nodeid"), "{err}");
+    let err = NodeConfig::from_toml_str("initial-members = [\"1=a\"]", Path::new("x.toml"))
+        .expect_err("bad member");
+    assert!(
+        err.to_string()
+            .contains("id=raft_host:port/client_host:port"),
+        "{err}"
+    );
+}
+
+#[test]
+fn flags_override_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 100\nflush-policy = \"async\"\n",
+    )
+    .expect("write");
+    let args = NodeArgs::try_parse_from([
+        "raftmq-node",
+        "--config",
+        path.to_str().expect("utf-8 path"),
+        "--cluster-id",
+        "from-flag",
+        "--initial-members",
+        "1=127.0.0.1:9101/127.0.0.1:9201,3=127.0.0.1:9103/127.0.0.1:9203",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .expect("flags parse");
+    let cfg = args.resolve().expect("valid");
+    assert_eq!(cfg.node_id, 3, "from file");
+    assert_eq!(cfg.heartbeat_ms, 100, "from file");
+    assert_eq!(cfg.flush_policy, FlushPolicy::Async, "from file");
+    assert_eq!(cfg.cluster_id, "from-flag", "flag wins");
+    assert_eq!(cfg.initial_members.len(), 2);
+    assert_eq!(cfg.metrics_addr, Some("127.0.0.1:0".parse().unwrap()));
+    assert_eq!(cfg.send_timeout_ms, 3000, "default");
+
+    let bad = NodeArgs::try_parse_from(["raftmq-node", "--heartbeat-ms", "5000"])
+        .expect("flags parse")
+        .resolve()
+        .expect_err("invalid");
+    assert_eq!(field_of(bad), "heartbeat-ms");
+}

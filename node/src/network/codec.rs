@@ -1,0 +1,70 @@
+//! The payload codec of the peer protocol: openraft's serde structs as postcard 1.x bytes.
+//!
+//! postcard is deterministic (same value, same bytes), compact (varint integers) and its wire
+//! format is specified and frozen for all 1.x versions, so two nodes built months apart still
+//! understand each other. It is a positional format: openraft keeps its structs decodable by
+//! such formats (see its `SnapshotMeta` wire notes), and a field added upstream is a protocol
+//! change, which is why every request names its [`Codec`].
+
+use raftmq_proto::v1::Codec;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The codec this build speaks.
+pub const CODEC: Codec = Codec::PostcardV1;
+
+/// A payload that could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: postcard {op} failed: {source}")]
+pub struct CodecError {
+    /// Which payload (e.g. "AppendEntriesRequest").
+    pub what: &'static str,
+    /// "encode" or "decode".
+    pub op: &'static str,
+    #[source]
+    pub source: postcard::Error,
+}
+
+/// Encodes `value` (named `what` in errors).
+pub fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>, CodecError> {
+    postcard::to_stdvec(value).map_err(|source| CodecError {
+        what,
+        op: "encode",
+        source,
+    })
+}
+
+/// Decodes a `T` from `bytes`; trailing bytes are an error (they mean a schema mismatch).
+pub fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, CodecError> {
+    let (value, rest) = postcard::take_from_bytes(bytes).map_err(|source| CodecError {
+        what,
+        op: "decode",
+        source,
+    })?;
+    if !rest.is_empty() {
+        return Err(CodecError {
+            what,
+            op: "decode",
+            source: postcard::Error::DeserializeBadEncoding,
+        });
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_trailing_bytes_rejected() {
+        let v = (7u64, Some("x".to_string()), vec![1u8, 2, 3]);
+        let bytes = encode("t", &v).expect("encodes");
+        assert_eq!(encode("t", &v).expect("encodes"), bytes, "deterministic");
+        let back: (u64, Option<String>, Vec<u8>) = decode("t", &bytes).expect("decodes");
+        assert_eq!(back, v);
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &longer).is_err());
+        assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &bytes[..2]).is_err());
+    }
+}

@@ -1,0 +1,129 @@
+//! [`PeerNetworkFactory`]: hands openraft one [`PeerNetwork`] per peer, all sharing the peer's
+//! long-lived channel (plus a separate one for snapshots).
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use openraft::network::RaftNetworkFactory;
+use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
+use raftmq_raft_log::types::LogTypes;
+use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::types::PeerNode;
+use tonic::transport::Channel;
+use tonic::transport::Endpoint;
+
+use super::client::Ctx;
+use super::client::PeerNetwork;
+use super::snapshot::SnapshotSource;
+use super::PeerNetworkOptions;
+
+/// Creates [`PeerNetwork`] clients; keeps one channel per peer for the factory's lifetime.
+///
+/// `SD` is the state machine's snapshot data type (what `full_snapshot` sends).
+pub struct PeerNetworkFactory<C, SD> {
+    self_id: NodeId,
+    opts: Arc<PeerNetworkOptions>,
+    /// Invariant: one channel per (peer id, lane), replaced only when the peer's address
+    /// changes.
+    channels: Arc<Mutex<ChannelMap>>,
+    _types: PhantomData<fn() -> (C, SD)>,
+}
+
+impl<C, SD> PeerNetworkFactory<C, SD> {
+    /// A factory for node `self_id` (sent as the sender id of every request).
+    pub fn new(self_id: NodeId, opts: PeerNetworkOptions) -> Self {
+        Self {
+            self_id,
+            opts: Arc::new(opts),
+            channels: Arc::new(Mutex::new(HashMap::new())),
+            _types: PhantomData,
+        }
+    }
+
+    /// The channel to `target` at `addr`, created (lazily connecting) on first use.
+    fn channel(&self, target: NodeId, lane: Lane, addr: &str) -> Result<Channel, String> {
+        let mut channels = self
+            .channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((known_addr, ch)) = channels.get(&(target, lane)) {
+            if known_addr == addr {
+                return Ok(ch.clone());
+            }
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
+            .connect_timeout(self.opts.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(self.opts.keepalive_interval)
+            .keep_alive_while_idle(true)
+            .http2_adaptive_window(true);
+        let ch = endpoint.connect_lazy();
+        tracing::info!(target_node = target, addr, ?lane, "peer channel created");
+        channels.insert((target, lane), (addr.to_string(), ch.clone()));
+        Ok(ch)
+    }
+}
+
+/// Channels by (peer, lane), with the address each was made for.
+type ChannelMap = HashMap<(NodeId, Lane), (String, Channel)>;
+
+/// Which connection to a peer a client uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Lane {
+    /// Replication, heartbeats, votes, leader transfer.
+    Raft,
+    /// Snapshot transfers.
+    Snapshot,
+}
+
+impl<C, SD> Clone for PeerNetworkFactory<C, SD> {
+    fn clone(&self) -> Self {
+        Self {
+            self_id: self.self_id,
+            opts: self.opts.clone(),
+            channels: self.channels.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<C, SD> RaftNetworkFactory<C> for PeerNetworkFactory<C, SD>
+where
+    C: LogTypes,
+    SD: SnapshotSource,
+{
+    type Network = PeerNetwork<C, SD>;
+
+    async fn new_client(&mut self, target: NodeId, node: &PeerNode) -> Self::Network {
+        self.network(target, node, Lane::Raft)
+    }
+
+    /// Snapshots get their own connection, so a large transfer cannot use up the HTTP/2
+    /// flow-control window that replication and heartbeats share.
+    async fn new_snapshot_client(&mut self, target: NodeId, node: &PeerNode) -> Self::Network {
+        self.network(target, node, Lane::Snapshot)
+    }
+}
+
+impl<C, SD> PeerNetworkFactory<C, SD> {
+    fn network(&self, target: NodeId, node: &PeerNode, lane: Lane) -> PeerNetwork<C, SD> {
+        let client = self.channel(target, lane, &node.raft_addr).map(|ch| {
+            RaftPeerClient::new(ch)
+                .max_decoding_message_size(self.opts.max_message_bytes)
+                .max_encoding_message_size(self.opts.max_message_bytes)
+        });
+        PeerNetwork {
+            ctx: Ctx {
+                self_id: self.self_id,
+                target,
+                addr: node.raft_addr.clone(),
+            },
+            opts: self.opts.clone(),
+            client,
+            _types: PhantomData,
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Server side of the peer transport: the `RaftPeer` gRPC service feeding `openraft::Raft`.
+
+use std::fmt::Display;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use openraft::raft::AppendEntriesRequest;
+use openraft::raft::TransferLeaderRequest;
+use openraft::raft::VoteRequest;
+use openraft::storage::RaftStateMachine;
+use openraft::storage::Snapshot;
+use openraft::storage::SnapshotMeta;
+use openraft::Raft;
+use raftmq_proto::v1::raft_peer_server::RaftPeer;
+use raftmq_proto::v1::raft_peer_server::RaftPeerServer;
+use raftmq_proto::v1::RaftReply;
+use raftmq_proto::v1::RaftRequest;
+use raftmq_proto::v1::SnapshotChunk;
+use raftmq_raft_log::types::CommittedLeaderId;
+use raftmq_raft_log::types::LogTypes;
+use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::types::PeerNode;
+use raftmq_raft_log::types::Vote;
+use serde::Serialize;
+use tonic::Request;
+use tonic::Response;
+use tonic::Status;
+use tonic::Streaming;
+
+use super::codec;
+use super::snapshot::SnapshotSink;
+
+/// The `RaftPeer` gRPC service of one node.
+///
+/// Invariant: a request whose `cluster_id` differs from this node's, or whose `to_node_id`
+/// is not this node, is refused with FAILED_PRECONDITION naming both values and never
+/// reaches Raft.
+pub struct PeerService<C, SM, K>
+where
+    C: LogTypes,
+    SM: RaftStateMachine<C>,
+{
+    raft: Raft<C, SM>,
+    node_id: NodeId,
+    cluster_id: String,
+    sink: Arc<K>,
+    stats: Arc<PeerServiceStats>,
+}
+
+/// Requests served by a [`PeerService`], by kind (for metrics and tests).
+#[derive(Debug, Default)]
+pub struct PeerServiceStats {
+    /// Unary AppendEntries calls.
+    pub append_entries: AtomicU64,
+    /// AppendEntries requests received over StreamAppend streams.
+    pub stream_append_requests: AtomicU64,
+    /// Vote and PreVote calls.
+    pub votes: AtomicU64,
+    /// Snapshot chunks received.
+    pub snapshot_chunks: AtomicU64,
+    /// Snapshots installed.
+    pub snapshots_installed: AtomicU64,
+    /// Requests refused (cluster id, node id, codec or decoding).
+    pub refused: AtomicU64,
+}
+
+impl<C, SM, K> PeerService<C, SM, K>
+where
+    C: LogTypes,
+    SM: RaftStateMachine<C>,
+    K: SnapshotSink<SM::SnapshotData>,
+{
+    /// Serves `raft` (node `node_id` of cluster `cluster_id`); received snapshots are rebuilt
+    /// by `sink`.
+    pub fn new(raft: Raft<C, SM>, node_id: NodeId, cluster_id: impl Into<String>, sink: K) -> Self {
+        Self {
+            raft,
+            node_id,
+            cluster_id: cluster_id.into(),
+            sink: Arc::new(sink),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Counters of the requests this service has served.
+    pub fn stats(&self) -> Arc<PeerServiceStats> {
+        self.stats.clone()
+    }
+
+    /// The tonic service with message limits of `max_message_bytes` both ways.
+    pub fn into_server(self, max_message_bytes: usize) -> RaftPeerServer<Self> {
+        RaftPeerServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+
+    fn checker(&self) -> Checker {
+        Checker {
+            node_id: self.node_id,
+            cluster_id: self.cluster_id.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    fn check(&self, cluster_id: &str, from: NodeId, to: NodeId, codec: i32) -> Result<(), Status> {
+        self.checker().check(cluster_id, from, to, codec)
+    }
+
+    fn decode_request<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        req: &RaftRequest,
+    ) -> Result<T, Status> {
+        self.checker().decode(what, req)
+    }
+}
+
+/// The addressing checks of this node, detached from the service so streams can own it.
+#[derive(Clone)]
+struct Checker {
+    node_id: NodeId,
+    cluster_id: String,
+    stats: Arc<PeerServiceStats>,
+}
+
+impl Checker {
+    /// Checks the addressing fields every request carries.
+    fn check(&self, cluster_id: &str, from: NodeId, to: NodeId, codec: i32) -> Result<(), Status> {
+        let res = self.check_fields(cluster_id, from, to, codec);
+        if res.is_err() {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+
+    fn check_fields(
+        &self,
+        cluster_id: &str,
+        from: NodeId,
+        to: NodeId,
+        codec: i32,
+    ) -> Result<(), Status> {
+        if cluster_id != self.cluster_id {
+            tracing::warn!(
+                from_node = from,
+                their_cluster = cluster_id,
+                "peer request from another cluster refused"
+            );
+            return Err(Status::failed_precondition(format!(
+                "cluster id mismatch: request from node {from} is for cluster {cluster_id:?}, \
+                 but node {} belongs to cluster {:?}",
+                self.node_id, self.cluster_id
+            )));
+        }
+        if to != self.node_id {
+            return Err(Status::failed_precondition(format!(
+                "node id mismatch: request from node {from} is for node {to}, but this is node {}",
+                self.node_id
+            )));
+        }
+        if codec != codec::CODEC as i32 {
+            return Err(Status::failed_precondition(format!(
+                "unsupported payload codec {codec} from node {from}; this node speaks {:?}",
+                codec::CODEC
+            )));
+        }
+        Ok(())
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        req: &RaftRequest,
+    ) -> Result<T, Status> {
+        self.check(&req.cluster_id, req.from_node_id, req.to_node_id, req.codec)?;
+        codec::decode(what, &req.payload).map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+}
+
+fn reply<T: Serialize>(what: &'static str, value: &T) -> Result<Response<RaftReply>, Status> {
+    let payload = codec::encode(what, value).map_err(|e| Status::internal(e.to_string()))?;
+    Ok(Response::new(RaftReply { payload }))
+}
+
+/// Raft refused to process a request (it has stopped): the peer should back off.
+fn raft_stopped(e: impl Display) -> Status {
+    Status::unavailable(format!("raft is not running on this node: {e}"))
+}
+
+#[tonic::async_trait]
+impl<C, SM, K> RaftPeer for PeerService<C, SM, K>
+where
+    C: LogTypes,
+    SM: RaftStateMachine<C>,
+    K: SnapshotSink<SM::SnapshotData>,
+{
+    async fn append_entries(
+        &self,
+        request: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let rpc: AppendEntriesRequest<C> =
+            self.decode_request("AppendEntriesRequest", request.get_ref())?;
+        self.stats.append_entries.fetch_add(1, Ordering::Relaxed);
+        let resp = self.raft.append_entries(rpc).await.map_err(raft_stopped)?;
+        reply("AppendEntriesResponse", &resp)
+    }
+
+    type StreamAppendStream =
+        Pin<Box<dyn futures::Stream<Item = Result<RaftReply, Status>> + Send + 'static>>;
+
+    /// Decodes and checks each request, feeds them to `Raft::stream_append`, and answers each
+    /// in order. A bad request ends the stream with its status after the results before it.
+    async fn stream_append(
+        &self,
+        request: Request<Streaming<RaftRequest>>,
+    ) -> Result<Response<Self::StreamAppendStream>, Status> {
+        use futures::StreamExt;
+
+        let input = request.into_inner();
+        let refusal: Arc<Mutex<Option<Status>>> = Arc::new(Mutex::new(None));
+        let checker = self.checker();
+        let slot = refusal.clone();
+        let requests = futures::stream::unfold(Some(input), move |input| {
+            let slot = slot.clone();
+            let checker = checker.clone();
+            async move {
+                let mut input = input?;
+                let failed = match input.message().await {
+                    Ok(None) => return None,
+                    Ok(Some(req)) => match checker
+                        .decode::<AppendEntriesRequest<C>>("AppendEntriesRequest", &req)
+                    {
+                        Ok(rpc) => {
+                            checker
+                                .stats
+                                .stream_append_requests
+                                .fetch_add(1, Ordering::Relaxed);
+                            return Some((rpc, Some(input)));
+                        }
+                        Err(status) => status,
+                    },
+                    Err(status) => status,
+                };
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(failed);
+                None
+            }
+        });
+        let results = self.raft.stream_append(requests).map(|res| match res {
+            Ok(r) => codec::encode("StreamAppendResult", &r)
+                .map(|payload| RaftReply { payload })
+                .map_err(|e| Status::internal(e.to_string())),
+            Err(fatal) => Err(raft_stopped(fatal)),
+        });
+        let tail = futures::stream::once(async move {
+            refusal.lock().unwrap_or_else(|p| p.into_inner()).take()
+        })
+        .filter_map(|s| std::future::ready(s.map(Err)));
+        Ok(Response::new(Box::pin(results.chain(tail))))
+    }
+
+    async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let rpc: VoteRequest<C> = self.decode_request("VoteRequest", request.get_ref())?;
+        self.stats.votes.fetch_add(1, Ordering::Relaxed);
+        let resp = self.raft.vote(rpc).await.map_err(raft_stopped)?;
+        reply("VoteResponse", &resp)
+    }
+
+    async fn pre_vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let rpc: VoteRequest<C> = self.decode_request("PreVoteRequest", request.get_ref())?;
+        self.stats.votes.fetch_add(1, Ordering::Relaxed);
+        let resp = self.raft.pre_vote(rpc).await.map_err(raft_stopped)?;
+        reply("PreVoteResponse", &resp)
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let rpc: TransferLeaderRequest<C> =
+            self.decode_request("TransferLeaderRequest", request.get_ref())?;
+        let resp = self
+            .raft
+            .handle_transfer_leader(rpc)
+            .await
+            .map_err(raft_stopped)?;
+        reply("TransferLeaderResponse", &resp)
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let mut stream = request.into_inner();
+        let first = stream
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))?;
+        let header = first
+            .header
+            .clone()
+            .ok_or_else(|| Status::invalid_argument("first snapshot chunk has no header"))?;
+        self.check(
+            &header.cluster_id,
+            header.from_node_id,
+            header.to_node_id,
+            header.codec,
+        )?;
+        let vote: Vote = codec::decode("Vote", &header.vote)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let meta: SnapshotMeta<CommittedLeaderId, NodeId, PeerNode> =
+            codec::decode("SnapshotMeta", &header.meta)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        tracing::info!(from_node = header.from_node_id, meta = %meta, "receiving snapshot");
+
+        let io_err = |e: std::io::Error| Status::internal(format!("snapshot receive failed: {e}"));
+        let mut partial = self.sink.begin().await.map_err(io_err)?;
+        let mut received: u64 = 0;
+        let mut chunk = first;
+        loop {
+            if chunk.offset != received {
+                return Err(Status::invalid_argument(format!(
+                    "snapshot chunk at offset {}, expected {received}",
+                    chunk.offset
+                )));
+            }
+            if !chunk.data.is_empty() {
+                self.sink
+                    .write_chunk(&mut partial, chunk.offset, &chunk.data)
+                    .await
+                    .map_err(io_err)?;
+                received += chunk.data.len() as u64;
+                self.stats.snapshot_chunks.fetch_add(1, Ordering::Relaxed);
+            }
+            if chunk.done {
+                break;
+            }
+            chunk = stream
+                .message()
+                .await?
+                .ok_or_else(|| Status::aborted("snapshot stream ended before its last chunk"))?;
+        }
+        let data = self.sink.finish(partial).await.map_err(io_err)?;
+        let snapshot = Snapshot {
+            meta,
+            snapshot: data,
+        };
+        let resp = self
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(raft_stopped)?;
+        self.stats
+            .snapshots_installed
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            from_node = header.from_node_id,
+            bytes = received,
+            "snapshot installed"
+        );
+        reply("SnapshotResponse", &resp)
+    }
+}

@@ -1,0 +1,201 @@
+//! Keeping every AppendEntries message under the gRPC size limit.
+//!
+//! openraft bounds a request by entry count (`max_payload_entries`), not bytes, and one entry
+//! can be a whole send batch. A request whose encoding exceeds the limit is cut into
+//! consecutive parts (each part's `prev_log_id` is the previous part's last entry, and its
+//! `leader_commit` is capped at its own last entry), which a follower accepts exactly as if
+//! the leader had sent them one after another. The answers are merged back into one.
+//!
+//! Invariant: the parts carry the original entries, in order, each exactly once.
+
+use openraft::raft::AppendEntriesRequest;
+use openraft::raft::AppendEntriesResponse;
+use openraft::raft::StreamAppendResult;
+use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::LogTypes;
+
+use super::codec;
+use super::codec::CodecError;
+
+/// One encoded part of an AppendEntries request.
+#[derive(Debug)]
+pub(super) struct Part {
+    /// The encoded part.
+    pub(super) payload: Vec<u8>,
+    /// Its last entry's log id (its `prev_log_id` when it has no entries).
+    pub(super) last: Option<LogId>,
+}
+
+/// Bytes reserved for the `RaftRequest` envelope and gRPC framing.
+const ENVELOPE_BYTES: usize = 64 << 10;
+
+/// Encodes `req` into parts of at most `max_message_bytes` (minus the envelope) each; one
+/// part when it fits. A single entry larger than that is sent alone (and refused by the
+/// receiver's limit: node validation keeps batches smaller).
+pub(super) fn encode_append<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+    max_message_bytes: usize,
+) -> Result<Vec<Part>, CodecError> {
+    let limit = max_message_bytes.saturating_sub(ENVELOPE_BYTES).max(1);
+    let mut out = Vec::new();
+    encode_into(req, limit, &mut out)?;
+    Ok(out)
+}
+
+fn encode_into<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+    limit: usize,
+    out: &mut Vec<Part>,
+) -> Result<(), CodecError> {
+    let last = req.entries.last().map(|e| e.log_id).or(req.prev_log_id);
+    let payload = codec::encode("AppendEntriesRequest", &req)?;
+    if payload.len() <= limit || req.entries.len() <= 1 {
+        out.push(Part { payload, last });
+        return Ok(());
+    }
+    let AppendEntriesRequest {
+        vote,
+        prev_log_id,
+        mut entries,
+        leader_commit,
+    } = req;
+    let tail = entries.split_off(entries.len() / 2);
+    let first_last = entries.last().map(|e| e.log_id);
+    let first = AppendEntriesRequest::<C> {
+        vote,
+        prev_log_id,
+        entries,
+        leader_commit: leader_commit.min(first_last),
+    };
+    let second = AppendEntriesRequest::<C> {
+        vote,
+        prev_log_id: first_last,
+        entries: tail,
+        leader_commit,
+    };
+    encode_into(first, limit, out)?;
+    encode_into(second, limit, out)
+}
+
+/// Merges the answers to the parts `[0, i]` of one request (unary path): success only when
+/// every part succeeded; a later part's failure keeps what the earlier parts achieved.
+pub(super) fn merge_unary<C: LogTypes>(
+    i: usize,
+    prev_part_last: Option<LogId>,
+    resp: AppendEntriesResponse<C>,
+) -> Result<(), AppendEntriesResponse<C>> {
+    match resp {
+        AppendEntriesResponse::Success => Ok(()),
+        other if i == 0 => Err(other),
+        AppendEntriesResponse::HigherVote(v) => Err(AppendEntriesResponse::HigherVote(v)),
+        AppendEntriesResponse::PartialSuccess(p) => Err(AppendEntriesResponse::PartialSuccess(p)),
+        AppendEntriesResponse::Conflict => {
+            Err(AppendEntriesResponse::PartialSuccess(prev_part_last))
+        }
+    }
+}
+
+/// Merges the stream results of one request's parts (stream path). Returns the result to
+/// report and whether the stream must end (a part failed after earlier parts succeeded).
+pub(super) fn merge_stream<C: LogTypes>(
+    results: &[StreamAppendResult<C>],
+) -> (StreamAppendResult<C>, bool) {
+    let mut matched = None;
+    for (i, r) in results.iter().enumerate() {
+        match r {
+            Ok(m) => matched = Some(*m),
+            Err(e) if i == 0 => return (Err(e.clone()), false),
+            Err(_) => return (Ok(matched.flatten()), true),
+        }
+    }
+    (Ok(matched.flatten()), false)
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::raft::StreamAppendError;
+    use raftmq_raft_log::types::AppPayload;
+    use raftmq_raft_log::types::CommittedLeaderId;
+    use raftmq_raft_log::types::LogEntry;
+    use raftmq_raft_log::types::Payload;
+    use raftmq_raft_log::types::Vote;
+
+    use super::*;
+    use crate::network::tests::TestConfig;
+
+    fn log_id(index: u64) -> LogId {
+        LogId {
+            leader_id: CommittedLeaderId::new(1),
+            index,
+        }
+    }
+
+    fn request(n: u64, entry_bytes: usize) -> AppendEntriesRequest<TestConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: Some(log_id(9)),
+            entries: (10..10 + n)
+                .map(|i| LogEntry {
+                    log_id: log_id(i),
+                    payload: Payload::Normal(AppPayload(vec![i as u8; entry_bytes])),
+                })
+                .collect(),
+            leader_commit: Some(log_id(9 + n)),
+        }
+    }
+
+    #[test]
+    fn small_request_is_one_part() {
+        let parts = encode_append(request(3, 10), 1 << 20).expect("encodes");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].last, Some(log_id(12)));
+    }
+
+    #[test]
+    fn large_request_is_cut_into_chained_parts() {
+        // Limit 64 KiB + 10 KiB of payload room; 16 entries of 3 KiB = 48 KiB.
+        let parts = encode_append(request(16, 3 << 10), (64 << 10) + (10 << 10)).expect("encodes");
+        assert!(parts.len() >= 4, "{} parts", parts.len());
+        let mut expect_prev = Some(log_id(9));
+        let mut seen = Vec::new();
+        for p in &parts {
+            assert!(p.payload.len() <= 10 << 10);
+            let r: AppendEntriesRequest<TestConfig> =
+                codec::decode("AppendEntriesRequest", &p.payload).expect("decodes");
+            assert_eq!(r.prev_log_id, expect_prev, "chained");
+            let last = r.entries.last().map(|e| e.log_id);
+            assert_eq!(p.last, last);
+            assert!(r.leader_commit <= last, "commit capped at the part's end");
+            seen.extend(r.entries.iter().map(|e| e.log_id.index));
+            expect_prev = last;
+        }
+        assert_eq!(
+            seen,
+            (10..26).collect::<Vec<_>>(),
+            "every entry once, in order"
+        );
+    }
+
+    #[test]
+    fn merging_answers() {
+        type R = AppendEntriesResponse<TestConfig>;
+        assert!(merge_unary::<TestConfig>(0, None, R::Success).is_ok());
+        assert_eq!(
+            merge_unary::<TestConfig>(0, None, R::Conflict),
+            Err(R::Conflict)
+        );
+        assert_eq!(
+            merge_unary::<TestConfig>(2, Some(log_id(5)), R::Conflict),
+            Err(R::PartialSuccess(Some(log_id(5))))
+        );
+
+        let ok = |i| -> StreamAppendResult<TestConfig> { Ok(Some(log_id(i))) };
+        let conflict: StreamAppendResult<TestConfig> = Err(StreamAppendError::Conflict(log_id(3)));
+        assert_eq!(merge_stream(&[ok(3), ok(7)]), (ok(7), false));
+        assert_eq!(
+            merge_stream(std::slice::from_ref(&conflict)),
+            (conflict.clone(), false)
+        );
+        assert_eq!(merge_stream(&[ok(3), conflict]), (ok(3), true));
+    }
+}

@@ -1,0 +1,311 @@
+//! The streaming calls of [`PeerNetwork`]: pipelined StreamAppend and chunked snapshots.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use openraft::base::BoxStream;
+use openraft::errors::NetworkError;
+use openraft::errors::RPCError;
+use openraft::errors::ReplicationClosed;
+use openraft::errors::StreamingError;
+use openraft::network::RPCOption;
+use openraft::network::RPCTypes;
+use openraft::raft::AppendEntriesRequest;
+use openraft::raft::SnapshotResponse;
+use openraft::raft::StreamAppendResult;
+use openraft::storage::Snapshot;
+use openraft::ErrorSubject;
+use openraft::ErrorVerb;
+use openraft::StorageError;
+use raftmq_proto::v1::RaftRequest;
+use raftmq_proto::v1::SnapshotChunk;
+use raftmq_proto::v1::SnapshotHeader;
+use raftmq_raft_log::types::LogTypes;
+use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::types::PeerNode;
+use raftmq_raft_log::types::Vote;
+
+use super::client::Ctx;
+use super::client::PeerNetwork;
+use super::codec;
+use super::snapshot::SnapshotSource;
+use super::split;
+
+impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
+    /// Opens the StreamAppend call and turns its replies into openraft's result stream.
+    pub(super) async fn open_append_stream<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> Result<BoxStream<'s, Result<StreamAppendResult<C>, RPCError<C>>>, RPCError<C>>
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<C>> + Send + Unpin + 'static,
+    {
+        use futures::StreamExt;
+
+        let mut client = self.client()?;
+        let ttl = option.hard_ttl();
+        // Part counts of the requests sent and not yet answered, oldest first.
+        let groups: Arc<Mutex<VecDeque<usize>>> = Arc::default();
+        let pending = groups.clone();
+        let (cluster_id, from, to) = (
+            self.opts.cluster_id.clone(),
+            self.ctx.self_id,
+            self.ctx.target,
+        );
+        let max_bytes = self.opts.max_message_bytes;
+        let requests = input.flat_map(move |req| {
+            let parts = match split::encode_append(req, max_bytes) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    tracing::error!(target_node = to, error = %e, "dropping unencodable append request");
+                    Vec::new()
+                }
+            };
+            if !parts.is_empty() {
+                lock(&pending).push_back(parts.len());
+            }
+            let cluster_id = cluster_id.clone();
+            futures::stream::iter(parts.into_iter().map(move |part| RaftRequest {
+                cluster_id: cluster_id.clone(),
+                from_node_id: from,
+                to_node_id: to,
+                codec: codec::CODEC as i32,
+                payload: part.payload,
+            }))
+        });
+        let ctx = self.ctx.clone();
+        let replies = match tokio::time::timeout(ttl, client.stream_append(requests)).await {
+            Err(_) => return Err(RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, ttl))),
+            Ok(Err(status)) => return Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)),
+            Ok(Ok(resp)) => resp.into_inner(),
+        };
+        let st = AppendReplies {
+            replies,
+            groups,
+            done: false,
+        };
+        let results = futures::stream::unfold(st, move |mut st| {
+            let ctx = ctx.clone();
+            async move {
+                if st.done {
+                    return None;
+                }
+                let (item, end) = st.next_result(&ctx, ttl).await?;
+                st.done = end || item.is_err();
+                Some((item, st))
+            }
+        });
+        Ok(Box::pin(results))
+    }
+
+    /// Sends `snapshot` as a client stream of chunks (see `full_snapshot`).
+    pub(super) async fn send_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot<raftmq_raft_log::types::CommittedLeaderId, NodeId, PeerNode, SD>,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
+        let mut client = self.client()?;
+        let ttl = option.hard_ttl();
+        let chunk_bytes = option
+            .snapshot_chunk_size()
+            .unwrap_or(self.opts.snapshot_chunk_bytes)
+            .clamp(1, self.opts.max_message_bytes.saturating_sub(4096).max(1));
+        let signature = snapshot.meta.signature();
+        let encode_err = |e: codec::CodecError| StreamingError::Network(NetworkError::new(&e));
+        let header = SnapshotHeader {
+            cluster_id: self.opts.cluster_id.clone(),
+            from_node_id: self.ctx.self_id,
+            to_node_id: self.ctx.target,
+            codec: codec::CODEC as i32,
+            vote: codec::encode("Vote", &vote).map_err(encode_err)?,
+            meta: codec::encode("SnapshotMeta", &snapshot.meta).map_err(encode_err)?,
+        };
+
+        let started = Instant::now();
+        let progress_ms = Arc::new(AtomicU64::new(0));
+        let read_error: Arc<Mutex<Option<std::io::Error>>> = Arc::new(Mutex::new(None));
+        let chunks = chunk_stream(
+            snapshot.snapshot,
+            header,
+            chunk_bytes,
+            started,
+            progress_ms.clone(),
+            read_error.clone(),
+        );
+
+        let call = client.install_snapshot(chunks);
+        let watchdog = async {
+            loop {
+                tokio::time::sleep(ttl).await;
+                let idle = started
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(progress_ms.load(Ordering::Relaxed)));
+                if idle >= ttl {
+                    return;
+                }
+            }
+        };
+        let reply = tokio::select! {
+            r = call => r,
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+            _ = watchdog => return Err(StreamingError::Timeout(self.ctx.timeout(RPCTypes::InstallSnapshot, ttl))),
+        };
+        let local_err = read_error
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(io_err) = local_err {
+            return Err(StreamingError::StorageError(StorageError::from_io_error(
+                ErrorSubject::Snapshot(Some(signature)),
+                ErrorVerb::Read,
+                io_err,
+            )));
+        }
+        let reply = match reply {
+            Ok(r) => r.into_inner(),
+            Err(status) => {
+                return Err(self
+                    .ctx
+                    .status_error(RPCTypes::InstallSnapshot, ttl, &status)
+                    .into())
+            }
+        };
+        codec::decode("SnapshotResponse", &reply.payload)
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The reply side of a StreamAppend call.
+struct AppendReplies {
+    replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
+    /// Part counts of the requests sent and not yet answered.
+    groups: Arc<Mutex<VecDeque<usize>>>,
+    done: bool,
+}
+
+impl AppendReplies {
+    /// The next reply, waiting at most `ttl` while a request is outstanding. `None` when the
+    /// server closed the stream.
+    async fn next_reply<C: LogTypes>(
+        &mut self,
+        ctx: &Ctx,
+        ttl: Duration,
+    ) -> Option<Result<StreamAppendResult<C>, RPCError<C>>> {
+        loop {
+            match tokio::time::timeout(ttl, self.replies.message()).await {
+                Err(_) if !lock(&self.groups).is_empty() => {
+                    return Some(Err(RPCError::Timeout(
+                        ctx.timeout(RPCTypes::AppendEntries, ttl),
+                    )))
+                }
+                Err(_) => continue,
+                Ok(Ok(None)) => return None,
+                Ok(Err(status)) => {
+                    return Some(Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)))
+                }
+                Ok(Ok(Some(reply))) => {
+                    return Some(
+                        codec::decode("StreamAppendResult", &reply.payload)
+                            .map_err(|e| RPCError::Network(NetworkError::new(&e))),
+                    )
+                }
+            }
+        }
+    }
+
+    /// The merged result of the oldest outstanding request, and whether the stream must end.
+    async fn next_result<C: LogTypes>(
+        &mut self,
+        ctx: &Ctx,
+        ttl: Duration,
+    ) -> Option<(Result<StreamAppendResult<C>, RPCError<C>>, bool)> {
+        let mut results = Vec::new();
+        loop {
+            let item = match self.next_reply::<C>(ctx, ttl).await {
+                None if results.is_empty() => return None,
+                // The server ended the stream inside a group: it failed a part.
+                None => return Some((Ok(split::merge_stream(&results).0), true)),
+                Some(item) => item,
+            };
+            let res = match item {
+                Ok(r) => r,
+                Err(e) if results.is_empty() => return Some((Err(e), true)),
+                Err(_) => return Some((Ok(split::merge_stream(&results).0), true)),
+            };
+            let failed = res.is_err();
+            results.push(res);
+            let want = lock(&self.groups).front().copied().unwrap_or(1);
+            if results.len() >= want || failed {
+                lock(&self.groups).pop_front();
+                let (merged, end) = split::merge_stream(&results);
+                return Some((Ok(merged), end || failed));
+            }
+        }
+    }
+}
+
+/// The chunks of one snapshot transfer: header first, then data in order, `done` on the last.
+/// A read error ends the stream early (the receiver then aborts) and is left in `read_error`.
+fn chunk_stream<SD: SnapshotSource>(
+    data: SD,
+    header: SnapshotHeader,
+    chunk_bytes: usize,
+    started: Instant,
+    progress_ms: Arc<AtomicU64>,
+    read_error: Arc<Mutex<Option<std::io::Error>>>,
+) -> impl futures::Stream<Item = SnapshotChunk> + Send + 'static {
+    struct State<SD> {
+        data: SD,
+        header: Option<SnapshotHeader>,
+        offset: u64,
+        finished: bool,
+    }
+    let state = State {
+        data,
+        header: Some(header),
+        offset: 0,
+        finished: false,
+    };
+    futures::stream::unfold(state, move |mut st| {
+        let progress_ms = progress_ms.clone();
+        let read_error = read_error.clone();
+        async move {
+            if st.finished {
+                return None;
+            }
+            progress_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let data = match st.data.read_chunk(st.offset, chunk_bytes).await {
+                Ok(d) => d,
+                Err(e) => {
+                    *read_error
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(e);
+                    return None;
+                }
+            };
+            let done = data.is_empty();
+            let chunk = SnapshotChunk {
+                header: st.header.take(),
+                offset: st.offset,
+                done,
+                data,
+            };
+            st.offset += chunk.data.len() as u64;
+            st.finished = done;
+            Some((chunk, st))
+        }
+    })
+}
