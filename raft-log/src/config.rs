@@ -7,10 +7,11 @@ use crate::error::LogError;
 use crate::format::ENTRY_HEADER_LEN;
 
 /// When appended entries are reported durable to openraft.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "mode")]
 pub enum FlushPolicy {
     /// Group commit: an append's callback completes after the msync that covers it.
+    #[default]
     Sync,
     /// The callback completes once the bytes are in the mapping; a flush runs every
     /// `interval_ms`, on segment roll and on shutdown.
@@ -19,12 +20,6 @@ pub enum FlushPolicy {
         #[serde(rename = "interval-ms")]
         interval_ms: u64,
     },
-}
-
-impl Default for FlushPolicy {
-    fn default() -> Self {
-        FlushPolicy::Sync
-    }
 }
 
 /// Configuration of the log.
@@ -45,7 +40,12 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { segment_bytes: 1 << 30, flush: FlushPolicy::Sync, repair_truncate_corruption: false, preallocate: true }
+        LogConfig {
+            segment_bytes: 1 << 30,
+            flush: FlushPolicy::Sync,
+            repair_truncate_corruption: false,
+            preallocate: true,
+        }
     }
 }
 
@@ -65,7 +65,9 @@ impl LogConfig {
         }
         if let FlushPolicy::Async { interval_ms } = self.flush {
             if !(1..=60_000).contains(&interval_ms) {
-                return Err(LogError::InvalidArgument(format!("flush.interval-ms = {interval_ms} is out of range 1..=60000")));
+                return Err(LogError::InvalidArgument(format!(
+                    "flush.interval-ms = {interval_ms} is out of range 1..=60000"
+                )));
             }
         }
         Ok(())
@@ -83,16 +85,33 @@ mod tests {
 
     #[test]
     fn validate_names_the_field() {
-        let c = LogConfig { segment_bytes: 10, ..LogConfig::default() };
-        assert!(c.validate().unwrap_err().to_string().contains("segment-bytes"));
-        let c = LogConfig { flush: FlushPolicy::Async { interval_ms: 0 }, ..LogConfig::default() };
-        assert!(c.validate().unwrap_err().to_string().contains("interval-ms"));
+        let c = LogConfig {
+            segment_bytes: 10,
+            ..LogConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("segment-bytes"));
+        let c = LogConfig {
+            flush: FlushPolicy::Async { interval_ms: 0 },
+            ..LogConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("interval-ms"));
         LogConfig::default().validate().unwrap();
     }
 
     #[test]
     fn serde_is_kebab_case() {
-        let c: LogConfig = serde_json::from_str(r#"{"segment-bytes": 8192, "flush": {"mode": "async", "interval-ms": 5}}"#).unwrap();
+        let c: LogConfig = serde_json::from_str(
+            r#"{"segment-bytes": 8192, "flush": {"mode": "async", "interval-ms": 5}}"#,
+        )
+        .unwrap();
         assert_eq!(c.segment_bytes, 8192);
         assert_eq!(c.flush, FlushPolicy::Async { interval_ms: 5 });
     }

@@ -72,7 +72,10 @@ struct MmapSegment {
 }
 
 fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("range {offset}+{len} outside segment of {cap} bytes"))
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("range {offset}+{len} outside segment of {cap} bytes"),
+    )
 }
 
 impl SegmentFile for MmapSegment {
@@ -81,21 +84,39 @@ impl SegmentFile for MmapSegment {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        if offset.checked_add(data.len() as u64).is_none_or(|end| end > self.len) {
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|end| end > self.len)
+        {
             return Err(out_of_range(offset, data.len(), self.len));
         }
         // SAFETY: the range is inside the mapping (checked above) and, by the trait's
         // contract, no other thread reads or writes it concurrently.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(offset as usize), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.as_mut_ptr().add(offset as usize),
+                data.len(),
+            )
+        };
         Ok(())
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > self.len)
+        {
             return Err(out_of_range(offset, buf.len(), self.len));
         }
         // SAFETY: inside the mapping (checked above); the range is not being written.
-        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset as usize), buf.as_mut_ptr(), buf.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(offset as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
         Ok(())
     }
 
@@ -135,7 +156,11 @@ impl PlainFile for FsPlain {
 fn map_segment(file: File) -> io::Result<Arc<dyn SegmentFile>> {
     let len = file.metadata()?.len();
     let map = MmapRaw::map_raw(&file)?;
-    Ok(Arc::new(MmapSegment { map, len, _file: file }))
+    Ok(Arc::new(MmapSegment {
+        map,
+        len,
+        _file: file,
+    }))
 }
 
 fn tmp_path(path: &Path) -> PathBuf {
@@ -159,7 +184,12 @@ impl Env for FsEnv {
 
     fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>> {
         let tmp = tmp_path(path);
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         let zeros = vec![0u8; 1 << 20];
         let mut left = capacity;
         while left > 0 {
@@ -181,7 +211,12 @@ impl Env for FsEnv {
     }
 
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         Ok(Arc::new(FsPlain { file }))
     }
 

@@ -92,7 +92,10 @@ impl LogError {
 
     /// A meta db error.
     pub fn meta(op: &'static str, e: impl std::fmt::Display) -> Self {
-        LogError::Meta { op, reason: e.to_string() }
+        LogError::Meta {
+            op,
+            reason: e.to_string(),
+        }
     }
 }
 
@@ -101,8 +104,12 @@ impl From<LogError> for io::Error {
         let kind = match &e {
             LogError::Io { source, .. } => source.kind(),
             LogError::Corruption { .. } => io::ErrorKind::InvalidData,
-            LogError::InvalidArgument(_) | LogError::EntryTooLarge { .. } => io::ErrorKind::InvalidInput,
-            LogError::TruncateCommitted { .. } | LogError::DeleteUnpurged { .. } => io::ErrorKind::InvalidInput,
+            LogError::InvalidArgument(_) | LogError::EntryTooLarge { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            LogError::TruncateCommitted { .. } | LogError::DeleteUnpurged { .. } => {
+                io::ErrorKind::InvalidInput
+            }
             LogError::DiskFull { .. } => io::ErrorKind::StorageFull,
             _ => io::ErrorKind::Other,
         };

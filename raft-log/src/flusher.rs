@@ -66,7 +66,11 @@ impl FlushCtl {
     pub fn complete_upto(&self, flushed_end: PhysOffset) {
         let done: Vec<FlushWaiter> = {
             let mut q = self.queue.lock();
-            let n = q.waiters.iter().take_while(|w| w.end <= flushed_end).count();
+            let n = q
+                .waiters
+                .iter()
+                .take_while(|w| w.end <= flushed_end)
+                .count();
             q.waiters.drain(..n).collect()
         };
         for w in done {
@@ -152,19 +156,27 @@ impl Inner {
                 self.flush.fail_all(&msg);
                 return Err(LogError::Stopped(msg));
             }
-            (st.dirty_ranges(), FlushCheckpoint { phys_end: st.append_pos, log_id: st.last_log_id() })
+            (
+                st.dirty_ranges(),
+                FlushCheckpoint {
+                    phys_end: st.append_pos,
+                    log_id: st.last_log_id(),
+                },
+            )
         };
         for (seg, path, off, len) in ranges {
             if let Err(e) = seg.sync_range(off, len) {
                 return Err(self.fail(LogError::io("msync", path, e)));
             }
         }
-        {
+        let changed = {
             let mut st = self.state.lock();
-            st.flushed = target;
-        }
-        if let Err(e) = self.meta.set_checkpoint(&target, false) {
-            return Err(self.fail(e));
+            std::mem::replace(&mut st.flushed, target) != target
+        };
+        if changed {
+            if let Err(e) = self.meta.set_checkpoint(&target, false) {
+                return Err(self.fail(e));
+            }
         }
         self.flush.complete_upto(target.phys_end);
         tracing::trace!(phys_offset = target.phys_end, "flushed");

@@ -26,8 +26,8 @@
 use crate::error::LogError;
 use crate::types::AppPayload;
 use crate::types::LogEntry;
-use crate::types::LogIndex;
 use crate::types::LogId;
+use crate::types::LogIndex;
 use crate::types::Membership;
 use crate::types::Payload;
 use crate::types::PhysOffset;
@@ -111,14 +111,19 @@ pub fn encode_payload(payload: &Payload) -> Result<(RecordKind, Vec<u8>), LogErr
         Payload::Blank => Ok((RecordKind::Blank, Vec::new())),
         Payload::Normal(app) => Ok((RecordKind::Normal, app.0.clone())),
         Payload::Membership(m) => {
-            let bytes = serde_json::to_vec(m).map_err(|e| LogError::InvalidArgument(format!("membership encoding: {e}")))?;
+            let bytes = serde_json::to_vec(m)
+                .map_err(|e| LogError::InvalidArgument(format!("membership encoding: {e}")))?;
             Ok((RecordKind::Membership, bytes))
         }
     }
 }
 
 /// Appends the full record of `entry` at physical offset `phys` to `out`; returns its length.
-pub fn encode_entry(entry: &LogEntry, phys: PhysOffset, out: &mut Vec<u8>) -> Result<usize, LogError> {
+pub fn encode_entry(
+    entry: &LogEntry,
+    phys: PhysOffset,
+    out: &mut Vec<u8>,
+) -> Result<usize, LogError> {
     let (kind, payload) = encode_payload(&entry.payload)?;
     let term = *entry.log_id.leader_id;
     encode_record(kind, term, entry.log_id.index, phys, &payload, out)
@@ -134,10 +139,21 @@ pub fn encode_record(
     out: &mut Vec<u8>,
 ) -> Result<usize, LogError> {
     let total = ENTRY_HEADER_LEN + payload.len();
-    let total_u32 = u32::try_from(total).map_err(|_| LogError::EntryTooLarge { size: total as u64, max: u32::MAX as u64 })?;
+    let total_u32 = u32::try_from(total).map_err(|_| LogError::EntryTooLarge {
+        size: total as u64,
+        max: u32::MAX as u64,
+    })?;
     let start = out.len();
     out.extend_from_slice(&total_u32.to_le_bytes());
-    push_header_tail(kind, payload.len() as u32, term, index, phys, crc32fast::hash(payload), out);
+    push_header_tail(
+        kind,
+        payload.len() as u32,
+        term,
+        index,
+        phys,
+        crc32fast::hash(payload),
+        out,
+    );
     out.extend_from_slice(payload);
     debug_assert_eq!(out.len() - start, total);
     Ok(total)
@@ -147,13 +163,29 @@ pub fn encode_record(
 pub fn encode_padding(phys: PhysOffset, len: u32) -> [u8; ENTRY_HEADER_LEN] {
     let mut v = Vec::with_capacity(ENTRY_HEADER_LEN);
     v.extend_from_slice(&len.to_le_bytes());
-    push_header_tail(RecordKind::Padding, 0, 0, 0, phys, crc32fast::hash(&[]), &mut v);
+    push_header_tail(
+        RecordKind::Padding,
+        0,
+        0,
+        0,
+        phys,
+        crc32fast::hash(&[]),
+        &mut v,
+    );
     let mut out = [0u8; ENTRY_HEADER_LEN];
     out.copy_from_slice(&v);
     out
 }
 
-fn push_header_tail(kind: RecordKind, payload_len: u32, term: Term, index: LogIndex, phys: PhysOffset, payload_crc: u32, out: &mut Vec<u8>) {
+fn push_header_tail(
+    kind: RecordKind,
+    payload_len: u32,
+    term: Term,
+    index: LogIndex,
+    phys: PhysOffset,
+    payload_crc: u32,
+    out: &mut Vec<u8>,
+) {
     let start = out.len() - 4;
     out.extend_from_slice(&ENTRY_MAGIC.to_le_bytes());
     out.push(FORMAT_VERSION);
@@ -184,7 +216,10 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// `Err(reason)` means the bytes are not a valid header.
 pub fn decode_header(buf: &[u8], phys: PhysOffset, room: u64) -> Result<HeaderSlot, String> {
     if buf.len() < ENTRY_HEADER_LEN {
-        return Err(format!("header needs {ENTRY_HEADER_LEN} bytes, {} available", buf.len()));
+        return Err(format!(
+            "header needs {ENTRY_HEADER_LEN} bytes, {} available",
+            buf.len()
+        ));
     }
     let buf = &buf[..ENTRY_HEADER_LEN];
     if buf.iter().all(|b| *b == 0) {
@@ -219,12 +254,24 @@ fn check_header(h: &RecordHeader, phys: PhysOffset, room: u64) -> Result<(), Str
         return Err(format!("record says phys {} but sits at {phys}", h.phys));
     }
     if (h.total_len as u64) > room {
-        return Err(format!("length {} runs past the segment end ({room} bytes left)", h.total_len));
+        return Err(format!(
+            "length {} runs past the segment end ({room} bytes left)",
+            h.total_len
+        ));
     }
-    let expected = if h.kind == RecordKind::Padding { h.total_len as u64 } else { ENTRY_HEADER_LEN as u64 + h.payload_len as u64 };
-    let fits = h.kind == RecordKind::Padding && h.payload_len == 0 && h.total_len as usize >= ENTRY_HEADER_LEN;
+    let expected = if h.kind == RecordKind::Padding {
+        h.total_len as u64
+    } else {
+        ENTRY_HEADER_LEN as u64 + h.payload_len as u64
+    };
+    let fits = h.kind == RecordKind::Padding
+        && h.payload_len == 0
+        && h.total_len as usize >= ENTRY_HEADER_LEN;
     if h.total_len as u64 != expected || (h.kind == RecordKind::Padding && !fits) {
-        return Err(format!("length {} does not match payload length {}", h.total_len, h.payload_len));
+        return Err(format!(
+            "length {} does not match payload length {}",
+            h.total_len, h.payload_len
+        ));
     }
     if h.kind == RecordKind::Blank && h.payload_len != 0 {
         return Err("blank entry with a payload".to_string());
@@ -235,7 +282,11 @@ fn check_header(h: &RecordHeader, phys: PhysOffset, room: u64) -> Result<(), Str
 /// Checks the payload CRC.
 pub fn check_payload(h: &RecordHeader, payload: &[u8]) -> Result<(), String> {
     if payload.len() != h.payload_len as usize {
-        return Err(format!("payload has {} bytes, header says {}", payload.len(), h.payload_len));
+        return Err(format!(
+            "payload has {} bytes, header says {}",
+            payload.len(),
+            h.payload_len
+        ));
     }
     if crc32fast::hash(payload) != h.payload_crc {
         return Err("payload crc mismatch".to_string());
@@ -251,7 +302,8 @@ pub fn decode_entry(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String
         RecordKind::Blank => Payload::Blank,
         RecordKind::Normal => Payload::Normal(AppPayload(payload.to_vec())),
         RecordKind::Membership => {
-            let m: Membership = serde_json::from_slice(payload).map_err(|e| format!("membership decoding: {e}"))?;
+            let m: Membership =
+                serde_json::from_slice(payload).map_err(|e| format!("membership decoding: {e}"))?;
             Payload::Membership(m)
         }
         RecordKind::Padding => return Err("padding record is not an entry".to_string()),
@@ -267,7 +319,12 @@ pub fn decode_record(buf: &[u8], phys: PhysOffset, room: u64) -> Result<Option<L
         HeaderSlot::Record(h) if h.kind == RecordKind::Padding => Ok(None),
         HeaderSlot::Record(h) => {
             let end = ENTRY_HEADER_LEN + h.payload_len as usize;
-            let payload = buf.get(ENTRY_HEADER_LEN..end).ok_or_else(|| format!("truncated: record needs {end} bytes, {} available", buf.len()))?;
+            let payload = buf.get(ENTRY_HEADER_LEN..end).ok_or_else(|| {
+                format!(
+                    "truncated: record needs {end} bytes, {} available",
+                    buf.len()
+                )
+            })?;
             decode_entry(&h, payload).map(Some)
         }
     }

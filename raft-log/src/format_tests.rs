@@ -6,14 +6,32 @@ use crate::types::PeerNode;
 
 fn entries() -> Vec<LogEntry> {
     let mut nodes = BTreeMap::new();
-    nodes.insert(1u64, PeerNode { raft_addr: "a:1".into(), client_addr: "a:2".into() });
+    nodes.insert(
+        1u64,
+        PeerNode {
+            raft_addr: "a:1".into(),
+            client_addr: "a:2".into(),
+        },
+    );
     nodes.insert(2u64, PeerNode::default());
     let m = Membership::new(vec![BTreeSet::from([1u64, 2])], nodes).expect("valid membership");
     vec![
-        LogEntry { log_id: LogId::new_term_index(1, 0), payload: Payload::Blank },
-        LogEntry { log_id: LogId::new_term_index(2, 1), payload: Payload::Normal(AppPayload(b"hello world".to_vec())) },
-        LogEntry { log_id: LogId::new_term_index(3, 7), payload: Payload::Membership(m) },
-        LogEntry { log_id: LogId::new_term_index(3, 8), payload: Payload::Normal(AppPayload(Vec::new())) },
+        LogEntry {
+            log_id: LogId::new_term_index(1, 0),
+            payload: Payload::Blank,
+        },
+        LogEntry {
+            log_id: LogId::new_term_index(2, 1),
+            payload: Payload::Normal(AppPayload(b"hello world".to_vec())),
+        },
+        LogEntry {
+            log_id: LogId::new_term_index(3, 7),
+            payload: Payload::Membership(m),
+        },
+        LogEntry {
+            log_id: LogId::new_term_index(3, 8),
+            payload: Payload::Normal(AppPayload(Vec::new())),
+        },
     ]
 }
 
@@ -24,7 +42,9 @@ fn round_trip() {
         let mut buf = Vec::new();
         let n = encode_entry(e, phys, &mut buf).unwrap();
         assert_eq!(n, buf.len());
-        let back = decode_record(&buf, phys, buf.len() as u64).unwrap().unwrap();
+        let back = decode_record(&buf, phys, buf.len() as u64)
+            .unwrap()
+            .unwrap();
         assert_eq!(&back, e);
     }
 }
@@ -49,7 +69,10 @@ fn zero_header_is_end_and_padding_is_skipped() {
         HeaderSlot::Record(h) => assert_eq!((h.kind, h.total_len), (RecordKind::Padding, 100)),
         other => panic!("{other:?}"),
     }
-    assert!(decode_header(&pad, 200, 99).is_err(), "padding longer than the room");
+    assert!(
+        decode_header(&pad, 200, 99).is_err(),
+        "padding longer than the room"
+    );
     assert!(decode_header(&pad, 201, 100).is_err(), "misplaced");
 }
 
@@ -59,7 +82,11 @@ fn truncated_tail_is_an_error() {
         let mut buf = Vec::new();
         encode_entry(&e, 0, &mut buf).unwrap();
         for cut in 0..buf.len() {
-            assert!(decode_record(&buf[..cut], 0, 1 << 20).is_err(), "cut at {cut} of {}", buf.len());
+            assert!(
+                decode_record(&buf[..cut], 0, 1 << 20).is_err(),
+                "cut at {cut} of {}",
+                buf.len()
+            );
         }
     }
 }
@@ -74,7 +101,11 @@ fn every_flipped_bit_is_detected() {
                 let mut bad = buf.clone();
                 bad[byte] ^= 1 << bit;
                 let r = decode_record(&bad, 64, 1 << 20);
-                assert!(r.is_err(), "flip {byte}:{bit} of {:?} decoded as {r:?}", e.log_id);
+                assert!(
+                    r.is_err(),
+                    "flip {byte}:{bit} of {:?} decoded as {r:?}",
+                    e.log_id
+                );
             }
         }
     }

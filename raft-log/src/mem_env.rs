@@ -75,7 +75,10 @@ impl SegmentFile for MemFile {
         let mut d = self.data.lock();
         let end = offset as usize + data.len();
         if end > d.live.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past segment end"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write past segment end",
+            ));
         }
         d.live[offset as usize..end].copy_from_slice(data);
         Ok(())
@@ -84,7 +87,10 @@ impl SegmentFile for MemFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         let d = self.data.lock();
         let end = offset as usize + buf.len();
-        let src = d.live.get(offset as usize..end).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past segment end"))?;
+        let src = d
+            .live
+            .get(offset as usize..end)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past segment end"))?;
         buf.copy_from_slice(src);
         Ok(())
     }
@@ -164,7 +170,9 @@ impl MemEnv {
     /// Overwrites bytes of a file (both live and durable): simulated media corruption.
     pub fn corrupt(&self, path: &Path, offset: u64, data: &[u8]) -> bool {
         let files = self.files.lock();
-        let Some(f) = files.get(path) else { return false };
+        let Some(f) = files.get(path) else {
+            return false;
+        };
         let mut d = f.data.lock();
         let end = offset as usize + data.len();
         if end > d.live.len() {
@@ -183,7 +191,13 @@ impl MemEnv {
     }
 
     fn new_file(&self, len: usize) -> Arc<MemFile> {
-        Arc::new(MemFile { data: Mutex::new(MemFileData { live: vec![0; len], durable: vec![0; len] }), fail_sync: self.fail_sync.clone() })
+        Arc::new(MemFile {
+            data: Mutex::new(MemFileData {
+                live: vec![0; len],
+                durable: vec![0; len],
+            }),
+            fail_sync: self.fail_sync.clone(),
+        })
     }
 }
 
@@ -194,7 +208,11 @@ impl Env for MemEnv {
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let files = self.files.lock();
-        let names = files.keys().filter(|p| p.parent() == Some(dir)).filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+        let names = files
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned());
         Ok(names.collect())
     }
 
@@ -206,13 +224,17 @@ impl Env for MemEnv {
 
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
         let files = self.files.lock();
-        let f = files.get(path).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, path.display().to_string()))?;
+        let f = files
+            .get(path)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, path.display().to_string()))?;
         Ok(f.clone())
     }
 
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {
         let mut files = self.files.lock();
-        let f = files.entry(path.to_path_buf()).or_insert_with(|| self.new_file(0));
+        let f = files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| self.new_file(0));
         Ok(f.clone())
     }
 

@@ -38,20 +38,40 @@ pub struct Meta {
 
 impl Meta {
     /// Opens (or creates) the db at `dir`.
+    ///
+    /// sled releases its file lock asynchronously after the previous handle is dropped, so a
+    /// lock conflict is retried for up to two seconds (an in-process reopen).
     pub fn open(dir: &Path) -> LogResult<Self> {
-        let db = sled::Config::new().path(dir).open().map_err(|e| LogError::meta("open", e))?;
-        Ok(Meta { db })
+        let mut attempts = 0;
+        loop {
+            match sled::Config::new().path(dir).open() {
+                Ok(db) => return Ok(Meta { db }),
+                Err(e) if attempts < 200 && e.to_string().contains("could not acquire lock") => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(LogError::meta("open", e)),
+            }
+        }
     }
 
     fn get<T: DeserializeOwned>(&self, key: &str) -> LogResult<Option<T>> {
-        let Some(v) = self.db.get(key).map_err(|e| LogError::meta("get", e))? else { return Ok(None) };
-        let t = serde_json::from_slice(&v).map_err(|e| LogError::Corruption { file: "meta".into(), offset: 0, reason: format!("key {key}: {e}") })?;
+        let Some(v) = self.db.get(key).map_err(|e| LogError::meta("get", e))? else {
+            return Ok(None);
+        };
+        let t = serde_json::from_slice(&v).map_err(|e| LogError::Corruption {
+            file: "meta".into(),
+            offset: 0,
+            reason: format!("key {key}: {e}"),
+        })?;
         Ok(Some(t))
     }
 
     fn put<T: Serialize>(&self, key: &str, value: &T, flush: bool) -> LogResult<()> {
         let bytes = serde_json::to_vec(value).map_err(|e| LogError::meta("encode", e))?;
-        self.db.insert(key, bytes).map_err(|e| LogError::meta("insert", e))?;
+        self.db
+            .insert(key, bytes)
+            .map_err(|e| LogError::meta("insert", e))?;
         if flush {
             self.db.flush().map_err(|e| LogError::meta("flush", e))?;
         }
@@ -70,7 +90,8 @@ impl Meta {
 
     /// Saved committed log id.
     pub fn committed(&self) -> LogResult<Option<LogId>> {
-        self.get::<Option<LogId>>(KEY_COMMITTED).map(Option::flatten)
+        self.get::<Option<LogId>>(KEY_COMMITTED)
+            .map(Option::flatten)
     }
 
     /// Saves the committed log id durably.
@@ -110,6 +131,9 @@ impl Meta {
 
     /// Flushes everything.
     pub fn flush(&self) -> LogResult<()> {
-        self.db.flush().map(|_| ()).map_err(|e| LogError::meta("flush", e))
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| LogError::meta("flush", e))
     }
 }

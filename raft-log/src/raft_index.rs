@@ -56,12 +56,25 @@ impl EntryLocation {
     /// Decodes a record; `None` if the CRC does not match.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let b = b.get(..INDEX_RECORD_LEN)?;
-        let u64_at = |i: usize| b.get(i..i + 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes);
-        let u32_at = |i: usize| b.get(i..i + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes);
+        let u64_at = |i: usize| {
+            b.get(i..i + 8)
+                .and_then(|s| s.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let u32_at = |i: usize| {
+            b.get(i..i + 4)
+                .and_then(|s| s.try_into().ok())
+                .map(u32::from_le_bytes)
+        };
         if crc32fast::hash(&b[..28]) != u32_at(28)? {
             return None;
         }
-        Some(EntryLocation { index: u64_at(0)?, phys: u64_at(8)?, term: u64_at(16)?, size: u32_at(24)? })
+        Some(EntryLocation {
+            index: u64_at(0)?,
+            phys: u64_at(8)?,
+            term: u64_at(16)?,
+            size: u32_at(24)?,
+        })
     }
 }
 
@@ -76,7 +89,10 @@ pub struct RaftIndex {
 
 impl RaftIndex {
     /// Builds the index from recovered locations, rewriting the file if it differs.
-    pub fn load(file: Arc<dyn PlainFile>, recs: Vec<EntryLocation>) -> std::io::Result<(Self, bool)> {
+    pub fn load(
+        file: Arc<dyn PlainFile>,
+        recs: Vec<EntryLocation>,
+    ) -> std::io::Result<(Self, bool)> {
         let mut want = Vec::with_capacity(recs.len() * INDEX_RECORD_LEN);
         for r in &recs {
             r.encode(&mut want);
@@ -89,7 +105,14 @@ impl RaftIndex {
             file.sync()?;
         }
         let file_base = recs.first().map(|r| r.index);
-        Ok((RaftIndex { recs: recs.into(), file, file_base }, rebuilt))
+        Ok((
+            RaftIndex {
+                recs: recs.into(),
+                file,
+                file_base,
+            },
+            rebuilt,
+        ))
     }
 
     /// First indexed entry.
@@ -111,16 +134,22 @@ impl RaftIndex {
 
     /// Locations with index in `[start, end)`.
     pub fn range(&self, start: LogIndex, end: LogIndex) -> Vec<EntryLocation> {
-        let Some(first) = self.recs.front().map(|r| r.index) else { return Vec::new() };
+        let Some(first) = self.recs.front().map(|r| r.index) else {
+            return Vec::new();
+        };
         let s = start.max(first) - first;
         let e = end.saturating_sub(first).min(self.recs.len() as u64);
-        (s..e.max(s)).filter_map(|i| self.recs.get(i as usize).copied()).collect()
+        (s..e.max(s))
+            .filter_map(|i| self.recs.get(i as usize).copied())
+            .collect()
     }
 
     /// Appends locations (the caller checked contiguity, or that a gap follows purged
     /// entries, in which case the older records are dropped).
     pub fn push_batch(&mut self, batch: &[EntryLocation]) -> std::io::Result<()> {
-        let Some(first) = batch.first() else { return Ok(()) };
+        let Some(first) = batch.first() else {
+            return Ok(());
+        };
         if self.recs.back().is_some_and(|l| l.index + 1 != first.index) {
             self.recs.clear();
             self.file.set_len(0)?;
@@ -131,18 +160,25 @@ impl RaftIndex {
         for r in batch {
             r.encode(&mut buf);
         }
-        self.file.write_at((first.index - base) * INDEX_RECORD_LEN as u64, &buf)?;
+        self.file
+            .write_at((first.index - base) * INDEX_RECORD_LEN as u64, &buf)?;
         self.recs.extend(batch.iter().copied());
         Ok(())
     }
 
     /// Drops every entry with index > `last` (all of them for `None`).
     pub fn truncate_after(&mut self, last: Option<LogIndex>) -> std::io::Result<()> {
-        while self.recs.back().is_some_and(|r| last.is_none_or(|l| r.index > l)) {
+        while self
+            .recs
+            .back()
+            .is_some_and(|r| last.is_none_or(|l| r.index > l))
+        {
             self.recs.pop_back();
         }
         match (self.recs.back(), self.file_base) {
-            (Some(b), Some(base)) => self.file.set_len((b.index - base + 1) * INDEX_RECORD_LEN as u64),
+            (Some(b), Some(base)) => self
+                .file
+                .set_len((b.index - base + 1) * INDEX_RECORD_LEN as u64),
             _ => {
                 self.file_base = None;
                 self.file.set_len(0)

@@ -41,7 +41,12 @@ pub struct Segments {
 impl Segments {
     /// An empty set over `dir` (the `commitlog/` directory).
     pub fn new(dir: PathBuf, env: Arc<dyn Env>, segment_bytes: u64) -> Self {
-        Segments { dir, env, segment_bytes, map: BTreeMap::new() }
+        Segments {
+            dir,
+            env,
+            segment_bytes,
+            map: BTreeMap::new(),
+        }
     }
 
     /// Directory of the segments.
@@ -88,14 +93,17 @@ impl Segments {
     /// The segment holding `phys` and the offset inside it.
     pub fn locate(&self, phys: PhysOffset) -> LogResult<(Arc<dyn SegmentFile>, u64)> {
         let start = self.start_of(phys);
-        let seg = self.map.get(&start).ok_or_else(|| LogError::InvalidArgument(format!("phys offset {phys} is not in any segment")))?;
+        let seg = self.map.get(&start).ok_or_else(|| {
+            LogError::InvalidArgument(format!("phys offset {phys} is not in any segment"))
+        })?;
         Ok((seg.clone(), phys - start))
     }
 
     /// Writes bytes that lie inside one segment.
     pub fn write(&self, phys: PhysOffset, data: &[u8]) -> LogResult<()> {
         let (seg, off) = self.locate(phys)?;
-        seg.write_at(off, data).map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))
+        seg.write_at(off, data)
+            .map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))
     }
 
     /// Removes (from the set and from disk) every segment starting at or after `start`.
@@ -107,7 +115,12 @@ impl Segments {
 
     /// Removes every segment that ends at or below `phys`.
     pub fn remove_below(&mut self, phys: PhysOffset) -> LogResult<Vec<PhysOffset>> {
-        let gone: Vec<_> = self.map.keys().copied().filter(|k| k + self.segment_bytes <= phys).collect();
+        let gone: Vec<_> = self
+            .map
+            .keys()
+            .copied()
+            .filter(|k| k + self.segment_bytes <= phys)
+            .collect();
         self.remove_all(&gone)?;
         Ok(gone)
     }
@@ -116,21 +129,28 @@ impl Segments {
         for s in starts {
             self.map.remove(s);
             let p = self.path(*s);
-            self.env.remove(&p).map_err(|e| LogError::io("remove segment", p, e))?;
+            self.env
+                .remove(&p)
+                .map_err(|e| LogError::io("remove segment", p, e))?;
         }
         if !starts.is_empty() {
-            self.env.sync_dir(&self.dir).map_err(|e| LogError::io("fsync dir", self.dir.clone(), e))?;
+            self.env
+                .sync_dir(&self.dir)
+                .map_err(|e| LogError::io("fsync dir", self.dir.clone(), e))?;
         }
         Ok(())
     }
 }
+
+/// Outcome of preparing one segment.
+type Prepared = (PhysOffset, Result<Arc<dyn SegmentFile>, String>);
 
 #[derive(Default)]
 struct Slot {
     /// A creation in progress.
     pending: Option<PhysOffset>,
     /// A finished creation.
-    ready: Option<(PhysOffset, Result<Arc<dyn SegmentFile>, String>)>,
+    ready: Option<Prepared>,
     stop: bool,
 }
 
@@ -149,7 +169,10 @@ impl Preallocator {
             .name("raftlog-prealloc".into())
             .spawn(move || prealloc_loop(&sh, env.as_ref(), &dir, segment_bytes))
             .map_err(|e| LogError::io("spawn preallocator", "", e))?;
-        Ok(Preallocator { shared, thread: Mutex::new(Some(thread)) })
+        Ok(Preallocator {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// Asks for the segment starting at `start` to be created.
@@ -209,10 +232,16 @@ fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, seg
             }
         };
         let path = dir.join(segment_name(start));
-        let res = env.create_segment(&path, segment_bytes).map_err(|e| LogError::io("preallocate segment", &path, e).to_string());
+        let res = env
+            .create_segment(&path, segment_bytes)
+            .map_err(|e| LogError::io("preallocate segment", &path, e).to_string());
         match &res {
-            Ok(_) => tracing::info!(phys_offset = start, path = %path.display(), "preallocated segment"),
-            Err(e) => tracing::warn!(phys_offset = start, error = %e, "segment preallocation failed"),
+            Ok(_) => {
+                tracing::info!(phys_offset = start, path = %path.display(), "preallocated segment")
+            }
+            Err(e) => {
+                tracing::warn!(phys_offset = start, error = %e, "segment preallocation failed")
+            }
         }
         let mut s = mu.lock();
         s.pending = None;

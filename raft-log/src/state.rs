@@ -43,7 +43,9 @@ pub struct State {
 impl State {
     /// Log id of the last entry physically present.
     pub fn last_entry_id(&self) -> Option<LogId> {
-        self.index.last().map(|l| LogId::new_term_index(l.term, l.index))
+        self.index
+            .last()
+            .map(|l| LogId::new_term_index(l.term, l.index))
     }
 
     /// openraft's last log id: the last entry, or the purged id if that is greater.
@@ -83,21 +85,36 @@ impl State {
         if self.min_phys % self.segments.segment_bytes() != 0 {
             return Err(format!("min_phys {} not segment-aligned", self.min_phys));
         }
-        if !(self.min_phys <= self.flushed.phys_end.max(self.min_phys) && self.flushed.phys_end <= self.append_pos) {
-            return Err(format!("flushed {} outside [{}, {}]", self.flushed.phys_end, self.min_phys, self.append_pos));
+        if !(self.min_phys <= self.flushed.phys_end.max(self.min_phys)
+            && self.flushed.phys_end <= self.append_pos)
+        {
+            return Err(format!(
+                "flushed {} outside [{}, {}]",
+                self.flushed.phys_end, self.min_phys, self.append_pos
+            ));
         }
         if let Some(l) = self.index.last() {
             if l.end() > self.append_pos {
-                return Err(format!("last entry ends at {} past append position {}", l.end(), self.append_pos));
+                return Err(format!(
+                    "last entry ends at {} past append position {}",
+                    l.end(),
+                    self.append_pos
+                ));
             }
         }
         if let Some(f) = self.index.first() {
             if f.phys < self.min_phys {
-                return Err(format!("first entry at {} below min phys {}", f.phys, self.min_phys));
+                return Err(format!(
+                    "first entry at {} below min phys {}",
+                    f.phys, self.min_phys
+                ));
             }
         }
         if self.purged_phys_end > self.append_pos {
-            return Err(format!("purged end {} past append position {}", self.purged_phys_end, self.append_pos));
+            return Err(format!(
+                "purged end {} past append position {}",
+                self.purged_phys_end, self.append_pos
+            ));
         }
         Ok(())
     }

@@ -36,7 +36,10 @@ fn range_to_half_open<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
 }
 
 impl<C: LogTypes> RaftLogReader<C> for LogStore<C> {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(&mut self, range: RB) -> Result<Vec<C::Entry>, io::Error> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, io::Error> {
         let (start, end) = range_to_half_open(&range);
         let first_unpurged = self.watermarks().last_purged.map_or(0, |p| p.index + 1);
         Ok(self.read_entries(start.max(first_unpurged), end)?)
@@ -53,7 +56,10 @@ impl<C: LogTypes> RaftLogStorage<C> for LogStore<C> {
     async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
         let w = self.watermarks();
         let last = std::cmp::max(w.appended, w.last_purged);
-        Ok(LogState { last_purged_log_id: w.last_purged, last_log_id: last })
+        Ok(LogState {
+            last_purged_log_id: w.last_purged,
+            last_log_id: last,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {

@@ -91,7 +91,11 @@ pub struct LogStore<C> {
 
 impl<C> Clone for LogStore<C> {
     fn clone(&self) -> Self {
-        LogStore { inner: self.inner.clone(), _guard: self._guard.clone(), _types: PhantomData }
+        LogStore {
+            inner: self.inner.clone(),
+            _guard: self._guard.clone(),
+            _types: PhantomData,
+        }
     }
 }
 
@@ -103,14 +107,22 @@ impl<C> LogStore<C> {
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always
     /// a real sled db under `dir/meta`.
-    pub fn open_with_env(dir: impl AsRef<Path>, config: LogConfig, env: Arc<dyn Env>) -> LogResult<Self> {
+    pub fn open_with_env(
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+        env: Arc<dyn Env>,
+    ) -> LogResult<Self> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
         let meta = Meta::open(&dir.join("meta"))?;
         let state = open_state(&dir, &config, env.clone(), &meta)?;
         let prealloc = match config.preallocate {
-            true => Some(Preallocator::start(env.clone(), dir.join("commitlog"), config.segment_bytes)?),
+            true => Some(Preallocator::start(
+                env.clone(),
+                dir.join("commitlog"),
+                config.segment_bytes,
+            )?),
             false => None,
         };
         if let Some(p) = &prealloc {
@@ -120,9 +132,21 @@ impl<C> LogStore<C> {
             FlushPolicy::Sync => None,
             FlushPolicy::Async { interval_ms } => Some(Duration::from_millis(interval_ms)),
         };
-        let inner = Arc::new(Inner { dir, config, env, meta, state: Mutex::new(state), flush: FlushCtl::default(), prealloc });
+        let inner = Arc::new(Inner {
+            dir,
+            config,
+            env,
+            meta,
+            state: Mutex::new(state),
+            flush: FlushCtl::default(),
+            prealloc,
+        });
         FlushCtl::start(inner.clone(), interval)?;
-        Ok(LogStore { inner: inner.clone(), _guard: Arc::new(CloseGuard(inner)), _types: PhantomData })
+        Ok(LogStore {
+            inner: inner.clone(),
+            _guard: Arc::new(CloseGuard(inner)),
+            _types: PhantomData,
+        })
     }
 
     /// Flushes everything, stops the background threads and refuses further writes.
@@ -159,19 +183,27 @@ impl<C> LogStore<C> {
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
         let (seg, off, path) = {
             let st = self.inner.state.lock();
-            let end = phys.checked_add(len as u64).ok_or_else(|| LogError::InvalidArgument("range overflows".into()))?;
+            let end = phys
+                .checked_add(len as u64)
+                .ok_or_else(|| LogError::InvalidArgument("range overflows".into()))?;
             if phys < st.min_phys || end > st.append_pos {
-                return Err(LogError::InvalidArgument(format!("range {phys}+{len} outside the log [{}, {})", st.min_phys, st.append_pos)));
+                return Err(LogError::InvalidArgument(format!(
+                    "range {phys}+{len} outside the log [{}, {})",
+                    st.min_phys, st.append_pos
+                )));
             }
             let start = st.segments.start_of(phys);
             if end > start + st.segments.segment_bytes() {
-                return Err(LogError::InvalidArgument(format!("range {phys}+{len} spans two segments")));
+                return Err(LogError::InvalidArgument(format!(
+                    "range {phys}+{len} spans two segments"
+                )));
             }
             let (seg, off) = st.segments.locate(phys)?;
             (seg, off, st.segments.path(start))
         };
         let mut buf = vec![0u8; len as usize];
-        seg.read_at(off, &mut buf).map_err(|e| LogError::io("read", path, e))?;
+        seg.read_at(off, &mut buf)
+            .map_err(|e| LogError::io("read", path, e))?;
         Ok(buf)
     }
 
@@ -183,7 +215,9 @@ impl<C> LogStore<C> {
             let bytes = self.read_at(l.phys, l.size)?;
             match decode_record(&bytes, l.phys, l.size as u64) {
                 Ok(Some(e)) if e.log_id.index == l.index => out.push(e),
-                Ok(_) => return Err(self.corruption(l.phys, format!("expected entry {} here", l.index))),
+                Ok(_) => {
+                    return Err(self.corruption(l.phys, format!("expected entry {} here", l.index)))
+                }
                 Err(reason) => return Err(self.corruption(l.phys, reason)),
             }
         }
@@ -193,7 +227,11 @@ impl<C> LogStore<C> {
     fn corruption(&self, phys: PhysOffset, reason: String) -> LogError {
         let st = self.inner.state.lock();
         let start = st.segments.start_of(phys);
-        LogError::Corruption { file: st.segments.path(start), offset: phys - start, reason }
+        LogError::Corruption {
+            file: st.segments.path(start),
+            offset: phys - start,
+            reason,
+        }
     }
 
     /// Current positions.
@@ -226,13 +264,24 @@ impl<C> LogStore<C> {
 fn open_state(dir: &Path, config: &LogConfig, env: Arc<dyn Env>, meta: &Meta) -> LogResult<State> {
     let purged = meta.purged()?;
     let checkpoint = meta.checkpoint()?;
-    let rec = recover(env.clone(), dir.join("commitlog"), config, meta.log_start()?, checkpoint, purged)?;
+    let rec = recover(
+        env.clone(),
+        dir.join("commitlog"),
+        config,
+        meta.log_start()?,
+        checkpoint,
+        purged,
+    )?;
     meta.set_log_start(rec.start)?;
     let index_dir = dir.join("raft-index");
-    env.create_dir_all(&index_dir).map_err(|e| LogError::io("create dir", &index_dir, e))?;
+    env.create_dir_all(&index_dir)
+        .map_err(|e| LogError::io("create dir", &index_dir, e))?;
     let index_path = index_dir.join("index");
-    let file = env.open_plain(&index_path).map_err(|e| LogError::io("open raft index", &index_path, e))?;
-    let (index, rebuilt) = RaftIndex::load(file, rec.locations).map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
+    let file = env
+        .open_plain(&index_path)
+        .map_err(|e| LogError::io("open raft index", &index_path, e))?;
+    let (index, rebuilt) = RaftIndex::load(file, rec.locations)
+        .map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
     if rebuilt {
         tracing::info!(path = %index_path.display(), "raft index rebuilt from the commitlog");
     }
@@ -250,7 +299,10 @@ fn open_state(dir: &Path, config: &LogConfig, env: Arc<dyn Env>, meta: &Meta) ->
         committed = last_id;
     }
     let unsynced_from = checkpoint.phys_end.clamp(rec.start, rec.end);
-    let flushed = crate::meta::FlushCheckpoint { phys_end: unsynced_from, log_id: None };
+    let flushed = crate::meta::FlushCheckpoint {
+        phys_end: unsynced_from,
+        log_id: None,
+    };
     let mut st = State {
         segments: rec.segments,
         index,
@@ -266,9 +318,13 @@ fn open_state(dir: &Path, config: &LogConfig, env: Arc<dyn Env>, meta: &Meta) ->
     };
     // What survived past the checkpoint may sit only in the page cache: make it durable.
     for (seg, path, off, len) in st.dirty_ranges() {
-        seg.sync_range(off, len).map_err(|e| LogError::io("msync", path, e))?;
+        seg.sync_range(off, len)
+            .map_err(|e| LogError::io("msync", path, e))?;
     }
-    st.flushed = crate::meta::FlushCheckpoint { phys_end: rec.end, log_id: last_id };
+    st.flushed = crate::meta::FlushCheckpoint {
+        phys_end: rec.end,
+        log_id: last_id,
+    };
     meta.set_checkpoint(&st.flushed, true)?;
     st.debug_validate();
     Ok(st)
@@ -289,7 +345,9 @@ impl Inner {
         self.flush.fail_all("log closed");
         if flush {
             let st = self.state.lock();
-            st.index.sync().map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
+            st.index
+                .sync()
+                .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
             drop(st);
             self.meta.flush()?;
         }

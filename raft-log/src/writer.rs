@@ -1,5 +1,6 @@
 //! The write side of [`LogStore`]: append, truncate, purge, vote, committed id, retention.
 
+use crate::config::FlushPolicy;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flusher::FlushCallback;
@@ -18,7 +19,6 @@ use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::PhysOffset;
 use crate::types::Vote;
-use crate::config::FlushPolicy;
 
 struct Encoded {
     kind: RecordKind,
@@ -34,7 +34,11 @@ impl<C> LogStore<C> {
     ///
     /// Entries must continue the log: index = last index + 1 (or any index above the purged
     /// id when every present entry is purged), terms non-decreasing.
-    pub fn append_entries(&self, entries: Vec<LogEntry>, on_durable: FlushCallback) -> LogResult<PhysOffset> {
+    pub fn append_entries(
+        &self,
+        entries: Vec<LogEntry>,
+        on_durable: FlushCallback,
+    ) -> LogResult<PhysOffset> {
         let res = self.inner.append_locked(&entries);
         let end = match res {
             Ok(end) => end,
@@ -47,7 +51,10 @@ impl<C> LogStore<C> {
             }
         };
         match self.inner.config.flush {
-            FlushPolicy::Sync => self.inner.flush.enqueue(FlushWaiter { end, callback: on_durable }),
+            FlushPolicy::Sync => self.inner.flush.enqueue(FlushWaiter {
+                end,
+                callback: on_durable,
+            }),
             FlushPolicy::Async { .. } => on_durable(Ok(())),
         }
         Ok(end)
@@ -65,13 +72,19 @@ impl<C> LogStore<C> {
         let keep = last.map(|l| l.index);
         if let Some(c) = st.committed {
             if keep.is_none_or(|k| k < c.index) {
-                return Err(LogError::TruncateCommitted { requested: keep, committed: c.index });
+                return Err(LogError::TruncateCommitted {
+                    requested: keep,
+                    committed: c.index,
+                });
             }
         }
         let new_end = match (st.index.last(), keep) {
             (None, _) => return Ok(()),
             (Some(l), Some(k)) if l.index <= k => return Ok(()),
-            (Some(_), Some(k)) => st.index.get(k).map_or_else(|| st.index.first().map_or(st.append_pos, |f| f.phys), |l| l.end()),
+            (Some(_), Some(k)) => st.index.get(k).map_or_else(
+                || st.index.first().map_or(st.append_pos, |f| f.phys),
+                |l| l.end(),
+            ),
             (Some(_), None) => st.index.first().map_or(st.append_pos, |f| f.phys),
         };
         tracing::info!(last_log_index = ?keep, from_phys = new_end, to_phys = st.append_pos, "truncating log tail");
@@ -95,7 +108,11 @@ impl<C> LogStore<C> {
             _ => Some(st.append_pos),
         };
         st.purged_phys_end = end.unwrap_or(st.purged_phys_end).max(st.purged_phys_end);
-        tracing::debug!(log_index = upto.index, phys_offset = st.purged_phys_end, "purged");
+        tracing::debug!(
+            log_index = upto.index,
+            phys_offset = st.purged_phys_end,
+            "purged"
+        );
         st.debug_validate();
         Ok(())
     }
@@ -121,7 +138,10 @@ impl<C> LogStore<C> {
     pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
         let mut st = self.inner.state.lock();
         if phys > st.purged_phys_end {
-            return Err(LogError::DeleteUnpurged { requested: phys, allowed: st.purged_phys_end });
+            return Err(LogError::DeleteUnpurged {
+                requested: phys,
+                allowed: st.purged_phys_end,
+            });
         }
         let new_start = st.segments.start_of(phys);
         if new_start <= st.min_phys {
@@ -130,22 +150,37 @@ impl<C> LogStore<C> {
         self.inner.meta.set_log_start(new_start)?;
         let gone = st.segments.remove_below(new_start)?;
         let idx_path = self.inner.dir.join("raft-index");
-        st.index.drop_below(new_start).map_err(|e| LogError::io("rewrite raft index", idx_path, e))?;
+        st.index
+            .drop_below(new_start)
+            .map_err(|e| LogError::io("rewrite raft index", idx_path, e))?;
         st.min_phys = new_start;
         st.flushed.phys_end = st.flushed.phys_end.max(new_start);
-        tracing::info!(min_phys_offset = new_start, segments = gone.len(), "deleted segments below the purge point");
+        tracing::info!(
+            min_phys_offset = new_start,
+            segments = gone.len(),
+            "deleted segments below the purge point"
+        );
         st.debug_validate();
         Ok(new_start)
     }
 }
 
-fn truncate_state(st: &mut State, inner: &Inner, keep: Option<u64>, new_end: PhysOffset) -> LogResult<()> {
+fn truncate_state(
+    st: &mut State,
+    inner: &Inner,
+    keep: Option<u64>,
+    new_end: PhysOffset,
+) -> LogResult<()> {
     // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
     st.flushed.phys_end = st.flushed.phys_end.min(new_end);
-    st.flushed.log_id = keep.and_then(|k| st.index.get(k)).map(|l| LogId::new_term_index(l.term, l.index));
+    st.flushed.log_id = keep
+        .and_then(|k| st.index.get(k))
+        .map(|l| LogId::new_term_index(l.term, l.index));
     inner.meta.set_checkpoint(&st.flushed, true)?;
     let idx_path = inner.dir.join("raft-index");
-    st.index.truncate_after(keep).map_err(|e| LogError::io("truncate raft index", idx_path, e))?;
+    st.index
+        .truncate_after(keep)
+        .map_err(|e| LogError::io("truncate raft index", idx_path, e))?;
     truncate_tail(&mut st.segments, new_end)?;
     st.append_pos = new_end;
     st.purged_phys_end = st.purged_phys_end.min(new_end);
@@ -168,12 +203,25 @@ impl Inner {
             debug_assert_eq!(buf.len() as u64, total);
             st.segments.write(pos, &buf)?;
             st.append_pos = pos + total;
-            batch.push(EntryLocation { index: e.index, phys: pos, size: total as u32, term: e.term });
+            batch.push(EntryLocation {
+                index: e.index,
+                phys: pos,
+                size: total as u32,
+                term: e.term,
+            });
         }
         let idx_path = self.dir.join("raft-index");
-        st.index.push_batch(&batch).map_err(|e| LogError::io("write raft index", idx_path, e))?;
+        st.index
+            .push_batch(&batch)
+            .map_err(|e| LogError::io("write raft index", idx_path, e))?;
         if let Some(l) = batch.last() {
-            tracing::trace!(log_index = l.index, term = l.term, phys_offset = l.phys, entries = batch.len(), "appended");
+            tracing::trace!(
+                log_index = l.index,
+                term = l.term,
+                phys_offset = l.phys,
+                entries = batch.len(),
+                "appended"
+            );
         }
         st.debug_validate();
         Ok(st.append_pos)
@@ -191,10 +239,15 @@ impl Inner {
                 None => purged.is_none_or(|p| index > p),
             };
             if !follows {
-                return Err(LogError::InvalidArgument(format!("entry {index} does not continue the log (last {:?}, purged {purged:?})", prev.map(|p| p.0))));
+                return Err(LogError::InvalidArgument(format!(
+                    "entry {index} does not continue the log (last {:?}, purged {purged:?})",
+                    prev.map(|p| p.0)
+                )));
             }
             if prev.is_some_and(|(_, pt)| term < pt) {
-                return Err(LogError::InvalidArgument(format!("entry {index} has term {term} below the previous entry's")));
+                return Err(LogError::InvalidArgument(format!(
+                    "entry {index} has term {term} below the previous entry's"
+                )));
             }
             let (kind, payload) = encode_payload(&e.payload)?;
             let size = (ENTRY_HEADER_LEN + payload.len()) as u64;
@@ -202,7 +255,12 @@ impl Inner {
                 return Err(LogError::EntryTooLarge { size, max });
             }
             prev = Some((index, term));
-            out.push(Encoded { kind, payload, term, index });
+            out.push(Encoded {
+                kind,
+                payload,
+                term,
+                index,
+            });
         }
         Ok(out)
     }
@@ -236,13 +294,26 @@ impl Inner {
         Ok(pos)
     }
 
-    fn new_segment(&self, start: PhysOffset) -> LogResult<std::sync::Arc<dyn crate::env::SegmentFile>> {
-        let path = self.dir.join("commitlog").join(crate::segments::segment_name(start));
+    fn new_segment(
+        &self,
+        start: PhysOffset,
+    ) -> LogResult<std::sync::Arc<dyn crate::env::SegmentFile>> {
+        let path = self
+            .dir
+            .join("commitlog")
+            .join(crate::segments::segment_name(start));
         match self.prealloc.as_ref().and_then(|p| p.take(start)) {
             Some(Ok(f)) => return Ok(f),
-            Some(Err(e)) => tracing::warn!(phys_offset = start, error = %e, "preallocation had failed; retrying inline"),
-            None => tracing::debug!(phys_offset = start, "no preallocated segment; creating inline"),
+            Some(Err(e)) => {
+                tracing::warn!(phys_offset = start, error = %e, "preallocation had failed; retrying inline")
+            }
+            None => tracing::debug!(
+                phys_offset = start,
+                "no preallocated segment; creating inline"
+            ),
         }
-        self.env.create_segment(&path, self.config.segment_bytes).map_err(|e| LogError::io("create segment", path, e))
+        self.env
+            .create_segment(&path, self.config.segment_bytes)
+            .map_err(|e| LogError::io("create segment", path, e))
     }
 }

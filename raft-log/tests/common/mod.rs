@@ -1,6 +1,8 @@
 //! Shared test support: the test type config and a minimal real state machine.
 #![allow(dead_code)]
 
+pub mod util;
+
 use std::io;
 use std::io::Cursor;
 use std::sync::Arc;
@@ -37,6 +39,9 @@ type Stored = StoredMembership<CommittedLeaderId, NodeId, PeerNode>;
 type Meta = SnapshotMeta<CommittedLeaderId, NodeId, PeerNode>;
 type Snapshot = openraft::Snapshot<CommittedLeaderId, NodeId, PeerNode, Cursor<Vec<u8>>>;
 
+/// The last built or installed snapshot: meta and bytes.
+type SavedSnapshot = (Meta, Vec<u8>);
+
 /// What the test state machine keeps: last applied id, membership, and a digest of the data.
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct SmData {
@@ -50,7 +55,7 @@ pub struct SmData {
 #[derive(Clone, Default)]
 pub struct MemStateMachine {
     data: Arc<Mutex<SmData>>,
-    snapshot: Arc<Mutex<Option<(Meta, Vec<u8>)>>>,
+    snapshot: Arc<Mutex<Option<SavedSnapshot>>>,
 }
 
 impl RaftSnapshotBuilder<TestConfig> for MemStateMachine {
@@ -59,9 +64,15 @@ impl RaftSnapshotBuilder<TestConfig> for MemStateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let d = self.data.lock().clone();
         let bytes = serde_json::to_vec(&d).map_err(io::Error::other)?;
-        let meta = Meta { last_log_id: d.last_applied, last_membership: d.membership.clone() };
+        let meta = Meta {
+            last_log_id: d.last_applied,
+            last_membership: d.membership.clone(),
+        };
         *self.snapshot.lock() = Some((meta.clone(), bytes.clone()));
-        Ok(Snapshot { meta, snapshot: Cursor::new(bytes) })
+        Ok(Snapshot {
+            meta,
+            snapshot: Cursor::new(bytes),
+        })
     }
 }
 
@@ -75,7 +86,9 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
-    where Strm: Stream<Item = Result<EntryResponder<TestConfig>, io::Error>> + Unpin + Send {
+    where
+        Strm: Stream<Item = Result<EntryResponder<TestConfig>, io::Error>> + Unpin + Send,
+    {
         while let Some((entry, responder)) = entries.try_next().await? {
             {
                 let mut d = self.data.lock();
@@ -86,7 +99,9 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
                         d.normal_entries += 1;
                         d.normal_bytes += p.0.len() as u64;
                     }
-                    Payload::Membership(m) => d.membership = StoredMembership::new(Some(entry.log_id()), m.clone()),
+                    Payload::Membership(m) => {
+                        d.membership = StoredMembership::new(Some(entry.log_id()), m.clone())
+                    }
                 }
             }
             if let Some(r) = responder {
@@ -100,7 +115,11 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
         self.clone()
     }
 
-    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Cursor<Vec<u8>>) -> Result<(), io::Error> {
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Cursor<Vec<u8>>,
+    ) -> Result<(), io::Error> {
         let bytes = snapshot.into_inner();
         let d: SmData = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
         *self.data.lock() = d;
@@ -109,6 +128,9 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        Ok(self.snapshot.lock().clone().map(|(meta, b)| Snapshot { meta, snapshot: Cursor::new(b) }))
+        Ok(self.snapshot.lock().clone().map(|(meta, b)| Snapshot {
+            meta,
+            snapshot: Cursor::new(b),
+        }))
     }
 }
