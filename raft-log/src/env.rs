@@ -13,6 +13,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use memmap2::MmapOptions;
 use memmap2::MmapRaw;
 
 /// One fixed-capacity, preallocated file the log writes in place (a CommitLog segment).
@@ -153,14 +154,43 @@ impl PlainFile for FsPlain {
     }
 }
 
-fn map_segment(file: File) -> io::Result<Arc<dyn SegmentFile>> {
+fn map_segment(file: File, populate: bool) -> io::Result<Arc<dyn SegmentFile>> {
     let len = file.metadata()?.len();
-    let map = MmapRaw::map_raw(&file)?;
+    let mut opts = MmapOptions::new();
+    if populate {
+        opts.populate();
+    }
+    let map = opts.map_raw(&file)?;
     Ok(Arc::new(MmapSegment {
         map,
         len,
         _file: file,
     }))
+}
+
+/// Reserves `len` zeroed bytes: `fallocate` where the file system supports it (blocks are
+/// allocated, so ENOSPC surfaces here and never as SIGBUS on the mapping), else writes zeros.
+fn allocate(file: &mut File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let size = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+    // SAFETY: plain syscall on an open file descriptor owned by `file`.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(err);
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
 }
 
 fn tmp_path(path: &Path) -> PathBuf {
@@ -190,24 +220,18 @@ impl Env for FsEnv {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        let zeros = vec![0u8; 1 << 20];
-        let mut left = capacity;
-        while left > 0 {
-            let n = left.min(zeros.len() as u64) as usize;
-            file.write_all(&zeros[..n])?;
-            left -= n as u64;
-        }
+        allocate(&mut file, capacity)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         if let Some(dir) = path.parent() {
             self.sync_dir(dir)?;
         }
-        map_segment(file)
+        map_segment(file, true)
     }
 
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        map_segment(file)
+        map_segment(file, false)
     }
 
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {

@@ -148,22 +148,25 @@ impl Inner {
 
     /// [`Inner::flush_once`] with the cycle lock already held.
     pub fn flush_locked(&self) -> LogResult<()> {
-        let (ranges, target) = {
-            let st = self.state.lock();
+        let (ranges, target, (index_file, index_write)) = {
+            let mut st = self.state.lock();
             if let Some(msg) = &st.failed {
                 let msg = msg.clone();
                 drop(st);
                 self.flush.fail_all(&msg);
                 return Err(LogError::Stopped(msg));
             }
-            (
-                st.dirty_ranges(),
-                FlushCheckpoint {
-                    phys_end: st.append_pos,
-                    log_id: st.last_log_id(),
-                },
-            )
+            let target = FlushCheckpoint {
+                phys_end: st.append_pos,
+                log_id: st.last_entry_id(),
+            };
+            (st.dirty_ranges(), target, st.index.take_pending())
         };
+        // The raft index is a rebuildable cache: written here, off the append path, not synced.
+        if let Err(e) = index_write.apply(index_file.as_ref()) {
+            let path = self.dir.join("raft-index");
+            return Err(self.fail(LogError::io("write raft index", path, e)));
+        }
         for (seg, path, off, len) in ranges {
             if let Err(e) = seg.sync_range(off, len) {
                 return Err(self.fail(LogError::io("msync", path, e)));

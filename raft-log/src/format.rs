@@ -23,6 +23,8 @@
 //! are preallocated with zeros). The encoding is deterministic: the same entry at the same physical
 //! offset gives identical bytes on every node.
 
+use std::borrow::Cow;
+
 use crate::error::LogError;
 use crate::types::AppPayload;
 use crate::types::LogEntry;
@@ -105,15 +107,15 @@ pub enum HeaderSlot {
     Record(RecordHeader),
 }
 
-/// The payload bytes of an entry, encoded deterministically.
-pub fn encode_payload(payload: &Payload) -> Result<(RecordKind, Vec<u8>), LogError> {
+/// The payload bytes of an entry, encoded deterministically (borrowed for `Normal`).
+pub fn encode_payload(payload: &Payload) -> Result<(RecordKind, Cow<'_, [u8]>), LogError> {
     match payload {
-        Payload::Blank => Ok((RecordKind::Blank, Vec::new())),
-        Payload::Normal(app) => Ok((RecordKind::Normal, app.0.clone())),
+        Payload::Blank => Ok((RecordKind::Blank, Cow::Borrowed(&[]))),
+        Payload::Normal(app) => Ok((RecordKind::Normal, Cow::Borrowed(&app.0))),
         Payload::Membership(m) => {
             let bytes = serde_json::to_vec(m)
                 .map_err(|e| LogError::InvalidArgument(format!("membership encoding: {e}")))?;
-            Ok((RecordKind::Membership, bytes))
+            Ok((RecordKind::Membership, Cow::Owned(bytes)))
         }
     }
 }
@@ -157,6 +159,30 @@ pub fn encode_record(
     out.extend_from_slice(payload);
     debug_assert_eq!(out.len() - start, total);
     Ok(total)
+}
+
+/// The header of a record whose payload is `payload` (written separately after it).
+pub fn encode_header(
+    kind: RecordKind,
+    term: Term,
+    index: LogIndex,
+    phys: PhysOffset,
+    payload: &[u8],
+) -> [u8; ENTRY_HEADER_LEN] {
+    let mut v = Vec::with_capacity(ENTRY_HEADER_LEN);
+    v.extend_from_slice(&((ENTRY_HEADER_LEN + payload.len()) as u32).to_le_bytes());
+    push_header_tail(
+        kind,
+        payload.len() as u32,
+        term,
+        index,
+        phys,
+        crc32fast::hash(payload),
+        &mut v,
+    );
+    let mut out = [0u8; ENTRY_HEADER_LEN];
+    out.copy_from_slice(&v);
+    out
 }
 
 /// The header of a padding record covering `len` bytes starting at `phys`.

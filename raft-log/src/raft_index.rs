@@ -78,6 +78,30 @@ impl EntryLocation {
     }
 }
 
+/// Index records not yet written to the file (written by the flusher, off the append path).
+#[derive(Default)]
+pub struct PendingWrite {
+    /// Empty the file before writing (the index restarted after a purge gap).
+    pub reset: bool,
+    /// File offset of `bytes`.
+    pub offset: u64,
+    /// Encoded records.
+    pub bytes: Vec<u8>,
+}
+
+impl PendingWrite {
+    /// Applies the write to `file`.
+    pub fn apply(self, file: &dyn PlainFile) -> std::io::Result<()> {
+        if self.reset {
+            file.set_len(0)?;
+        }
+        if !self.bytes.is_empty() {
+            file.write_at(self.offset, &self.bytes)?;
+        }
+        Ok(())
+    }
+}
+
 /// The in-memory index plus its file.
 pub struct RaftIndex {
     /// Invariant: indexes are contiguous and increasing, physical offsets increasing.
@@ -85,6 +109,8 @@ pub struct RaftIndex {
     file: Arc<dyn PlainFile>,
     /// Index of the record at file offset 0.
     file_base: Option<LogIndex>,
+    /// Invariant: covers exactly the records appended since the last `take_pending`.
+    pending: PendingWrite,
 }
 
 impl RaftIndex {
@@ -110,6 +136,7 @@ impl RaftIndex {
                 recs: recs.into(),
                 file,
                 file_base,
+                pending: PendingWrite::default(),
             },
             rebuilt,
         ))
@@ -145,29 +172,42 @@ impl RaftIndex {
     }
 
     /// Appends locations (the caller checked contiguity, or that a gap follows purged
-    /// entries, in which case the older records are dropped).
-    pub fn push_batch(&mut self, batch: &[EntryLocation]) -> std::io::Result<()> {
-        let Some(first) = batch.first() else {
-            return Ok(());
-        };
+    /// entries, in which case the older records are dropped). The file is written later.
+    pub fn push_batch(&mut self, batch: &[EntryLocation]) {
+        let Some(first) = batch.first() else { return };
         if self.recs.back().is_some_and(|l| l.index + 1 != first.index) {
             self.recs.clear();
-            self.file.set_len(0)?;
             self.file_base = None;
+            self.pending = PendingWrite {
+                reset: true,
+                offset: 0,
+                bytes: Vec::new(),
+            };
         }
         let base = *self.file_base.get_or_insert(first.index);
-        let mut buf = Vec::with_capacity(batch.len() * INDEX_RECORD_LEN);
-        for r in batch {
-            r.encode(&mut buf);
+        if self.pending.bytes.is_empty() {
+            self.pending.offset = (first.index - base) * INDEX_RECORD_LEN as u64;
         }
-        self.file
-            .write_at((first.index - base) * INDEX_RECORD_LEN as u64, &buf)?;
+        for r in batch {
+            r.encode(&mut self.pending.bytes);
+        }
         self.recs.extend(batch.iter().copied());
-        Ok(())
+    }
+
+    /// The file and the records to write to it (the flusher writes them outside the lock).
+    pub fn take_pending(&mut self) -> (Arc<dyn PlainFile>, PendingWrite) {
+        (self.file.clone(), std::mem::take(&mut self.pending))
+    }
+
+    /// Writes the pending records now.
+    pub fn write_pending(&mut self) -> std::io::Result<()> {
+        let (file, p) = self.take_pending();
+        p.apply(file.as_ref())
     }
 
     /// Drops every entry with index > `last` (all of them for `None`).
     pub fn truncate_after(&mut self, last: Option<LogIndex>) -> std::io::Result<()> {
+        self.write_pending()?;
         while self
             .recs
             .back()
@@ -188,6 +228,7 @@ impl RaftIndex {
 
     /// Drops every entry whose record starts below `phys` and rewrites the file.
     pub fn drop_below(&mut self, phys: PhysOffset) -> std::io::Result<()> {
+        self.write_pending()?;
         while self.recs.front().is_some_and(|r| r.phys < phys) {
             self.recs.pop_front();
         }
@@ -201,8 +242,9 @@ impl RaftIndex {
         self.file.sync()
     }
 
-    /// fdatasync of the file.
-    pub fn sync(&self) -> std::io::Result<()> {
+    /// Writes pending records and fdatasyncs the file.
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
         self.file.sync()
     }
 }

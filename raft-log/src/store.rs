@@ -344,7 +344,7 @@ impl Inner {
         self.state.lock().closed = true;
         self.flush.fail_all("log closed");
         if flush {
-            let st = self.state.lock();
+            let mut st = self.state.lock();
             st.index
                 .sync()
                 .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;

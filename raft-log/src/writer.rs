@@ -5,9 +5,9 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flusher::FlushCallback;
 use crate::flusher::FlushWaiter;
+use crate::format::encode_header;
 use crate::format::encode_padding;
 use crate::format::encode_payload;
-use crate::format::encode_record;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::raft_index::EntryLocation;
@@ -19,10 +19,11 @@ use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::PhysOffset;
 use crate::types::Vote;
+use std::borrow::Cow;
 
-struct Encoded {
+struct Encoded<'a> {
     kind: RecordKind,
-    payload: Vec<u8>,
+    payload: Cow<'a, [u8]>,
     term: u64,
     index: u64,
 }
@@ -136,6 +137,7 @@ impl<C> LogStore<C> {
     /// error is returned. The new log start is persisted before the files go; the directory
     /// is fsynced after. Returns the new minimum physical offset.
     pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
+        let _cycle = self.inner.flush.cycle.lock();
         let mut st = self.inner.state.lock();
         if phys > st.purged_phys_end {
             return Err(LogError::DeleteUnpurged {
@@ -194,14 +196,13 @@ impl Inner {
         st.check_writable()?;
         let encoded = self.check_batch(&st, entries)?;
         let mut batch = Vec::with_capacity(encoded.len());
-        let mut buf = Vec::new();
         for e in &encoded {
             let total = (ENTRY_HEADER_LEN + e.payload.len()) as u64;
             let pos = self.reserve(&mut st, total)?;
-            buf.clear();
-            encode_record(e.kind, e.term, e.index, pos, &e.payload, &mut buf)?;
-            debug_assert_eq!(buf.len() as u64, total);
-            st.segments.write(pos, &buf)?;
+            let header = encode_header(e.kind, e.term, e.index, pos, &e.payload);
+            st.segments.write(pos, &header)?;
+            st.segments
+                .write(pos + ENTRY_HEADER_LEN as u64, &e.payload)?;
             st.append_pos = pos + total;
             batch.push(EntryLocation {
                 index: e.index,
@@ -210,10 +211,7 @@ impl Inner {
                 term: e.term,
             });
         }
-        let idx_path = self.dir.join("raft-index");
-        st.index
-            .push_batch(&batch)
-            .map_err(|e| LogError::io("write raft index", idx_path, e))?;
+        st.index.push_batch(&batch);
         if let Some(l) = batch.last() {
             tracing::trace!(
                 log_index = l.index,
@@ -227,7 +225,7 @@ impl Inner {
         Ok(st.append_pos)
     }
 
-    fn check_batch(&self, st: &State, entries: &[LogEntry]) -> LogResult<Vec<Encoded>> {
+    fn check_batch<'a>(&self, st: &State, entries: &'a [LogEntry]) -> LogResult<Vec<Encoded<'a>>> {
         let mut prev = st.index.last().map(|l| (l.index, l.term));
         let purged = st.purged.map(|p| p.index);
         let max = self.config.segment_bytes;
