@@ -3,7 +3,8 @@
 //! same bytes on the same disk. Prints a markdown table. Not a test: no assertions.
 //!
 //! Environment: `RAFTLOG_BENCH_DIR` (default: a temp dir), `RAFTLOG_BENCH_SECS` (per run,
-//! default 1.5).
+//! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy).
+//! Each configuration runs 3 times alternating with its raw baseline; medians are printed.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -23,6 +24,7 @@ use raftmq_raft_log::types::Payload;
 const SIZES: [usize; 3] = [128, 1024, 16 * 1024];
 const APPENDERS: [usize; 2] = [1, 64];
 const SEGMENT_BYTES: u64 = 128 << 20;
+const ROUNDS: usize = 3;
 
 #[derive(Clone, Copy)]
 struct Figure {
@@ -60,6 +62,12 @@ async fn bench_log(
         ..LogConfig::default()
     };
     let store: LogStore<()> = LogStore::open(dir, config).expect("open log");
+    // Steady state: the segment after the first is preallocated before timing starts (later
+    // preallocations during the run are part of the measured cost).
+    let next = dir.join("commitlog").join(format!("{SEGMENT_BYTES:020}"));
+    while !next.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let next = Arc::new(tokio::sync::Mutex::new(1u64));
     let payload = Arc::new(vec![0x5au8; size]);
     let start = Instant::now();
@@ -131,6 +139,11 @@ fn bench_raw(dir: &Path, size: usize, sync_every: usize, budget: Duration) -> Fi
     }
 }
 
+fn median(mut v: Vec<Figure>) -> Figure {
+    v.sort_by(|a, b| a.mb_per_sec().total_cmp(&b.mb_per_sec()));
+    v[v.len() / 2]
+}
+
 fn fresh_dir(root: &Path, name: &str) -> std::path::PathBuf {
     let d = root.join(name);
     let _ = std::fs::remove_dir_all(&d);
@@ -142,7 +155,7 @@ fn main() {
     let secs: f64 = std::env::var("RAFTLOG_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1.5);
+        .unwrap_or(1.0);
     let budget = Duration::from_secs_f64(secs);
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = std::env::var("RAFTLOG_BENCH_DIR")
@@ -165,14 +178,23 @@ fn main() {
         ("sync", FlushPolicy::Sync),
         ("async", FlushPolicy::Async { interval_ms: 200 }),
     ];
+    let only = std::env::var("RAFTLOG_BENCH_POLICY").ok();
     for (name, policy) in policies {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
         for size in SIZES {
             for appenders in APPENDERS {
-                let dir = fresh_dir(&root, "log");
-                let log = rt.block_on(bench_log(&dir, policy, size, appenders, budget));
-                let _ = std::fs::remove_dir_all(&dir);
-                let sync_every = if name == "sync" { appenders } else { 0 };
-                let raw = bench_raw(&root, size, sync_every, budget);
+                // Log and raw runs alternate, ROUNDS times each; the median of each is shown.
+                let (mut logs, mut raws) = (Vec::new(), Vec::new());
+                for _ in 0..ROUNDS {
+                    let dir = fresh_dir(&root, "log");
+                    logs.push(rt.block_on(bench_log(&dir, policy, size, appenders, budget)));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let sync_every = if name == "sync" { appenders } else { 0 };
+                    raws.push(bench_raw(&root, size, sync_every, budget));
+                }
+                let (log, raw) = (median(logs), median(raws));
                 println!(
                     "| {name} | {size} B | {appenders} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0}% |",
                     log.per_sec(),

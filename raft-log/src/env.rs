@@ -66,10 +66,18 @@ pub trait Env: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FsEnv;
 
+/// A segment file: written with `pwrite`, made durable with `fdatasync`, read through a
+/// shared read-only mapping (Linux's unified page cache makes written bytes visible to the
+/// mapping at once).
+///
+/// Why not store through the mapping: on ext4 every first store to a page after writeback
+/// goes through `page_mkwrite`, which journals an mtime update, so each msync/fdatasync then
+/// commits the journal. Measured on the dev VM: 1 KiB store + msync ≈ 1,200/s against
+/// pwrite + fdatasync ≈ 5,000/s.
 struct MmapSegment {
     map: MmapRaw,
     len: u64,
-    _file: File,
+    file: File,
 }
 
 fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
@@ -79,38 +87,28 @@ fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
     )
 }
 
+fn check_range(offset: u64, len: usize, cap: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= cap => Ok(()),
+        _ => Err(out_of_range(offset, len, cap)),
+    }
+}
+
 impl SegmentFile for MmapSegment {
     fn capacity(&self) -> u64 {
         self.len
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|end| end > self.len)
-        {
-            return Err(out_of_range(offset, data.len(), self.len));
-        }
-        // SAFETY: the range is inside the mapping (checked above) and, by the trait's
-        // contract, no other thread reads or writes it concurrently.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.map.as_mut_ptr().add(offset as usize),
-                data.len(),
-            )
-        };
-        Ok(())
+        check_range(offset, data.len(), self.len)?;
+        std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if offset
-            .checked_add(buf.len() as u64)
-            .is_none_or(|end| end > self.len)
-        {
-            return Err(out_of_range(offset, buf.len(), self.len));
-        }
-        // SAFETY: inside the mapping (checked above); the range is not being written.
+        check_range(offset, buf.len(), self.len)?;
+        // SAFETY: the range is inside the mapping (checked above) and the file is never
+        // shortened while mapped, so the pages exist; concurrent writers only touch ranges
+        // above the log's published append position, which readers do not read.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.map.as_ptr().add(offset as usize),
@@ -121,11 +119,12 @@ impl SegmentFile for MmapSegment {
         Ok(())
     }
 
-    fn sync_range(&self, offset: u64, len: u64) -> io::Result<()> {
+    fn sync_range(&self, _offset: u64, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
         }
-        self.map.flush_range(offset as usize, len as usize)
+        // Only this file's dirty pages are written: the range is implied.
+        self.file.sync_data()
     }
 }
 
@@ -160,30 +159,16 @@ fn map_segment(file: File, populate: bool) -> io::Result<Arc<dyn SegmentFile>> {
     if populate {
         opts.populate();
     }
-    let map = opts.map_raw(&file)?;
-    Ok(Arc::new(MmapSegment {
-        map,
-        len,
-        _file: file,
-    }))
+    let map = opts.map_raw_read_only(&file)?;
+    Ok(Arc::new(MmapSegment { map, len, file }))
 }
 
-/// Reserves `len` zeroed bytes: `fallocate` where the file system supports it (blocks are
-/// allocated, so ENOSPC surfaces here and never as SIGBUS on the mapping), else writes zeros.
+/// Reserves `len` zeroed bytes by writing zeros. Writing (rather than `fallocate`, which
+/// leaves unwritten extents whose conversion makes every later fdatasync commit the file system
+/// journal) gives sync-policy flushes that write data pages only; and the blocks are
+/// allocated, so ENOSPC surfaces here and never as SIGBUS on the mapping.
 fn allocate(file: &mut File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let size = libc::off_t::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
-    // SAFETY: plain syscall on an open file descriptor owned by `file`.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-        return Err(err);
-    }
-    let zeros = vec![0u8; 1 << 20];
+    let zeros = vec![0u8; 4 << 20];
     let mut left = len;
     while left > 0 {
         let n = left.min(zeros.len() as u64) as usize;

@@ -101,6 +101,9 @@ impl Segments {
 
     /// Writes bytes that lie inside one segment.
     pub fn write(&self, phys: PhysOffset, data: &[u8]) -> LogResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let (seg, off) = self.locate(phys)?;
         seg.write_at(off, data)
             .map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))

@@ -196,13 +196,23 @@ impl Inner {
         st.check_writable()?;
         let encoded = self.check_batch(&st, entries)?;
         let mut batch = Vec::with_capacity(encoded.len());
+        // Records landing back to back in one segment go out in one write.
+        let bytes: usize = encoded
+            .iter()
+            .map(|e| ENTRY_HEADER_LEN + e.payload.len())
+            .sum();
+        let mut run = (st.append_pos, Vec::with_capacity(bytes));
         for e in &encoded {
             let total = (ENTRY_HEADER_LEN + e.payload.len()) as u64;
             let pos = self.reserve(&mut st, total)?;
+            let same_segment = st.segments.start_of(pos) == st.segments.start_of(run.0);
+            if pos != run.0 + run.1.len() as u64 || !same_segment {
+                st.segments.write(run.0, &run.1)?;
+                run = (pos, Vec::with_capacity(bytes));
+            }
             let header = encode_header(e.kind, e.term, e.index, pos, &e.payload);
-            st.segments.write(pos, &header)?;
-            st.segments
-                .write(pos + ENTRY_HEADER_LEN as u64, &e.payload)?;
+            run.1.extend_from_slice(&header);
+            run.1.extend_from_slice(&e.payload);
             st.append_pos = pos + total;
             batch.push(EntryLocation {
                 index: e.index,
@@ -211,6 +221,7 @@ impl Inner {
                 term: e.term,
             });
         }
+        st.segments.write(run.0, &run.1)?;
         st.index.push_batch(&batch);
         if let Some(l) = batch.last() {
             tracing::trace!(

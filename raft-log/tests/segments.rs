@@ -98,12 +98,14 @@ fn entry_larger_than_a_segment_is_rejected() {
 fn same_entries_give_identical_bytes_on_every_node() {
     let envs = [MemEnv::new(), MemEnv::new()];
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut end = 0;
     for (env, dir) in envs.iter().zip(&dirs) {
         let s = open(dir, env);
         for (i, size) in SIZES.iter().enumerate() {
             s.append_entries(vec![entry(3, i as u64 + 10, *size)], ignore())
                 .unwrap();
         }
+        end = s.watermarks().appended_phys_end;
         s.close().unwrap();
     }
     let seg_bytes = |env: &MemEnv, dir: &tempfile::TempDir| {
@@ -113,6 +115,11 @@ fn same_entries_give_identical_bytes_on_every_node() {
             .into_iter()
             .filter(|p| p.starts_with(dir.path().join("commitlog")))
         {
+            // Only segments holding entries (a preallocated next one may or may not exist).
+            let start: u64 = p.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            if start >= end {
+                continue;
+            }
             let name = p.file_name().unwrap().to_owned();
             let f = raftmq_raft_log::env::Env::open_segment(env, &p).unwrap();
             let mut buf = vec![0u8; SEG as usize];
