@@ -3,7 +3,8 @@
 //! same bytes on the same disk. Prints a markdown table. Not a test: no assertions.
 //!
 //! Environment: `RAFTLOG_BENCH_DIR` (default: a temp dir), `RAFTLOG_BENCH_SECS` (per run,
-//! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy).
+//! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy),
+//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite; default: by policy).
 //! Each configuration runs 3 times alternating with its raw baseline; medians are printed.
 
 use std::fs::OpenOptions;
@@ -61,7 +62,16 @@ async fn bench_log(
         flush,
         ..LogConfig::default()
     };
-    let store: LogStore<()> = LogStore::open(dir, config).expect("open log");
+    let store: LogStore<()> = match std::env::var("RAFTLOG_BENCH_MAPPED").ok() {
+        // Force one segment write method (the default follows the flush policy).
+        Some(m) => {
+            let env = raftmq_raft_log::env::FsEnv {
+                mapped_writes: m == "1",
+            };
+            LogStore::open_with_env(dir, config, Arc::new(env)).expect("open log")
+        }
+        None => LogStore::open(dir, config).expect("open log"),
+    };
     // Steady state: the segment after the first is preallocated before timing starts (later
     // preallocations during the run are part of the measured cost).
     let next = dir.join("commitlog").join(format!("{SEGMENT_BYTES:020}"));
