@@ -78,7 +78,7 @@ async fn bench_log(
     while !next.exists() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let next = Arc::new(tokio::sync::Mutex::new(1u64));
+    let next = Arc::new(parking_lot::Mutex::new(1u64));
     let payload = Arc::new(vec![0x5au8; size]);
     let start = Instant::now();
     let deadline = start + budget;
@@ -90,7 +90,8 @@ async fn bench_log(
             while Instant::now() < deadline {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 {
-                    let mut idx = next.lock().await;
+                    // Appends are serial (as openraft issues them); no await while held.
+                    let mut idx = next.lock();
                     let cb = Box::new(move |r: std::io::Result<()>| drop(tx.send(r)));
                     store
                         .append_entries(vec![entry(*idx, &payload)], cb)

@@ -65,8 +65,9 @@ pub trait Env: Send + Sync {
 /// The real environment: `std::fs` and memmap2.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FsEnv {
-    /// Write segments by storing into the mapping and flush with msync (best for `async`);
-    /// else pwrite + fdatasync (best for `sync`). See [`MmapSegment`].
+    /// Write segments by storing into the mapping, flush with msync and preallocate with
+    /// fallocate (best for `async`); else pwrite + fdatasync into zero-written segments (best
+    /// for `sync`). See [`MmapSegment`] and `allocate`.
     pub mapped_writes: bool,
 }
 
@@ -195,11 +196,27 @@ fn map_segment(
     }))
 }
 
-/// Reserves `len` zeroed bytes by writing zeros. Writing (rather than `fallocate`, which
-/// leaves unwritten extents whose conversion makes every later fdatasync commit the file system
-/// journal) gives sync-policy flushes that write data pages only; and the blocks are
-/// allocated, so ENOSPC surfaces here and never as SIGBUS on the mapping.
-fn allocate(file: &mut File, len: u64) -> io::Result<()> {
+/// Reserves `len` zeroed bytes so that a full disk fails here, never as SIGBUS on the mapping.
+///
+/// With `fallocate_first` (the `async` write method) the blocks are reserved with
+/// `fallocate` (no data written; file systems without it fall back to zeros). Otherwise zeros
+/// are written: `fallocate` leaves unwritten extents whose conversion makes every later
+/// fdatasync commit the journal, which would slow `sync` flushes down.
+fn allocate(file: &mut File, len: u64, fallocate_first: bool) -> io::Result<()> {
+    if fallocate_first {
+        use std::os::fd::AsRawFd;
+        let size = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+        // SAFETY: a plain syscall on the open descriptor owned by `file`.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(err);
+        }
+    }
     let zeros = vec![0u8; 4 << 20];
     let mut left = len;
     while left > 0 {
@@ -237,7 +254,7 @@ impl Env for FsEnv {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        allocate(&mut file, capacity)?;
+        allocate(&mut file, capacity, self.mapped_writes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         if let Some(dir) = path.parent() {
