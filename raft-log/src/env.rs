@@ -66,7 +66,7 @@ pub trait Env: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FsEnv {
     /// Write segments by storing into the mapping and flush with msync (best for `async`);
-    /// else pwrite + fdatasync (best for `sync`). See [`MmapSegment`].
+    /// else pwrite + fdatasync (best for `sync`). See the `MmapSegment` docs in `env.rs`.
     pub mapped_writes: bool,
 }
 

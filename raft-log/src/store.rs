@@ -53,7 +53,7 @@ pub struct Watermarks {
 }
 
 /// Shared internals; the flusher thread holds one reference.
-pub struct Inner {
+pub(crate) struct Inner {
     /// Root directory.
     pub dir: PathBuf,
     /// Configuration.
