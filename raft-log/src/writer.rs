@@ -127,6 +127,9 @@ impl<C> LogStore<C> {
 
     /// Saves the committed log id durably (sled flush) before returning.
     pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
+        if self.inner.state.lock().committed == committed {
+            return Ok(());
+        }
         self.inner.meta.set_committed(&committed)?;
         self.inner.state.lock().committed = committed;
         Ok(())

@@ -189,3 +189,28 @@ fn purge_past_the_end_then_append_continues() {
         .collect();
     assert_eq!(got, vec![10]);
 }
+
+#[test]
+fn full_disk_fails_the_roll_cleanly() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    s.append_entries(vec![entry(1, 1, 3000)], ignore()).unwrap();
+    // Let the background preallocation of the next segment fail too.
+    env.set_disk_full(true);
+    s.close().unwrap();
+    drop(s);
+    for p in env.paths() {
+        if p.file_name().and_then(|n| n.to_str()) == Some("00000000000000004096") {
+            raftmq_raft_log::env::Env::remove(&env, &p).unwrap();
+        }
+    }
+    let s = open(&dir, &env);
+    let err = s
+        .append_entries(vec![entry(1, 2, 3000)], ignore())
+        .unwrap_err();
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err}");
+    assert!(err.to_string().contains("disk full"), "{err}");
+    // The entry before the failed roll is intact; the log refuses further writes.
+    assert_eq!(s.read_entries(0, 10).unwrap().len(), 1);
+    assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
+}
