@@ -4,6 +4,7 @@ pub mod env;
 pub mod error;
 pub mod flusher;
 pub mod format;
+pub mod import;
 pub mod mem_env;
 pub mod meta;
 pub mod raft_index;
