@@ -22,8 +22,8 @@ use raftmq_raft_log::types::LogId;
 /// What retention will delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetentionPlan {
-    /// Purge the Raft log up to this entry (the last entry ending at or below
-    /// `delete_below_phys`).
+    /// Purge the Raft log up to this entry: the first entry of the segment starting at
+    /// `delete_below_phys` (so every byte below it is purged; that entry stays readable).
     pub purge_upto: LogId,
     /// Segments ending at or below this physical offset go (segment-aligned).
     pub delete_below_phys: PhysOffset,
@@ -129,21 +129,21 @@ impl Store {
         if below == w.min_phys_offset {
             return Ok(None);
         }
-        // Last entry ending at or below `below`: binary search (entries are in phys order).
+        // The first entry of the segment at `below`: purging up to it covers every byte below
+        // `below` (padding included); the entry itself stays readable, its segment stays.
         let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
         let mut found = None;
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
             match log.entry_location(mid) {
-                Some(l) if l.end() <= below => {
+                Some(l) if l.phys >= below => {
                     found = Some(l);
-                    lo = mid + 1;
+                    match mid.checked_sub(1) {
+                        Some(h) => hi = h,
+                        None => break,
+                    }
                 }
-                Some(_) => match mid.checked_sub(1) {
-                    Some(h) => hi = h,
-                    None => break,
-                },
-                None => lo = mid + 1,
+                _ => lo = mid + 1,
             }
         }
         Ok(found.map(|l| RetentionPlan {
