@@ -71,31 +71,31 @@ fn queue_dump(n: &Node) -> Vec<(u64, u64)> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Step {
-    AfterAppend,
-    AfterApply,
-    AfterFlush,
-    AfterCheckpoint,
+enum CrashAfter {
+    Append,
+    Apply,
+    Flush,
+    Checkpoint,
 }
 
 #[test]
 fn crash_between_each_step_then_replay_is_idempotent() {
     for step in [
-        Step::AfterAppend,
-        Step::AfterApply,
-        Step::AfterFlush,
-        Step::AfterCheckpoint,
+        CrashAfter::Append,
+        CrashAfter::Apply,
+        CrashAfter::Flush,
+        CrashAfter::Checkpoint,
     ] {
         let d = tempfile::tempdir().expect("tempdir");
         let mut n = open_node(d.path(), small_config(), SEG);
         let mut want = run(&mut n);
         let e = n.append(&batch(99));
         match step {
-            Step::AfterAppend => {}
-            Step::AfterApply => {
+            CrashAfter::Append => {}
+            CrashAfter::Apply => {
                 want.insert(e.log_id.index, n.sm.apply_entry(&e).expect("apply"));
             }
-            Step::AfterFlush | Step::AfterCheckpoint => {
+            CrashAfter::Flush | CrashAfter::Checkpoint => {
                 want.insert(e.log_id.index, n.sm.apply_entry(&e).expect("apply"));
                 n.store.checkpoint().expect("flush");
             }
@@ -115,7 +115,7 @@ fn crash_between_each_step_then_replay_is_idempotent() {
         match step {
             // 20 batches: queue 0 holds the 10 even ones, queue 1 the 10 odd ones and 20
             // more; batch 99 adds two to queue 1.
-            Step::AfterAppend => assert_eq!(after, vec![(0, 10), (0, 32)], "{step:?}"),
+            CrashAfter::Append => assert_eq!(after, vec![(0, 10), (0, 32)], "{step:?}"),
             _ => assert_eq!(after, before, "{step:?}"),
         }
         n.store.validate().expect("valid");
