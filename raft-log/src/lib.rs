@@ -61,6 +61,7 @@ pub mod config;
 pub mod env;
 pub mod error;
 pub mod format;
+pub mod import;
 pub mod mem_env;
 pub mod raft_index;
 pub mod store;

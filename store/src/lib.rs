@@ -47,6 +47,7 @@
 
 mod codec;
 pub mod command;
+pub mod config;
 pub mod consume_queue;
 pub mod error;
 pub mod filter;
@@ -56,8 +57,34 @@ pub mod limits;
 mod mapped_file;
 pub mod message;
 pub mod offsets;
+pub mod raft_types;
+pub mod read;
+pub mod retention;
+pub mod sm;
+pub mod snapshot;
+mod store;
 pub mod topic;
 pub mod types;
+
+pub use config::StoreConfig;
+pub use raft_types::ApplyResponse;
+pub use raft_types::LogStore;
+pub use raft_types::MessageAck;
+pub use raft_types::Raft;
+pub use raft_types::RejectCode;
+pub use raft_types::TypeConfig;
+pub use read::PullRequest;
+pub use read::PullResult;
+pub use read::PullStatus;
+pub use read::StoredMessage;
+pub use retention::RetentionPlan;
+pub use sm::StateMachine;
+pub use snapshot::SnapshotFile;
+pub use snapshot::SnapshotReceiver;
+pub use store::open;
+pub use store::open_with_hasher;
+pub use store::Store;
+pub use store::StoreWatermarks;
 
 pub use error::Result;
 pub use error::StoreError;
