@@ -55,7 +55,7 @@ fn entries(body: usize, queues: u32, total: usize, first_index: u64) -> Vec<LogE
             .map(|j| {
                 let n = i + j;
                 let mut m = Message::new("bench", n as u32 % queues, vec![b'x'; body]);
-                m.tags = if n % 2 == 0 {
+                m.tags = if n.is_multiple_of(2) {
                     "even".into()
                 } else {
                     "odd".into()
