@@ -31,6 +31,9 @@
 //!   [`LogStore::truncate_after`], [`LogStore::purge`], [`LogStore::save_vote`],
 //!   [`LogStore::save_committed`], [`LogStore::flush`]; retention:
 //!   [`LogStore::delete_segments_below`]`(phys) -> Result<PhysOffset>`.
+//! - Snapshot install (DLedger-style segment copy): [`LogStore::export_segments`]`(from_phys)
+//!   -> Result<Vec<SegmentBytes>>` on the sender, [`LogStore::replace_from_bytes`]`(segments,
+//!   purged: LogId)` on the receiver; the log may therefore start at any segment-aligned offset.
 //!
 //! **Invariants** (checked by `State::validate` after every change in debug builds):
 //! - The same entries give identical bytes at identical physical offsets on every node
@@ -67,6 +70,7 @@ pub mod store;
 pub mod types;
 
 mod flusher;
+mod import;
 mod meta;
 mod recovery;
 mod segments;
@@ -81,6 +85,7 @@ pub use error::LogResult;
 pub use flusher::FlushCallback;
 pub use format::payload_offset;
 pub use format::ENTRY_HEADER_LEN;
+pub use import::SegmentBytes;
 pub use raft_index::EntryLocation;
 pub use store::LogStore;
 pub use store::Watermarks;

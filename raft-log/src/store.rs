@@ -262,7 +262,12 @@ impl<C> LogStore<C> {
     }
 }
 
-fn open_state(dir: &Path, config: &LogConfig, env: Arc<dyn Env>, meta: &Meta) -> LogResult<State> {
+pub(crate) fn open_state(
+    dir: &Path,
+    config: &LogConfig,
+    env: Arc<dyn Env>,
+    meta: &Meta,
+) -> LogResult<State> {
     let purged = meta.purged()?;
     let checkpoint = meta.checkpoint()?;
     let rec = recover(
