@@ -146,6 +146,7 @@ impl PlainFile for MemFile {
 pub struct MemEnv {
     files: Arc<Mutex<BTreeMap<PathBuf, Arc<MemFile>>>>,
     fail_sync: Arc<AtomicBool>,
+    disk_full: Arc<AtomicBool>,
 }
 
 impl MemEnv {
@@ -165,6 +166,11 @@ impl MemEnv {
     /// Makes every later sync fail with EIO (`true`) or succeed again (`false`).
     pub fn set_fail_sync(&self, fail: bool) {
         self.fail_sync.store(fail, Ordering::SeqCst);
+    }
+
+    /// Makes every later segment creation fail with ENOSPC (`true`) or succeed (`false`).
+    pub fn set_disk_full(&self, full: bool) {
+        self.disk_full.store(full, Ordering::SeqCst);
     }
 
     /// Overwrites bytes of a file (both live and durable): simulated media corruption.
@@ -217,6 +223,9 @@ impl Env for MemEnv {
     }
 
     fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>> {
+        if self.disk_full.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(28));
+        }
         let f = self.new_file(capacity as usize);
         self.files.lock().insert(path.to_path_buf(), f.clone());
         Ok(f)

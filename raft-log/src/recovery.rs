@@ -12,6 +12,7 @@ use crate::error::LogResult;
 use crate::format::check_payload;
 use crate::format::decode_header;
 use crate::format::HeaderSlot;
+use crate::format::RecordHeader;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::meta::FlushCheckpoint;
@@ -223,20 +224,10 @@ fn scan(
         if let Err(r) = check_payload(&h, &payload) {
             return stop(r);
         }
-        if let Some(prev) = out.last().copied() {
-            let gap_ok = purged.is_some_and(|p| prev.index <= p.index && h.index > p.index);
-            if h.index != prev.index + 1 && !(gap_ok && h.index > prev.index) {
-                return stop(format!("index {} does not follow {}", h.index, prev.index));
-            }
-            if h.index != prev.index + 1 {
-                out.clear();
-            }
-            if h.term < prev.term {
-                return stop(format!(
-                    "term {} is below the previous term {}",
-                    h.term, prev.term
-                ));
-            }
+        match follows(out.last(), &h, purged) {
+            Ok(true) => {}
+            Ok(false) => out.clear(),
+            Err(r) => return stop(r),
         }
         out.push(EntryLocation {
             index: h.index,
@@ -245,6 +236,32 @@ fn scan(
             term: h.term,
         });
         pos += h.total_len as u64;
+    }
+}
+
+/// Whether the record `h` may follow `prev`: `Ok(true)` contiguous, `Ok(false)` an index gap
+/// allowed because every earlier entry is purged (the earlier ones are then dropped from the
+/// index), `Err` a broken log.
+fn follows(
+    prev: Option<&EntryLocation>,
+    h: &RecordHeader,
+    purged: Option<LogId>,
+) -> Result<bool, String> {
+    let Some(prev) = prev else { return Ok(true) };
+    if h.term < prev.term {
+        return Err(format!(
+            "term {} is below the previous term {}",
+            h.term, prev.term
+        ));
+    }
+    if h.index == prev.index + 1 {
+        return Ok(true);
+    }
+    let gap_ok = purged.is_some_and(|p| prev.index <= p.index && h.index > p.index);
+    if gap_ok {
+        Ok(false)
+    } else {
+        Err(format!("index {} does not follow {}", h.index, prev.index))
     }
 }
 

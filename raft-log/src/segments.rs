@@ -80,11 +80,6 @@ impl Segments {
         self.map.get(&start).cloned()
     }
 
-    /// First segment start.
-    pub fn first_start(&self) -> Option<PhysOffset> {
-        self.map.keys().next().copied()
-    }
-
     /// Segment starts in order.
     pub fn starts(&self) -> Vec<PhysOffset> {
         self.map.keys().copied().collect()

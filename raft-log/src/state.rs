@@ -48,11 +48,6 @@ impl State {
             .map(|l| LogId::new_term_index(l.term, l.index))
     }
 
-    /// openraft's last log id: the last entry, or the purged id if that is greater.
-    pub fn last_log_id(&self) -> Option<LogId> {
-        std::cmp::max(self.last_entry_id(), self.purged)
-    }
-
     /// Refuses writes after an error or close.
     pub fn check_writable(&self) -> LogResult<()> {
         if let Some(msg) = &self.failed {

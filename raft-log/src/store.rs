@@ -53,7 +53,7 @@ pub struct Watermarks {
 }
 
 /// Shared internals; the flusher thread holds one reference.
-pub struct Inner {
+pub(crate) struct Inner {
     /// Root directory.
     pub dir: PathBuf,
     /// Configuration.
@@ -102,7 +102,8 @@ impl<C> Clone for LogStore<C> {
 impl<C> LogStore<C> {
     /// Opens (or creates) the log under `dir` on the real file system; recovery runs here.
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
-        Self::open_with_env(dir, config, Arc::new(FsEnv))
+        let mapped_writes = matches!(config.flush, FlushPolicy::Async { .. });
+        Self::open_with_env(dir, config, Arc::new(FsEnv { mapped_writes }))
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always

@@ -4,11 +4,11 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use raftmq_raft_log::flusher::FlushCallback;
 use raftmq_raft_log::types::AppPayload;
 use raftmq_raft_log::types::LogEntry;
 use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::Payload;
+use raftmq_raft_log::FlushCallback;
 
 /// A normal entry with `size` payload bytes derived from the index.
 pub fn entry(term: u64, index: u64, size: usize) -> LogEntry {
