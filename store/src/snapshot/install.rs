@@ -183,6 +183,7 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
         dispatched_phys_end: m.dispatched_phys_end,
     });
     shared.checkpoint_locked(&mut st)?;
+    debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
     drop(st);
     let dir = snapshots_dir(&shared.data_dir);
     let path = dir.join(snapshot_name(m.last_log_id));
