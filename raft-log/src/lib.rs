@@ -31,6 +31,9 @@
 //!   [`LogStore::truncate_after`], [`LogStore::purge`], [`LogStore::save_vote`],
 //!   [`LogStore::save_committed`], [`LogStore::flush`]; retention:
 //!   [`LogStore::delete_segments_below`]`(phys) -> Result<PhysOffset>`.
+//! - Snapshot install (DLedger-style segment copy): [`LogStore::export_segments`]`(from_phys)
+//!   -> Result<Vec<SegmentBytes>>` on the sender, [`LogStore::replace_from_bytes`]`(segments,
+//!   purged: LogId)` on the receiver; the log may therefore start at any segment-aligned offset.
 //!
 //! **Invariants** (checked by `State::validate` after every change in debug builds):
 //! - The same entries give identical bytes at identical physical offsets on every node
@@ -56,18 +59,27 @@
 //!   `repair-truncate-corruption` is set. A committed id past the recovered end is lowered.
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
+//!
+//! **Write method** (measured on ext4, see `env.rs`): under `sync` records are written with
+//! `pwrite` and flushed with `fdatasync`; under `async` they are stored into the mapping and
+//! flushed with `msync`. Readers always read through the mapping.
+//!
+//! **Known limits.** Open validates every retained record (CRCs included): open time grows
+//! with the retained log. The in-memory index costs 32 bytes per retained entry. Vote and
+//! committed-id saves block the calling task for a sled flush. Replacing the log from a
+//! peer's segments is not crash-atomic (re-install after a crash).
 
 pub mod config;
 pub mod env;
 pub mod error;
 pub mod format;
-pub mod import;
 pub mod mem_env;
 pub mod raft_index;
 pub mod store;
 pub mod types;
 
 mod flusher;
+mod import;
 mod meta;
 mod recovery;
 mod segments;
@@ -82,6 +94,7 @@ pub use error::LogResult;
 pub use flusher::FlushCallback;
 pub use format::payload_offset;
 pub use format::ENTRY_HEADER_LEN;
+pub use import::SegmentBytes;
 pub use raft_index::EntryLocation;
 pub use store::LogStore;
 pub use store::Watermarks;

@@ -33,6 +33,8 @@ impl<C> LogStore<C> {
     /// durable under the node's flush policy (`sync`: after the msync covering them; `async`:
     /// at once), or with the error if flushing fails. Returns the physical end of the append.
     ///
+    /// On error the callback is completed with the error as well.
+    ///
     /// Entries must continue the log: index = last index + 1 (or any index above the purged
     /// id when every present entry is purged), terms non-decreasing.
     pub fn append_entries(
@@ -48,6 +50,8 @@ impl<C> LogStore<C> {
                     e @ (LogError::Io { .. } | LogError::DiskFull { .. }) => self.inner.fail(e),
                     e => e,
                 };
+                // The callback is completed too, so no caller waits forever on it.
+                on_durable(Err(std::io::Error::other(e.to_string())));
                 return Err(e);
             }
         };

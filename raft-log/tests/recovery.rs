@@ -206,3 +206,41 @@ fn real_files_survive_reopen() {
     assert_eq!(indexes(&s), (1..=30).collect::<Vec<_>>());
     assert_eq!(s.watermarks().appended_phys_end, w.appended_phys_end);
 }
+
+#[test]
+fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    let next = Arc::new(parking_lot::Mutex::new(1u64));
+    let mut threads = Vec::new();
+    for _ in 0..8 {
+        let (s, next) = (s.clone(), next.clone());
+        threads.push(std::thread::spawn(move || {
+            for _ in 0..50 {
+                let (cb, rx) = waiter();
+                {
+                    let mut i = next.lock();
+                    s.append_entries(vec![entry(1, *i, 200)], cb).unwrap();
+                    *i += 1;
+                }
+                wait(&rx).unwrap();
+            }
+        }));
+    }
+    let reader = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                let n = s.read_entries(0, u64::MAX).unwrap().len();
+                assert!(n <= 400);
+            }
+        })
+    };
+    for t in threads {
+        t.join().unwrap();
+    }
+    reader.join().unwrap();
+    assert_eq!(indexes(&s), (1..=400).collect::<Vec<_>>());
+    let w = s.watermarks();
+    assert_eq!(w.flushed, Some(LogId::new_term_index(1, 400)));
+}

@@ -214,3 +214,41 @@ fn full_disk_fails_the_roll_cleanly() {
     assert_eq!(s.read_entries(0, 10).unwrap().len(), 1);
     assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
 }
+
+#[test]
+fn snapshot_install_copies_segments_and_keeps_offsets() {
+    let (dir_a, env_a) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let (dir_b, env_b) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let a = open(&dir_a, &env_a);
+    let b = open(&dir_b, &env_b);
+    a.append_entries((1..=40).map(|i| entry(1, i, 700)).collect(), ignore())
+        .unwrap();
+    b.append_entries((1..=3).map(|i| entry(1, i, 10)).collect(), ignore())
+        .unwrap();
+    // A retains from entry 11 on; B installs a snapshot covering up to 30.
+    a.purge(LogId::new_term_index(1, 10)).unwrap();
+    a.delete_segments_below(a.watermarks().purged_phys_end)
+        .unwrap();
+    let bytes = a.export_segments(a.watermarks().min_phys_offset).unwrap();
+    b.replace_from_bytes(bytes, LogId::new_term_index(1, 30))
+        .unwrap();
+    let (wa, wb) = (a.watermarks(), b.watermarks());
+    assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
+    assert_eq!(wb.appended, wa.appended);
+    assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
+    assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)));
+    for i in 11..=40 {
+        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+    }
+    a.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+    b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+    assert_eq!(a.entry_location(41), b.entry_location(41));
+    b.close().unwrap();
+    drop(b);
+    let b = open(&dir_b, &env_b);
+    assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    assert_eq!(
+        b.watermarks().last_purged,
+        Some(LogId::new_term_index(1, 30))
+    );
+}

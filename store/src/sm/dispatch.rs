@@ -168,5 +168,10 @@ fn apply_batch(
             store_timestamp_ms: m.view.store_timestamp_ms,
         });
     }
+    tracing::debug!(
+        phys_offset = entry_phys,
+        messages = acks.len(),
+        "batch dispatched"
+    );
     Ok(ApplyResponse::Sent(acks))
 }

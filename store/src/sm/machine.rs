@@ -67,6 +67,12 @@ impl StateMachine {
 
     /// Applies one entry (the core of `apply`; also used by tests and benches).
     pub fn apply_entry(&self, entry: &LogEntry) -> Result<ApplyResponse> {
+        if self.shared.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::invalid(format!(
+                "apply of {} after Store::close",
+                entry.log_id
+            )));
+        }
         let mut st = self.shared.state.write();
         let resp = apply_locked(&self.shared, &mut st, entry)?;
         if st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
@@ -154,6 +160,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
         }
         self.shared.notify_applied();
+        if cfg!(debug_assertions) {
+            if let Err(e) = self.shared.state.read().validate() {
+                panic!("dispatch state invariant broken: {e}");
+            }
+        }
         res
     }
 

@@ -1,8 +1,6 @@
 //! Installing a snapshot file (see [`super::format`] and the module docs).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 use crate::consume_queue::format::CQ_UNIT_LEN;
 use crate::consume_queue::CqUnit;
@@ -22,6 +20,7 @@ use crate::snapshot::snapshots_dir;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
+use raftmq_raft_log::SegmentBytes;
 
 const CHUNK: u64 = 4 << 20;
 
@@ -78,30 +77,14 @@ fn check_crc(f: &SnapshotFile) -> Result<()> {
     Ok(())
 }
 
-/// Writes the snapshot's segments as full-size files under `staged`, fsynced.
-fn stage_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64, staged: &Path) -> Result<()> {
-    if staged.exists() {
-        std::fs::remove_dir_all(staged).map_err(|e| StoreError::io("remove dir", staged, e))?;
-    }
-    std::fs::create_dir_all(staged).map_err(|e| StoreError::io("create dir", staged, e))?;
+/// Reads the snapshot's segments (their bytes start at `pos`).
+fn read_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<Vec<SegmentBytes>> {
+    let mut out = Vec::with_capacity(m.segments.len());
     for s in &m.segments {
-        let path = staged.join(raftmq_raft_log::segments::segment_name(s.start));
-        let out = File::create(&path).map_err(|e| StoreError::io("create", &path, e))?;
-        out.set_len(m.segment_bytes)
-            .map_err(|e| StoreError::io("set_len", &path, e))?;
-        let mut off = 0;
-        while off < s.len {
-            let n = CHUNK.min(s.len - off);
-            let bytes = read_at(f, pos, n)?;
-            out.write_all_at(&bytes, off)
-                .map_err(|e| StoreError::io("write", &path, e))?;
-            off += n;
-            pos += n;
-        }
-        out.sync_all()
-            .map_err(|e| StoreError::io("fsync", &path, e))?;
+        out.push((s.start, read_at(f, pos, s.len)?));
+        pos += s.len;
     }
-    sync_dir(staged)
+    Ok(out)
 }
 
 /// Rewrites every ConsumeQueue from the snapshot's units and rebuilds the index from the
@@ -179,9 +162,16 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
         m.log_end_phys,
         m.segments.is_empty(),
     ) {
-        let staged = snapshots_dir(&shared.data_dir).join("staged");
-        stage_segments(&file, &m, segments_at, &staged)?;
-        shared.log.import_segments(&staged, last, end)?;
+        let segments = read_segments(&file, &m, segments_at)?;
+        shared.log.replace_from_bytes(segments, last)?;
+        let got = shared.log.watermarks().appended_phys_end;
+        if got != end {
+            return Err(corrupt(
+                &file,
+                0,
+                format!("segments end at {got}, manifest says {end}"),
+            ));
+        }
     }
     let mut st = shared.state.write();
     reset_dispatch(shared, &mut st, &file, &m)?;
@@ -193,6 +183,7 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
         dispatched_phys_end: m.dispatched_phys_end,
     });
     shared.checkpoint_locked(&mut st)?;
+    debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
     drop(st);
     let dir = snapshots_dir(&shared.data_dir);
     let path = dir.join(snapshot_name(m.last_log_id));
