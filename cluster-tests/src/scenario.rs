@@ -153,7 +153,7 @@ pub async fn wait_converged_status(
             };
             leaders.push(st.leader_id);
             if let Some(me) = st.members.iter().find(|m| m.node_id == st.responder_id) {
-                let w = me.watermarks.clone().unwrap_or_default();
+                let w = me.watermarks.unwrap_or_default();
                 applied.push((*id, w.applied_index));
                 if st.leader_id == Some(*id) {
                     leader_commit = w.committed_index;
