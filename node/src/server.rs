@@ -239,9 +239,13 @@ fn serve(
     let mut out = Vec::new();
     let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
     let s = stop.clone();
+    let ps = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
+                )
                 .add_service(peer)
                 .serve_with_incoming_shutdown(peer_incoming, stopped(s))
                 .await;
@@ -253,9 +257,13 @@ fn serve(
     ));
     let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
     let s = stop.clone();
+    let cs = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::info_span!(parent: &cs, "client", path = %r.uri().path()),
+                )
                 .add_service(client)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
                 .await;
