@@ -6,7 +6,7 @@
 //! bytes of the retained CommitLog segments up to the physical end of its last entry. Since
 //! retention purges only whole segments, the Raft log still holds every retained message, so
 //! the segments are the messages. Install verifies the CRC, replaces the CommitLog with the
-//! segments (byte-identical, same physical offsets: raft-log `replace_from_bytes`; skipped when
+//! segments (byte-identical, same physical offsets: raft-log `replace_from_files`, staged segment files; skipped when
 //! the local log already holds the last entry), rewrites the ConsumeQueues from the units,
 //! rebuilds the index from the records and writes the dispatch checkpoint.
 
