@@ -179,7 +179,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> std::result::Result<(), io::Error> {
-        crate::snapshot::install(&self.shared, meta, snapshot)?;
+        // Copies the retained log: off the async worker threads.
+        let (shared, meta) = (self.shared.clone(), meta.clone());
+        tokio::task::spawn_blocking(move || crate::snapshot::install(&shared, &meta, snapshot))
+            .await
+            .map_err(io::Error::other)??;
         self.shared.notify_applied();
         Ok(())
     }
@@ -193,6 +197,12 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotFile;
 
     async fn build_snapshot(&mut self) -> std::result::Result<Snapshot, io::Error> {
-        Ok(crate::snapshot::build(&self.shared)?)
+        // Copies the retained log: off the async worker threads.
+        let shared = self.shared.clone();
+        Ok(
+            tokio::task::spawn_blocking(move || crate::snapshot::build(&shared))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 }
