@@ -86,6 +86,7 @@ pub fn open_with_hasher(
     config.validate()?;
     std::fs::create_dir_all(data_dir).map_err(|e| StoreError::io("create dir", data_dir, e))?;
     let unclean = abort_path(data_dir).exists();
+    crate::snapshot::remove_leftovers(data_dir)?;
     let state = recover_state(data_dir, &config, &log, hasher, unclean)?;
     create_abort_marker(data_dir)?;
     tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,

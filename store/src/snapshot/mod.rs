@@ -61,6 +61,19 @@ pub(crate) fn remove_others(dir: &Path, keep: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Removes what an interrupted transfer or install left behind (`incoming/`, `staged/`).
+/// Called at open, before any transfer can start.
+pub(crate) fn remove_leftovers(data_dir: &Path) -> Result<()> {
+    for sub in ["incoming", "staged"] {
+        let d = snapshots_dir(data_dir).join(sub);
+        if d.exists() {
+            std::fs::remove_dir_all(&d).map_err(|e| StoreError::io("remove dir", &d, e))?;
+            tracing::info!(dir = %d.display(), "snapshot leftovers removed");
+        }
+    }
+    Ok(())
+}
+
 /// The newest snapshot built or installed, if any.
 pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     let dir = snapshots_dir(&shared.data_dir);
