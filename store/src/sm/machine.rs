@@ -75,7 +75,10 @@ impl StateMachine {
         }
         let mut st = self.shared.state.write();
         let resp = apply_locked(&self.shared, &mut st, entry)?;
-        if st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
+        // A replay must never start before a topic deletion whose files are already gone (the
+        // queue's next incarnation would be on disk): checkpoint right after each one.
+        let deleted = matches!(resp, ApplyResponse::TopicDeleted(_));
+        if deleted || st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
             self.shared.checkpoint_locked(&mut st)?;
         }
         Ok(resp)
