@@ -173,6 +173,15 @@ async fn quorum_loss_and_restart_catch_up() {
     for _ in 0..5 {
         send(&mut c, b"one-down").await.expect("2 of 3 up");
     }
+    let st = c
+        .cluster_status(pb::ClusterStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    let down = st.members.iter().find(|m| m.node_id == f1).expect("listed");
+    assert_eq!(down.role, pb::Role::Unreachable as i32, "{down:?}");
+    assert!(!down.error.is_empty());
+    assert!(down.replication_lag.is_some_and(|l| l >= 5), "{down:?}");
 
     // Two down: UNAVAILABLE within the bound, known not applied.
     cluster.stop(f2).await;
