@@ -145,6 +145,22 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         text.contains("raftmq_send_latency_seconds_bucket"),
         "{text}"
     );
+
+    // Graceful stop of the leader hands leadership over; the client keeps sending.
+    let mut cluster = cluster;
+    let started = Instant::now();
+    cluster.stop(target).await;
+    let next = cluster.wait_leader().await;
+    assert_ne!(next, target);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    client
+        .send(msg("orders", b"after-stop"))
+        .await
+        .expect("send after leader stop");
     cluster.shutdown_all().await;
 }
 
