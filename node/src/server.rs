@@ -172,7 +172,7 @@ impl Node {
             parent: &span,
             raft_addr = %addrs.raft,
             client_addr = %addrs.client,
-            metrics_addr = ?addrs.metrics,
+            metrics_addr = %addrs.metrics.map_or_else(|| "off".to_string(), |a| a.to_string()),
             "node started"
         );
         Ok(NodeHandle {
