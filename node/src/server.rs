@@ -264,7 +264,7 @@ fn serve(
         async move {
             let r = tonic::transport::Server::builder()
                 .trace_fn(
-                    move |r| tracing::info_span!(parent: &cs, "client", path = %r.uri().path()),
+                    move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
                 )
                 .add_service(client)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
