@@ -19,6 +19,7 @@ use std::path::Path;
 use std::path::PathBuf;
 
 pub(crate) use build::build;
+pub(crate) use build::trim_current;
 pub use file::PartialSnapshot;
 pub use file::SnapshotFile;
 pub use file::SnapshotReceiver;
@@ -99,6 +100,13 @@ pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     let path = dir.join(name);
     let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
     let m = read_manifest(&file)?;
+    // A stored prefix: the segment part comes from our log.
+    let file = if file.len() == install::crc_offset(&file, &m)? + 4 {
+        SnapshotFile::with_log(&path, shared.log.clone(), m.segments.clone())
+            .map_err(|e| StoreError::io("open", &path, e))?
+    } else {
+        file
+    };
     Ok(Some(Snapshot {
         meta: SnapshotMeta {
             last_log_id: m.last_log_id,
