@@ -170,6 +170,8 @@ impl Store {
             index_files,
             "retention applied"
         );
+        crate::snapshot::trim_current(&self.shared, &st, new_min)?;
+        debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
         Ok(())
     }
 }

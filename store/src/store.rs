@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub state: RwLock<DispatchState>,
     /// Bumped after every applied batch; long-poll readers wait on it.
     pub applied_tx: tokio::sync::watch::Sender<u64>,
+    /// CRC32 of CommitLog segment prefixes `(start, len)` already computed for snapshots.
+    pub segment_crcs: Mutex<std::collections::HashMap<(PhysOffset, u64), u32>>,
     /// Test hook: a fixed disk usage ratio instead of statvfs.
     pub disk_usage_override: Mutex<Option<f64>>,
     pub closed: AtomicBool,
@@ -98,6 +100,7 @@ pub fn open_with_hasher(
         log,
         state: RwLock::new(state),
         applied_tx,
+        segment_crcs: Mutex::new(Default::default()),
         disk_usage_override: Mutex::new(None),
         closed: AtomicBool::new(false),
     });
