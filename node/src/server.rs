@@ -156,7 +156,9 @@ impl Node {
         let (core, log) = open(config).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let servers = serve(&core, listeners, stop_rx.clone(), &span);
-        let mut tasks = Vec::new();
+        let mut tasks = vec![tokio::spawn(
+            log_role_changes(core.clone(), stop_rx.clone()).instrument(span.clone()),
+        )];
         tasks.push(tokio::spawn(
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
@@ -171,7 +173,7 @@ impl Node {
             parent: &span,
             raft_addr = %addrs.raft,
             client_addr = %addrs.client,
-            metrics_addr = ?addrs.metrics,
+            metrics_addr = %addrs.metrics.map_or_else(|| "off".to_string(), |a| a.to_string()),
             "node started"
         );
         Ok(NodeHandle {
@@ -240,9 +242,13 @@ fn serve(
     let mut out = Vec::new();
     let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
     let s = stop.clone();
+    let ps = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
+                )
                 .add_service(peer)
                 .serve_with_incoming_shutdown(peer_incoming, stopped(s))
                 .await;
@@ -254,9 +260,13 @@ fn serve(
     ));
     let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
     let s = stop.clone();
+    let cs = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
+                )
                 .add_service(client)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
                 .await;
@@ -319,6 +329,22 @@ impl NodeHandle {
         &self.core.config
     }
 
+    /// Resolves when Raft stopped on a fatal error (storage I/O error, panic), with the error.
+    /// The node then refuses writes; the caller should shut it down.
+    pub async fn failed(&self) -> String {
+        use openraft::async_runtime::WatchReceiver;
+        let mut rx = self.core.raft.metrics();
+        loop {
+            let state = rx.borrow_watched().running_state.clone();
+            if let Err(e) = state {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return "raft stopped".into();
+            }
+        }
+    }
+
     /// Graceful shutdown (see the module docs).
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         let core = self.core.clone();
@@ -358,6 +384,33 @@ impl NodeHandle {
             {
                 s.abort();
             }
+        }
+    }
+}
+
+/// Logs (info) every change of role, term or known leader.
+async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut rx = core.raft.metrics();
+    let mut last = None;
+    loop {
+        let now = {
+            let m = rx.borrow_watched();
+            (m.state, m.current_term, m.current_leader)
+        };
+        let fatal = rx.borrow_watched().running_state.clone().err();
+        if let Some(e) = fatal.filter(|e| !matches!(e, openraft::errors::Fatal::Stopped)) {
+            core.shutting_down.store(true, Ordering::Release);
+            tracing::error!(error = %e, "raft stopped on a fatal error; refusing writes");
+            return;
+        }
+        if last != Some(now) {
+            let (state, term, leader) = now;
+            tracing::info!(?state, term, leader = ?leader, "raft role");
+            last = Some(now);
+        }
+        if *stop.borrow() || rx.changed().await.is_err() {
+            return;
         }
     }
 }

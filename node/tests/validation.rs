@@ -182,6 +182,43 @@ async fn bad_requests_get_precise_statuses() {
         .expect_err("no other voter");
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
 
+    let e = c
+        .change_membership(pb::ChangeMembershipRequest {
+            add_voters: vec![5],
+            ..Default::default()
+        })
+        .await
+        .expect_err("not a learner");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    for (id, raft, client) in [(0, "h:1", "h:2"), (5, "nohost", "h:2"), (5, "h:1", "")] {
+        let e = c
+            .add_learner(pb::AddLearnerRequest {
+                node_id: id,
+                raft_addr: raft.into(),
+                client_addr: client.into(),
+                wait_caught_up: false,
+            })
+            .await
+            .expect_err("bad learner");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    }
+    let e = c
+        .update_topic(pb::UpdateTopicRequest {
+            name: "t".into(),
+            queue_count: Some(1),
+            perm: 0,
+        })
+        .await
+        .expect_err("queues cannot shrink");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = c
+        .delete_topic(pb::DeleteTopicRequest {
+            name: "nope".into(),
+        })
+        .await
+        .expect_err("no topic");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
     // Still serving.
     send(Some(msg("t", b"still"))).await.expect("node alive");
     cluster.shutdown_all().await;
@@ -224,5 +261,48 @@ async fn restart_does_not_reinitialise_and_keeps_data() {
         .result
         .expect("result");
     assert!(r2.msg_id > r.msg_id, "{r2:?} after {r:?}");
+    cluster.shutdown_all().await;
+}
+
+/// Bytes that are not a valid `SendRequest` (field 1 as a varint instead of a message).
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotASendRequest {
+    #[prost(uint64, tag = "1")]
+    message: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
+    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
+    cluster.wait_leader().await;
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.client_addr(1)))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<NotASendRequest, pb::SendReply>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/Send");
+    let e = grpc
+        .unary(
+            tonic::Request::new(NotASendRequest { message: 5 }),
+            path,
+            codec,
+        )
+        .await
+        .expect_err("malformed");
+    assert!(
+        matches!(e.code(), Code::Internal | Code::InvalidArgument),
+        "{e:?}"
+    );
+    assert!(e.message().contains("decode"), "{e:?}");
+    let mut c = cluster.grpc(1).await;
+    c.send(pb::SendRequest {
+        message: Some(msg("after", b"ok")),
+    })
+    .await
+    .expect("still serving");
     cluster.shutdown_all().await;
 }

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub state: RwLock<DispatchState>,
     /// Bumped after every applied batch; long-poll readers wait on it.
     pub applied_tx: tokio::sync::watch::Sender<u64>,
+    /// CRC32 of CommitLog segment prefixes `(start, len)` already computed for snapshots.
+    pub segment_crcs: Mutex<std::collections::HashMap<(PhysOffset, u64), u32>>,
     /// Test hook: a fixed disk usage ratio instead of statvfs.
     pub disk_usage_override: Mutex<Option<f64>>,
     pub closed: AtomicBool,
@@ -86,6 +88,39 @@ pub fn open_with_hasher(
     config.validate()?;
     std::fs::create_dir_all(data_dir).map_err(|e| StoreError::io("create dir", data_dir, e))?;
     let unclean = abort_path(data_dir).exists();
+    crate::snapshot::remove_leftovers(data_dir)?;
+    let state = recover_state(data_dir, &config, &log, hasher, unclean)?;
+    create_abort_marker(data_dir)?;
+    tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
+        "store opened");
+    let (applied_tx, _) = tokio::sync::watch::channel(0u64);
+    let shared = Arc::new(Shared {
+        data_dir: data_dir.to_owned(),
+        config,
+        log,
+        state: RwLock::new(state),
+        applied_tx,
+        segment_crcs: Mutex::new(Default::default()),
+        disk_usage_override: Mutex::new(None),
+        closed: AtomicBool::new(false),
+    });
+    Ok((
+        Store {
+            shared: shared.clone(),
+        },
+        StateMachine::new(shared),
+    ))
+}
+
+/// Opens ConsumeQueues and index, loads the checkpoint and, after an unclean shutdown, cuts
+/// units at or past the recovered CommitLog end.
+fn recover_state(
+    data_dir: &Path,
+    config: &StoreConfig,
+    log: &LogStore,
+    hasher: KeyHashFn,
+    unclean: bool,
+) -> Result<DispatchState> {
     let mut cqs =
         ConsumeQueueSet::open(&data_dir.join("consumequeue"), config.consume_queue.clone())?;
     let mut index =
@@ -136,25 +171,7 @@ pub fn open_with_hasher(
         .map(|u| u.end_phys())
         .max();
     state.dispatched_phys_end = state.dispatched_phys_end.max(unit_end.unwrap_or(0));
-    create_abort_marker(data_dir)?;
-    tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
-        "store opened");
-    let (applied_tx, _) = tokio::sync::watch::channel(0u64);
-    let shared = Arc::new(Shared {
-        data_dir: data_dir.to_owned(),
-        config,
-        log,
-        state: RwLock::new(state),
-        applied_tx,
-        disk_usage_override: Mutex::new(None),
-        closed: AtomicBool::new(false),
-    });
-    Ok((
-        Store {
-            shared: shared.clone(),
-        },
-        StateMachine::new(shared),
-    ))
+    Ok(state)
 }
 
 fn create_abort_marker(data_dir: &Path) -> Result<()> {

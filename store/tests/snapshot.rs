@@ -191,6 +191,15 @@ async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
     std::fs::write(&path, bytes).expect("write");
     let bad = SnapshotFile::open(&path).expect("open");
     assert!(b.sm.install_snapshot(&snap.meta, bad).await.is_err());
+    // And in the prefix (manifest, units), covered by the prefix CRC.
+    let bad = transfer(&snap.snapshot, &b).await;
+    let path = bad.path().to_owned();
+    drop(bad);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[40] ^= 1;
+    std::fs::write(&path, bytes).expect("write");
+    let bad = SnapshotFile::open(&path).expect("open");
+    assert!(b.sm.install_snapshot(&snap.meta, bad).await.is_err());
     assert_eq!(b.store.watermarks().applied.map(|l| l.index), Some(0));
 
     let file = transfer(&snap.snapshot, &b).await;
@@ -204,4 +213,98 @@ async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
             "queue {q}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_install_keeps_a_log_that_already_holds_the_last_entry() {
+    let da = tempfile::tempdir().expect("tempdir");
+    let db = tempfile::tempdir().expect("tempdir");
+    let mut a = open_node(da.path(), small_config(), SEG);
+    let mut b = open_node(db.path(), small_config(), SEG);
+    a.create_topic("t", 3);
+    fill(&mut a, 40);
+    // b has every entry in its log but applied none of them.
+    let last = a.log.watermarks().appended.expect("last").index;
+    for e in a.log.read_entries(0, last + 1).expect("read") {
+        b.append_entry(e);
+    }
+    let snap =
+        a.sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+    let file = transfer(&snap.snapshot, &b).await;
+    let end_before = b.log.watermarks().appended_phys_end;
+    b.sm.install_snapshot(&snap.meta, file)
+        .await
+        .expect("install");
+    assert_eq!(b.log.watermarks().appended_phys_end, end_before, "log kept");
+    for q in 0..3 {
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q}"
+        );
+    }
+    assert_eq!(
+        b.store
+            .query_by_key("t", "key7", 0, u64::MAX, 5)
+            .expect("query")
+            .len(),
+        1
+    );
+    b.store.validate().expect("valid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn current_snapshot_is_trimmed_by_retention_and_stays_sendable() {
+    let (da, db) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let mut a = open_node(da.path(), small_config(), SEG);
+    let b = open_node(db.path(), small_config(), SEG);
+    a.create_topic("t", 3);
+    fill(&mut a, 150);
+    a.store.checkpoint().expect("checkpoint");
+    // Snapshot first (openraft needs one covering the purge point), then retention.
+    let snap =
+        a.sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+    let full = snap.snapshot.len();
+    let plan = a
+        .store
+        .retention_plan(1000 + 150 + 100 * 3_600_000)
+        .expect("plan")
+        .expect("some");
+    a.log.purge(plan.purge_upto).expect("purge");
+    a.store.apply_retention(&plan).expect("retention");
+    let cur =
+        a.sm.get_current_snapshot()
+            .await
+            .expect("current")
+            .expect("some");
+    assert_eq!(cur.meta, snap.meta, "same snapshot, trimmed");
+    assert!(cur.snapshot.len() < full);
+    let file = transfer(&cur.snapshot, &b).await;
+    let mut b = b;
+    b.sm.install_snapshot(&cur.meta, file)
+        .await
+        .expect("install");
+    for q in 0..3 {
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q}"
+        );
+    }
+    assert_eq!(
+        b.log.watermarks().min_phys_offset,
+        a.log.watermarks().min_phys_offset
+    );
+    b.next_index = a.next_index;
 }

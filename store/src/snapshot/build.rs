@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::io::Write;
 use std::path::Path;
+use std::path::PathBuf;
 
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
@@ -21,9 +22,11 @@ use crate::snapshot::snapshot_name;
 use crate::snapshot::snapshots_dir;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
+use crate::types::PhysOffset;
 
-/// Units and log bytes are copied in pieces of at most this size.
+/// Log bytes are read in pieces of at most this size.
 const CHUNK_BYTES: u64 = 4 << 20;
+/// Units are copied in pieces of at most this many.
 const CHUNK_UNITS: usize = 1 << 16;
 
 /// A writer that keeps the CRC of everything written.
@@ -58,6 +61,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
             segments.push(SegmentManifest {
                 start,
                 len: segment_bytes.min(end - start),
+                crc: 0,
             });
             start += segment_bytes;
         }
@@ -105,12 +109,29 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
     Ok(())
 }
 
-/// Builds a snapshot of the applied state and makes it the current one.
-pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
-    let dir = snapshots_dir(&shared.data_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
-    let st = shared.state.read();
-    let m = manifest(shared, &st);
+/// CRC32 of the log bytes `[start, start + len)` (one segment), cached per `(start, len)`.
+fn segment_crc(shared: &Shared, start: PhysOffset, len: u64) -> Result<u32> {
+    if let Some(c) = shared.segment_crcs.lock().get(&(start, len)) {
+        return Ok(*c);
+    }
+    let mut h = crc32fast::Hasher::new();
+    let mut pos = start;
+    while pos < start + len {
+        let n = CHUNK_BYTES.min(start + len - pos);
+        h.update(&shared.log.read_at(pos, n as u32)?);
+        pos += n;
+    }
+    let crc = h.finalize();
+    let mut cache = shared.segment_crcs.lock();
+    cache.retain(|(s, _), _| *s != start);
+    cache.insert((start, len), crc);
+    Ok(crc)
+}
+
+/// Writes the prefix of a snapshot described by `m` (units read from `st`) as the current
+/// snapshot file; returns its path.
+fn write_prefix(dir: &Path, m: &Manifest, st: &DispatchState) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
     let path = dir.join(snapshot_name(m.last_log_id));
     let tmp = path.with_extension("tmp");
     let f = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
@@ -118,23 +139,12 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
         out: BufWriter::with_capacity(1 << 20, f),
         crc: crc32fast::Hasher::new(),
     };
-    let mbytes = serde_json::to_vec(&m)
+    let mbytes = serde_json::to_vec(m)
         .map_err(|e| StoreError::invalid(format!("snapshot manifest does not serialize: {e}")))?;
     w.write(&tmp, &SNAPSHOT_MAGIC)?;
     w.write(&tmp, &(mbytes.len() as u64).to_le_bytes())?;
     w.write(&tmp, &mbytes)?;
-    write_units(&mut w, &tmp, &st, &m)?;
-    drop(st);
-    // Entries up to the last applied one are committed: their bytes never change.
-    for s in &m.segments {
-        let mut pos = s.start;
-        while pos < s.start + s.len {
-            let n = CHUNK_BYTES.min(s.start + s.len - pos);
-            let bytes = shared.log.read_at(pos, n as u32)?;
-            w.write(&tmp, &bytes)?;
-            pos += n;
-        }
-    }
+    write_units(&mut w, &tmp, st, m)?;
     let crc = w.crc.clone().finalize();
     w.out
         .write_all(&crc.to_le_bytes())
@@ -145,9 +155,25 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
         .map_err(|e| StoreError::io("flush", &tmp, e.into_error()))?;
     f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
-    sync_dir(&dir)?;
-    remove_others(&dir, &path)?;
-    let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
+    sync_dir(dir)?;
+    remove_others(dir, &path)?;
+    Ok(path)
+}
+
+/// Builds a snapshot of the applied state and makes it the current one. Cost: the
+/// ConsumeQueue units (the segments are served from the log when the snapshot is read).
+pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
+    let dir = snapshots_dir(&shared.data_dir);
+    let mut m = manifest(shared, &shared.state.read());
+    // Segment CRCs outside the lock (committed bytes never change); full segments are cached.
+    for s in &mut m.segments {
+        s.crc = segment_crc(shared, s.start, s.len)?;
+    }
+    let st = shared.state.read();
+    let path = write_prefix(&dir, &m, &st)?;
+    drop(st);
+    let file = SnapshotFile::with_log(&path, shared.log.clone(), m.segments.clone())
+        .map_err(|e| StoreError::io("open", &path, e))?;
     tracing::info!(last_log_id = ?m.last_log_id, bytes = file.len(), segments = m.segments.len(),
         queues = m.queues.len(), "snapshot built");
     Ok(Snapshot {
@@ -157,4 +183,29 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
         },
         snapshot: file,
     })
+}
+
+/// Retention moved the log start to `new_min`: rewrites the current snapshot (same last log
+/// id) without the deleted segments and the units pointing into them, so it stays sendable.
+pub(crate) fn trim_current(shared: &Shared, st: &DispatchState, new_min: PhysOffset) -> Result<()> {
+    let Some(cur) = crate::snapshot::current(shared)? else {
+        return Ok(());
+    };
+    let old = crate::snapshot::read_manifest(&cur.snapshot)?;
+    if old.segments.first().is_none_or(|s| s.start >= new_min) {
+        return Ok(());
+    }
+    let mut m = old;
+    m.segments.retain(|s| s.start >= new_min);
+    m.queues
+        .retain_mut(|qm| match st.cqs.get(&qm.topic, qm.queue_id) {
+            Some(q) => {
+                qm.min_offset = qm.min_offset.max(q.min_offset()).min(qm.max_offset);
+                qm.max_offset <= q.max_offset()
+            }
+            None => false,
+        });
+    write_prefix(&snapshots_dir(&shared.data_dir), &m, st)?;
+    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min, "snapshot trimmed after retention");
+    Ok(())
 }

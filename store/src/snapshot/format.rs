@@ -1,4 +1,4 @@
-//! Byte layout of a snapshot file (`<data_dir>/snapshots/snapshot-<term>-<index>.snap`).
+//! Byte layout of a snapshot (`<data_dir>/snapshots/snapshot-<term>-<index>.snap`).
 //! All integers little-endian. Version 1:
 //!
 //! | offset        | size          | field        | meaning                                     |
@@ -7,12 +7,15 @@
 //! | 8             | 8             | `manifest_len` u64 | bytes of the manifest                 |
 //! | 16            | manifest_len  | manifest     | [`Manifest`] as JSON                        |
 //! |               | 20 * units    | queues       | per manifest queue, in order: its ConsumeQueue units `[min, max)` (20-byte CQ format) |
+//! |               | 4             | `crc` u32    | CRC32 of every byte before it (the prefix)  |
 //! |               | sum of lens   | segments     | per manifest segment, in order: its bytes `[start, start + len)` of the CommitLog |
-//! | end - 4       | 4             | `crc` u32    | CRC32 of every byte before it               |
 //!
 //! The segments are the retained CommitLog up to the physical end of the snapshot's last
 //! entry, byte-identical (same physical offsets); the last one is partial, the installer pads
-//! it with zeros to the segment size.
+//! it to the segment size. Each segment's CRC is in the manifest (checked while staging,
+//! before the receiver's log takes the bytes over). On disk a node keeps only the prefix (up to the CRC): the segment part is
+//! served from its own CommitLog (committed bytes never change) when the snapshot is sent, so
+//! a snapshot never doubles the disk usage of the retained log.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -52,6 +55,8 @@ pub struct SegmentManifest {
     pub start: PhysOffset,
     /// Bytes included (the segment size, or less for the last one).
     pub len: u64,
+    /// CRC32 of those bytes (checked before the receiver's log takes them over).
+    pub crc: u32,
 }
 
 /// What a node needs to continue from `last_log_id`.
@@ -79,6 +84,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Bytes of all segments.
+    pub fn segments_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.len).sum()
+    }
+
     /// Bytes of all queue units.
     pub fn units_bytes(&self) -> u64 {
         self.queues

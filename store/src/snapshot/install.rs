@@ -1,6 +1,9 @@
 //! Installing a snapshot file (see [`super::format`] and the module docs).
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use crate::consume_queue::format::CQ_UNIT_LEN;
 use crate::consume_queue::CqUnit;
@@ -20,7 +23,6 @@ use crate::snapshot::snapshots_dir;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
-use raftmq_raft_log::SegmentBytes;
 
 const CHUNK: u64 = 4 << 20;
 
@@ -36,13 +38,21 @@ fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
             format!("{len} bytes expected, file too short"),
         ));
     }
-    let mut buf = vec![0u8; len as usize];
-    f.read_exact_at(&mut buf, offset)
-        .map_err(|e| StoreError::io("read", f.path(), e))?;
+    let mut buf = Vec::with_capacity(len as usize);
+    while (buf.len() as u64) < len {
+        let want = (len - buf.len() as u64).min(CHUNK) as usize;
+        let c = f
+            .read_chunk(offset + buf.len() as u64, want)
+            .map_err(|e| StoreError::io("read", f.path(), e))?;
+        if c.is_empty() {
+            return Err(corrupt(f, offset + buf.len() as u64, "snapshot ends early"));
+        }
+        buf.extend_from_slice(&c);
+    }
     Ok(buf)
 }
 
-/// Checks magic and the trailing CRC of the whole file, then decodes the manifest.
+/// Checks the magic and decodes the manifest.
 pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
     if f.len() < SNAPSHOT_HEADER_LEN + 4 {
         return Err(corrupt(f, 0, "file too short for a snapshot"));
@@ -56,8 +66,14 @@ pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
     serde_json::from_slice(&mbytes).map_err(|e| corrupt(f, SNAPSHOT_HEADER_LEN, e.to_string()))
 }
 
-fn check_crc(f: &SnapshotFile) -> Result<()> {
-    let body = f.len() - 4;
+/// Offset of the prefix CRC (= bytes it covers); the segments start 4 bytes later.
+pub(crate) fn crc_offset(f: &SnapshotFile, m: &Manifest) -> Result<u64> {
+    let mlen = u64::from_le_bytes(read_at(f, 8, 8)?.try_into().expect("8 bytes"));
+    Ok(SNAPSHOT_HEADER_LEN + mlen + m.units_bytes())
+}
+
+/// Checks the CRC of the prefix (header, manifest, units).
+fn check_crc(f: &SnapshotFile, body: u64) -> Result<()> {
     let mut h = crc32fast::Hasher::new();
     let mut pos = 0;
     while pos < body {
@@ -77,14 +93,53 @@ fn check_crc(f: &SnapshotFile) -> Result<()> {
     Ok(())
 }
 
-/// Reads the snapshot's segments (their bytes start at `pos`).
-fn read_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<Vec<SegmentBytes>> {
-    let mut out = Vec::with_capacity(m.segments.len());
-    for s in &m.segments {
-        out.push((s.start, read_at(f, pos, s.len)?));
-        pos += s.len;
+/// Writes the snapshot's segments (their bytes start at `pos`) as full-size, allocated
+/// (`posix_fallocate`, so a full disk fails here rather than on a later write into a hole),
+/// fsynced files under `staged`. Memory stays bounded by one chunk.
+fn stage_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64, staged: &Path) -> Result<()> {
+    if staged.exists() {
+        std::fs::remove_dir_all(staged).map_err(|e| StoreError::io("remove dir", staged, e))?;
     }
-    Ok(out)
+    std::fs::create_dir_all(staged).map_err(|e| StoreError::io("create dir", staged, e))?;
+    for s in &m.segments {
+        let path = staged.join(format!("{:020}", s.start));
+        let out = File::create(&path).map_err(|e| StoreError::io("create", &path, e))?;
+        let len = i64::try_from(m.segment_bytes)
+            .map_err(|_| corrupt(f, 0, "segment size does not fit an off_t"))?;
+        // SAFETY: a valid open fd; the call only allocates blocks.
+        let rc = unsafe { libc::posix_fallocate(out.as_raw_fd(), 0, len) };
+        if rc == libc::ENOSPC {
+            return Err(StoreError::DiskFull {
+                reason: format!("no room for snapshot segment {}", path.display()),
+            });
+        }
+        if rc != 0 {
+            let e = std::io::Error::from_raw_os_error(rc);
+            return Err(StoreError::io("fallocate", &path, e));
+        }
+        let mut off = 0;
+        let mut h = crc32fast::Hasher::new();
+        while off < s.len {
+            let n = CHUNK.min(s.len - off);
+            let bytes = read_at(f, pos, n)?;
+            h.update(&bytes);
+            out.write_all_at(&bytes, off)
+                .map_err(|e| StoreError::io("write", &path, e))?;
+            off += n;
+            pos += n;
+        }
+        let crc = h.finalize();
+        if crc != s.crc {
+            let reason = format!(
+                "segment {} crc {crc:#010x}, manifest says {:#010x}",
+                s.start, s.crc
+            );
+            return Err(corrupt(f, pos - s.len, reason));
+        }
+        out.sync_all()
+            .map_err(|e| StoreError::io("fsync", &path, e))?;
+    }
+    sync_dir(staged)
 }
 
 /// Rewrites every ConsumeQueue from the snapshot's units and rebuilds the index from the
@@ -133,10 +188,52 @@ fn reset_dispatch(
     Ok(())
 }
 
+/// Stores the first `prefix` bytes of `file` at `path` (the current snapshot; its segments
+/// are served from the log from now on). A received file is moved and truncated.
+fn keep_prefix(file: &SnapshotFile, path: &Path, prefix: u64) -> Result<()> {
+    let incoming = path.parent().map(|d| d.join("incoming"));
+    if file.path().parent() == incoming.as_deref() {
+        std::fs::rename(file.path(), path).map_err(|e| StoreError::io("rename", path, e))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io("open", path, e))?;
+        f.set_len(prefix)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| StoreError::io("truncate", path, e))?;
+        return Ok(());
+    }
+    let tmp = path.with_extension("tmp");
+    let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
+    let mut pos = 0;
+    while pos < prefix {
+        let n = CHUNK.min(prefix - pos);
+        out.write_all_at(&read_at(file, pos, n)?, pos)
+            .map_err(|e| StoreError::io("write", &tmp, e))?;
+        pos += n;
+    }
+    out.sync_all()
+        .map_err(|e| StoreError::io("fsync", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename", path, e))
+}
+
 /// Installs `file` as the state at `meta.last_log_id`.
 pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) -> Result<()> {
-    check_crc(&file)?;
     let m = read_manifest(&file)?;
+    let crc_at = crc_offset(&file, &m)?;
+    check_crc(&file, crc_at)?;
+    let segments_at = crc_at + 4;
+    if file.len() != segments_at + m.segments_bytes() {
+        return Err(corrupt(
+            &file,
+            segments_at,
+            format!(
+                "{} bytes, the manifest describes {}",
+                file.len(),
+                segments_at + m.segments_bytes()
+            ),
+        ));
+    }
     if m.last_log_id != meta.last_log_id {
         return Err(corrupt(
             &file,
@@ -153,25 +250,15 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
             .entry_location(l.index)
             .is_some_and(|loc| loc.term == l.leader_id.term)
     });
-    let segments_at = SNAPSHOT_HEADER_LEN
-        + read_at(&file, 8, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8")))?
-        + m.units_bytes();
     if let (false, Some(last), Some(end), false) = (
         log_has_last,
         m.last_log_id,
         m.log_end_phys,
         m.segments.is_empty(),
     ) {
-        let segments = read_segments(&file, &m, segments_at)?;
-        shared.log.replace_from_bytes(segments, last)?;
-        let got = shared.log.watermarks().appended_phys_end;
-        if got != end {
-            return Err(corrupt(
-                &file,
-                0,
-                format!("segments end at {got}, manifest says {end}"),
-            ));
-        }
+        let staged = snapshots_dir(&shared.data_dir).join("staged");
+        stage_segments(&file, &m, segments_at, &staged)?;
+        shared.log.replace_from_files(&staged, last, end)?;
     }
     let mut st = shared.state.write();
     reset_dispatch(shared, &mut st, &file, &m)?;
@@ -188,20 +275,8 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
     let dir = snapshots_dir(&shared.data_dir);
     let path = dir.join(snapshot_name(m.last_log_id));
     std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
-    if file.path() != path {
-        // A received snapshot (under our `incoming/`) is moved; any other file is copied.
-        if file.path().parent() == Some(dir.join("incoming").as_path()) {
-            std::fs::rename(file.path(), &path).map_err(|e| StoreError::io("rename", &path, e))?;
-        } else {
-            let tmp = path.with_extension("tmp");
-            std::fs::copy(file.path(), &tmp).map_err(|e| StoreError::io("copy", &tmp, e))?;
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| StoreError::io("fsync", &tmp, e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
-        }
-        sync_dir(&dir)?;
-    }
+    keep_prefix(&file, &path, segments_at)?;
+    sync_dir(&dir)?;
     remove_others(&dir, &path)?;
     tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
         segments = m.segments.len(), "snapshot installed");

@@ -5,10 +5,20 @@
 //! (membership, topics, consumer offsets), every ConsumeQueue's units `[min, max)`, and the
 //! bytes of the retained CommitLog segments up to the physical end of its last entry. Since
 //! retention purges only whole segments, the Raft log still holds every retained message, so
-//! the segments are the messages. Install verifies the CRC, replaces the CommitLog with the
-//! segments (byte-identical, same physical offsets: raft-log `replace_from_bytes`; skipped when
-//! the local log already holds the last entry), rewrites the ConsumeQueues from the units,
-//! rebuilds the index from the records and writes the dispatch checkpoint.
+//! the segments are the messages.
+//!
+//! - Build: writes only the prefix (manifest with per-segment CRCs, units, prefix CRC) under
+//!   `snapshots/`; the segment bytes are read from the CommitLog when the snapshot is sent
+//!   (committed bytes never change). Cost: the units, plus CRCs of segments not seen before.
+//! - Retention: deleting segments rewrites the current snapshot's prefix (same last log id)
+//!   without them, so it stays sendable.
+//! - Install: checks the prefix CRC, stages each segment as a fallocated file checking its
+//!   CRC, then raft-log `replace_from_files` takes them over (byte-identical, same physical
+//!   offsets; skipped when the local log already holds the last entry); the ConsumeQueues are
+//!   rewritten from the units, the index rebuilt from the records, the dispatch checkpoint
+//!   written, and the file is truncated to its prefix.
+//! - Not crash-atomic: a crash between the log swap and the checkpoint leaves a log whose
+//!   purge point is past the checkpoint; the node must install again (see raft-log docs).
 
 mod build;
 pub mod file;
@@ -19,6 +29,7 @@ use std::path::Path;
 use std::path::PathBuf;
 
 pub(crate) use build::build;
+pub(crate) use build::trim_current;
 pub use file::PartialSnapshot;
 pub use file::SnapshotFile;
 pub use file::SnapshotReceiver;
@@ -61,6 +72,19 @@ pub(crate) fn remove_others(dir: &Path, keep: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Removes what an interrupted transfer or install left behind (`incoming/`, `staged/`).
+/// Called at open, before any transfer can start.
+pub(crate) fn remove_leftovers(data_dir: &Path) -> Result<()> {
+    for sub in ["incoming", "staged"] {
+        let d = snapshots_dir(data_dir).join(sub);
+        if d.exists() {
+            std::fs::remove_dir_all(&d).map_err(|e| StoreError::io("remove dir", &d, e))?;
+            tracing::info!(dir = %d.display(), "snapshot leftovers removed");
+        }
+    }
+    Ok(())
+}
+
 /// The newest snapshot built or installed, if any.
 pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     let dir = snapshots_dir(&shared.data_dir);
@@ -86,6 +110,13 @@ pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     let path = dir.join(name);
     let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
     let m = read_manifest(&file)?;
+    // A stored prefix: the segment part comes from our log.
+    let file = if file.len() == install::crc_offset(&file, &m)? + 4 {
+        SnapshotFile::with_log(&path, shared.log.clone(), m.segments.clone())
+            .map_err(|e| StoreError::io("open", &path, e))?
+    } else {
+        file
+    };
     Ok(Some(Snapshot {
         meta: SnapshotMeta {
             last_log_id: m.last_log_id,
