@@ -1,0 +1,284 @@
+//! Installing a snapshot file (see [`super::format`] and the module docs).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::consume_queue::format::CQ_UNIT_LEN;
+use crate::consume_queue::CqUnit;
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::mapped_file::sync_dir;
+use crate::message::MessageView;
+use crate::sm::checkpoint::Checkpoint;
+use crate::sm::machine::SnapshotMeta;
+use crate::sm::state::DispatchState;
+use crate::snapshot::format::Manifest;
+use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
+use crate::snapshot::format::SNAPSHOT_MAGIC;
+use crate::snapshot::remove_others;
+use crate::snapshot::snapshot_name;
+use crate::snapshot::snapshots_dir;
+use crate::snapshot::SnapshotFile;
+use crate::store::Shared;
+use crate::types::PhysOffset;
+
+const CHUNK: u64 = 4 << 20;
+
+fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::corruption(f.path().display().to_string(), offset, reason)
+}
+
+fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
+    if offset + len > f.len() {
+        return Err(corrupt(
+            f,
+            offset,
+            format!("{len} bytes expected, file too short"),
+        ));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    while (buf.len() as u64) < len {
+        let want = (len - buf.len() as u64).min(CHUNK) as usize;
+        let c = f
+            .read_chunk(offset + buf.len() as u64, want)
+            .map_err(|e| StoreError::io("read", f.path(), e))?;
+        if c.is_empty() {
+            return Err(corrupt(f, offset + buf.len() as u64, "snapshot ends early"));
+        }
+        buf.extend_from_slice(&c);
+    }
+    Ok(buf)
+}
+
+/// Checks the magic and decodes the manifest.
+pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
+    if f.len() < SNAPSHOT_HEADER_LEN + 4 {
+        return Err(corrupt(f, 0, "file too short for a snapshot"));
+    }
+    let head = read_at(f, 0, SNAPSHOT_HEADER_LEN)?;
+    if head[..8] != SNAPSHOT_MAGIC {
+        return Err(corrupt(f, 0, "bad magic or version"));
+    }
+    let mlen = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+    let mbytes = read_at(f, SNAPSHOT_HEADER_LEN, mlen)?;
+    serde_json::from_slice(&mbytes).map_err(|e| corrupt(f, SNAPSHOT_HEADER_LEN, e.to_string()))
+}
+
+/// Offset of the prefix CRC (= bytes it covers); the segments start 4 bytes later.
+pub(crate) fn crc_offset(f: &SnapshotFile, m: &Manifest) -> Result<u64> {
+    let mlen = u64::from_le_bytes(read_at(f, 8, 8)?.try_into().expect("8 bytes"));
+    Ok(SNAPSHOT_HEADER_LEN + mlen + m.units_bytes())
+}
+
+/// Checks the CRC of the prefix (header, manifest, units).
+fn check_crc(f: &SnapshotFile, body: u64) -> Result<()> {
+    let mut h = crc32fast::Hasher::new();
+    let mut pos = 0;
+    while pos < body {
+        let n = CHUNK.min(body - pos);
+        h.update(&read_at(f, pos, n)?);
+        pos += n;
+    }
+    let stored = u32::from_le_bytes(read_at(f, body, 4)?.try_into().expect("4 bytes"));
+    let actual = h.finalize();
+    if stored != actual {
+        return Err(corrupt(
+            f,
+            body,
+            format!("crc {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the snapshot's segments (their bytes start at `pos`) as full-size, allocated
+/// (`posix_fallocate`, so a full disk fails here rather than on a later write into a hole),
+/// fsynced files under `staged`. Memory stays bounded by one chunk.
+fn stage_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64, staged: &Path) -> Result<()> {
+    if staged.exists() {
+        std::fs::remove_dir_all(staged).map_err(|e| StoreError::io("remove dir", staged, e))?;
+    }
+    std::fs::create_dir_all(staged).map_err(|e| StoreError::io("create dir", staged, e))?;
+    for s in &m.segments {
+        let path = staged.join(format!("{:020}", s.start));
+        let out = File::create(&path).map_err(|e| StoreError::io("create", &path, e))?;
+        let len = i64::try_from(m.segment_bytes)
+            .map_err(|_| corrupt(f, 0, "segment size does not fit an off_t"))?;
+        // SAFETY: a valid open fd; the call only allocates blocks.
+        let rc = unsafe { libc::posix_fallocate(out.as_raw_fd(), 0, len) };
+        if rc == libc::ENOSPC {
+            return Err(StoreError::DiskFull {
+                reason: format!("no room for snapshot segment {}", path.display()),
+            });
+        }
+        if rc != 0 {
+            let e = std::io::Error::from_raw_os_error(rc);
+            return Err(StoreError::io("fallocate", &path, e));
+        }
+        let mut off = 0;
+        let mut h = crc32fast::Hasher::new();
+        while off < s.len {
+            let n = CHUNK.min(s.len - off);
+            let bytes = read_at(f, pos, n)?;
+            h.update(&bytes);
+            out.write_all_at(&bytes, off)
+                .map_err(|e| StoreError::io("write", &path, e))?;
+            off += n;
+            pos += n;
+        }
+        let crc = h.finalize();
+        if crc != s.crc {
+            let reason = format!(
+                "segment {} crc {crc:#010x}, manifest says {:#010x}",
+                s.start, s.crc
+            );
+            return Err(corrupt(f, pos - s.len, reason));
+        }
+        out.sync_all()
+            .map_err(|e| StoreError::io("fsync", &path, e))?;
+    }
+    sync_dir(staged)
+}
+
+/// Rewrites every ConsumeQueue from the snapshot's units and rebuilds the index from the
+/// records they point at.
+fn reset_dispatch(
+    shared: &Shared,
+    st: &mut DispatchState,
+    f: &SnapshotFile,
+    m: &Manifest,
+) -> Result<()> {
+    let topics: Vec<String> = st.cqs.iter().map(|q| q.topic().to_owned()).collect();
+    for t in topics {
+        st.cqs.remove_topic(&t)?;
+    }
+    st.index.truncate_phys_beyond(0)?;
+    let mut pos = SNAPSHOT_HEADER_LEN
+        + read_at(f, 8, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8")))?;
+    let mut all: Vec<(PhysOffset, u32)> = Vec::new();
+    for qm in &m.queues {
+        let cq = st.cqs.get_or_create(&qm.topic, qm.queue_id)?;
+        cq.reset_to(qm.min_offset)?;
+        let n = qm.max_offset - qm.min_offset;
+        let bytes = read_at(f, pos, n * CQ_UNIT_LEN as u64)?;
+        for (i, chunk) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
+            let u = CqUnit::decode(chunk)
+                .ok_or_else(|| corrupt(f, pos + (i * CQ_UNIT_LEN) as u64, "bad unit"))?;
+            cq.put(qm.min_offset + i as u64, u)?;
+            all.push((u.phys_offset, u.size));
+        }
+        pos += n * CQ_UNIT_LEN as u64;
+    }
+    all.sort_unstable();
+    for (phys, size) in all {
+        let rec = match shared.log.read_at(phys, size) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(phys_offset = phys, error = %e, "record not in the local log; not indexed");
+                continue;
+            }
+        };
+        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys))?;
+        for key in &view.keys {
+            st.index.put(key, phys, view.store_timestamp_ms)?;
+        }
+    }
+    Ok(())
+}
+
+/// Stores the first `prefix` bytes of `file` at `path` (the current snapshot; its segments
+/// are served from the log from now on). A received file is moved and truncated.
+fn keep_prefix(file: &SnapshotFile, path: &Path, prefix: u64) -> Result<()> {
+    let incoming = path.parent().map(|d| d.join("incoming"));
+    if file.path().parent() == incoming.as_deref() {
+        std::fs::rename(file.path(), path).map_err(|e| StoreError::io("rename", path, e))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io("open", path, e))?;
+        f.set_len(prefix)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| StoreError::io("truncate", path, e))?;
+        return Ok(());
+    }
+    let tmp = path.with_extension("tmp");
+    let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
+    let mut pos = 0;
+    while pos < prefix {
+        let n = CHUNK.min(prefix - pos);
+        out.write_all_at(&read_at(file, pos, n)?, pos)
+            .map_err(|e| StoreError::io("write", &tmp, e))?;
+        pos += n;
+    }
+    out.sync_all()
+        .map_err(|e| StoreError::io("fsync", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename", path, e))
+}
+
+/// Installs `file` as the state at `meta.last_log_id`.
+pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) -> Result<()> {
+    let m = read_manifest(&file)?;
+    let crc_at = crc_offset(&file, &m)?;
+    check_crc(&file, crc_at)?;
+    let segments_at = crc_at + 4;
+    if file.len() != segments_at + m.segments_bytes() {
+        return Err(corrupt(
+            &file,
+            segments_at,
+            format!(
+                "{} bytes, the manifest describes {}",
+                file.len(),
+                segments_at + m.segments_bytes()
+            ),
+        ));
+    }
+    if m.last_log_id != meta.last_log_id {
+        return Err(corrupt(
+            &file,
+            0,
+            format!(
+                "snapshot holds {:?}, meta says {:?}",
+                m.last_log_id, meta.last_log_id
+            ),
+        ));
+    }
+    let log_has_last = m.last_log_id.is_none_or(|l| {
+        shared
+            .log
+            .entry_location(l.index)
+            .is_some_and(|loc| loc.term == l.leader_id.term)
+    });
+    if let (false, Some(last), Some(end), false) = (
+        log_has_last,
+        m.last_log_id,
+        m.log_end_phys,
+        m.segments.is_empty(),
+    ) {
+        let staged = snapshots_dir(&shared.data_dir).join("staged");
+        stage_segments(&file, &m, segments_at, &staged)?;
+        shared.log.replace_from_files(&staged, last, end)?;
+    }
+    let mut st = shared.state.write();
+    reset_dispatch(shared, &mut st, &file, &m)?;
+    st.load_checkpoint(Checkpoint {
+        last_applied: m.last_log_id,
+        membership: m.membership.clone(),
+        topics: m.topics.clone(),
+        offsets: m.offsets.clone(),
+        dispatched_phys_end: m.dispatched_phys_end,
+    });
+    shared.checkpoint_locked(&mut st)?;
+    debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
+    drop(st);
+    let dir = snapshots_dir(&shared.data_dir);
+    let path = dir.join(snapshot_name(m.last_log_id));
+    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
+    keep_prefix(&file, &path, segments_at)?;
+    sync_dir(&dir)?;
+    remove_others(&dir, &path)?;
+    tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
+        segments = m.segments.len(), "snapshot installed");
+    Ok(())
+}
