@@ -14,5 +14,18 @@
 //! Invariant: peers of different clusters never exchange Raft messages (every peer request
 //! carries and is checked against the cluster id).
 
+pub mod bootstrap;
 pub mod config;
+pub mod core;
+pub mod error;
+pub mod metrics;
 pub mod network;
+pub mod retention;
+pub mod server;
+pub mod service;
+mod snapshot_io;
+
+pub use server::Node;
+pub use server::NodeAddrs;
+pub use server::NodeHandle;
+pub use server::NodeListeners;

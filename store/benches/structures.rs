@@ -39,7 +39,7 @@ fn batch(body: usize, count: usize) -> Vec<u8> {
             m
         })
         .collect();
-    Command::SendBatch(ms).encode().expect("encode").0
+    Command::batch(ms).encode().expect("encode").0
 }
 
 fn bench_parse(body: usize) {
@@ -48,7 +48,8 @@ fn bench_parse(body: usize) {
     let t = Instant::now();
     let mut total = 0usize;
     for _ in 0..rounds {
-        if let CommandView::SendBatch(ms) = CommandView::parse(&p).expect("parse") {
+        if let CommandView::SendBatch { messages: ms, .. } = CommandView::parse(&p).expect("parse")
+        {
             total += ms.len();
         }
     }

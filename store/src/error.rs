@@ -86,6 +86,10 @@ pub enum StoreError {
         max: QueueOffset,
     },
 
+    /// The CommitLog failed (I/O, corruption, closed, stopped).
+    #[error("commitlog: {0}")]
+    Log(#[from] raftmq_raft_log::error::LogError),
+
     /// A write would overwrite different data at a position that is already written.
     #[error("conflict in {what}: {reason}")]
     Conflict {
@@ -105,6 +109,19 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+}
+
+impl From<StoreError> for std::io::Error {
+    fn from(e: StoreError) -> Self {
+        let kind = match &e {
+            StoreError::Io { source, .. } => source.kind(),
+            StoreError::Corruption { .. } => std::io::ErrorKind::InvalidData,
+            StoreError::NotFound { .. } => std::io::ErrorKind::NotFound,
+            StoreError::DiskFull { .. } => std::io::ErrorKind::StorageFull,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
 }
 
 /// Result alias of this crate.

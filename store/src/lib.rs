@@ -18,13 +18,35 @@
 //! - [`topic`]: topic configs and the replicated, deterministic [`topic::TopicTable`].
 //! - [`offsets`]: the replicated consumer-group offset table `CommitOffset` updates.
 //!
-//! To come: the openraft `RaftStateMachine` that wires these together (dispatch on apply,
-//! dispatch checkpoint, read path, long polling, snapshots, retention).
+//! - [`sm`]: the openraft `RaftStateMachine` ([`StateMachine`]): dispatch on apply
+//!   ([`sm::dispatch`]), the durable dispatch checkpoint ([`sm::checkpoint`]).
+//! - [`Store`] (opened with [`open`]): the cheap clonable read handle: [`read`] (pull with tag
+//!   filter, long polling, get by id, query by key), topics and consumer offsets, watermarks,
+//!   [`retention`] (plan, apply, disk-full guard), close.
+//! - [`snapshot`]: file-backed snapshots (manifest + ConsumeQueue units + retained CommitLog
+//!   segments), chunked transfer ([`SnapshotFile::read_chunk`], [`SnapshotReceiver`]) and
+//!   install.
+//! - [`raft_types`]: the openraft [`TypeConfig`], [`ApplyResponse`], [`MessageAck`].
+//!
+//! # On disk (beside raft-log's `commitlog/`, `raft-index/`, `meta/`)
+//!
+//! `consumequeue/<topic>/<queue>/`, `index/`, `store-meta/checkpoint.json` (dispatch
+//! checkpoint), `snapshots/` (the current snapshot file, `incoming/` transfers), `abort`
+//! (present while open: found at open = unclean shutdown).
+//!
+//! # Durability and recovery
+//!
+//! Apply writes ConsumeQueue and index units into mappings; every `checkpoint-every-entries`
+//! entries (and on snapshot, close) the log is flushed, then the mappings, then the checkpoint
+//! file is replaced atomically: it records `last_applied` with the replicated tables as of
+//! that entry. openraft restarts applying after the checkpoint's `last_applied`; re-dispatch is
+//! idempotent. After an unclean shutdown (abort marker) units at or past the recovered
+//! CommitLog end are cut first.
 //!
 //! # Place in the data flow
 //!
 //! leader: validate ([`limits`]) -> encode [`command::Command`] -> `Raft::client_write` ->
-//! raft-log appends the entry on every node -> commit -> `apply` (state machine, to come):
+//! raft-log appends the entry on every node -> commit -> `apply` ([`StateMachine`]):
 //! [`command::CommandView::parse`] -> per message: next queue offset, ConsumeQueue
 //! [`put`](consume_queue::ConsumeQueue::put), IndexStore [`put`](index::IndexStore::put) of each
 //! key -> answer the producer. Readers: ConsumeQueue `read` -> [`filter::TagFilter`] on tag hash
@@ -47,6 +69,7 @@
 
 mod codec;
 pub mod command;
+pub mod config;
 pub mod consume_queue;
 pub mod error;
 pub mod filter;
@@ -56,8 +79,34 @@ pub mod limits;
 mod mapped_file;
 pub mod message;
 pub mod offsets;
+pub mod raft_types;
+pub mod read;
+pub mod retention;
+pub mod sm;
+pub mod snapshot;
+mod store;
 pub mod topic;
 pub mod types;
+
+pub use config::StoreConfig;
+pub use raft_types::ApplyResponse;
+pub use raft_types::LogStore;
+pub use raft_types::MessageAck;
+pub use raft_types::Raft;
+pub use raft_types::RejectCode;
+pub use raft_types::TypeConfig;
+pub use read::PullRequest;
+pub use read::PullResult;
+pub use read::PullStatus;
+pub use read::StoredMessage;
+pub use retention::RetentionPlan;
+pub use sm::StateMachine;
+pub use snapshot::SnapshotFile;
+pub use snapshot::SnapshotReceiver;
+pub use store::open;
+pub use store::open_with_hasher;
+pub use store::Store;
+pub use store::StoreWatermarks;
 
 pub use error::Result;
 pub use error::StoreError;

@@ -11,8 +11,9 @@
 //! | 16     | var  | body             | per kind, below                                       |
 //!
 //! Bodies (strings: u16 length + UTF-8):
-//! - `SendBatch` (1): `count` u32 (>= 1), then `count` message records
-//!   ([`crate::message::format`]) back to back, the first at payload offset
+//! - `SendBatch` (1): `count` u32 (>= 1), `auto_create_queues` u32 (0: the topic must exist;
+//!   n > 0: apply creates a missing topic with n read/write queues), then `count` message
+//!   records ([`crate::message::format`]) back to back, the first at payload offset
 //!   [`BATCH_FIRST_RECORD_OFFSET`]; the records fill the body exactly.
 //! - `CreateTopic` (2) / `UpdateTopic` (3): name, `read_queue_count` u32,
 //!   `write_queue_count` u32, `perm` u8 ([`crate::topic::Permissions`] bits).
@@ -42,10 +43,10 @@ pub const COMMAND_VERSION: u8 = 1;
 /// Header size.
 pub const COMMAND_HEADER_LEN: usize = 16;
 /// Payload offset of the first message record of a `SendBatch`.
-pub const BATCH_FIRST_RECORD_OFFSET: usize = COMMAND_HEADER_LEN + 4;
+pub const BATCH_FIRST_RECORD_OFFSET: usize = COMMAND_HEADER_LEN + 8;
 
 const _: () = assert!(COMMAND_HEADER_LEN == 4 + 4 + 1 + 1 + 2 + 4);
-const _: () = assert!(BATCH_FIRST_RECORD_OFFSET == 20);
+const _: () = assert!(BATCH_FIRST_RECORD_OFFSET == 24);
 
 const SRC: &str = "command payload";
 
@@ -91,7 +92,12 @@ pub struct BatchMessage<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommandView<'a> {
     /// Messages in payload order.
-    SendBatch(Vec<BatchMessage<'a>>),
+    SendBatch {
+        /// The records.
+        messages: Vec<BatchMessage<'a>>,
+        /// Create a missing topic with this many queues (see [`Command::SendBatch`]).
+        auto_create_queues: Option<u32>,
+    },
     /// Create a topic.
     CreateTopic(TopicConfig),
     /// Update a topic.
@@ -108,9 +114,9 @@ pub enum CommandView<'a> {
 /// Encodes `cmd` (see the byte table).
 pub(crate) fn encode(cmd: &Command) -> Result<Vec<u8>> {
     let (kind, body_hint) = match cmd {
-        Command::SendBatch(ms) => (
+        Command::SendBatch { messages: ms, .. } => (
             CommandKind::SendBatch,
-            4 + ms.iter().map(encoded_len).sum::<usize>(),
+            8 + ms.iter().map(encoded_len).sum::<usize>(),
         ),
         Command::CreateTopic(_) => (CommandKind::CreateTopic, 64),
         Command::UpdateTopic(_) => (CommandKind::UpdateTopic, 64),
@@ -145,13 +151,21 @@ fn encode_topic(w: &mut Writer<'_>, c: &TopicConfig) -> Result<()> {
 
 fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
     match cmd {
-        Command::SendBatch(ms) => {
+        Command::SendBatch {
+            messages: ms,
+            auto_create_queues,
+        } => {
             if ms.is_empty() {
                 return Err(StoreError::invalid("batch is empty"));
             }
+            if *auto_create_queues == Some(0) {
+                return Err(StoreError::invalid("auto_create_queues must be at least 1"));
+            }
             let n = u32::try_from(ms.len())
                 .map_err(|_| StoreError::invalid(format!("batch has {} messages", ms.len())))?;
-            Writer::new(out).u32(n);
+            let mut w = Writer::new(out);
+            w.u32(n);
+            w.u32(auto_create_queues.unwrap_or(0));
             for m in ms {
                 encode_into(m, out)?;
             }
@@ -221,10 +235,11 @@ pub fn record_offsets(payload: &[u8]) -> Result<Vec<u32>> {
             "payload is a {kind:?}, not a SendBatch"
         )));
     }
-    batch_offsets(body)
+    batch_offsets(body).map(|(offsets, _)| offsets)
 }
 
-fn batch_offsets(body: &[u8]) -> Result<Vec<u32>> {
+/// Record offsets and the `auto_create_queues` field of a batch body.
+fn batch_offsets(body: &[u8]) -> Result<(Vec<u32>, Option<u32>)> {
     let rebase = |e: StoreError| e.locate(SRC, COMMAND_HEADER_LEN as u64);
     let mut r = Reader::new(body, SRC);
     let count = r.u32("message count").map_err(rebase)?;
@@ -235,8 +250,9 @@ fn batch_offsets(body: &[u8]) -> Result<Vec<u32>> {
             "batch has no message",
         ));
     }
+    let auto_create = r.u32("auto create queues").map_err(rebase)?;
     let mut offsets = Vec::with_capacity((count as usize).min(body.len() / 4));
-    let mut at = 4usize;
+    let mut at = 8usize;
     for i in 0..count {
         let pos = (COMMAND_HEADER_LEN + at) as u64;
         let len = peek_record_len(&body[at..]).ok_or_else(|| {
@@ -262,7 +278,7 @@ fn batch_offsets(body: &[u8]) -> Result<Vec<u32>> {
             format!("{} bytes after the last record", body.len() - at),
         ));
     }
-    Ok(offsets)
+    Ok((offsets, (auto_create > 0).then_some(auto_create)))
 }
 
 fn parse_topic(r: &mut Reader<'_>) -> Result<TopicConfig> {
@@ -286,7 +302,7 @@ impl<'a> CommandView<'a> {
     pub fn parse(payload: &'a [u8]) -> Result<Self> {
         let (kind, body) = parse_header(payload)?;
         if kind == CommandKind::SendBatch {
-            let offsets = batch_offsets(body)?;
+            let (offsets, auto_create_queues) = batch_offsets(body)?;
             let mut out = Vec::with_capacity(offsets.len());
             for off in offsets {
                 let view = MessageView::parse_trusted(&payload[off as usize..])
@@ -296,7 +312,10 @@ impl<'a> CommandView<'a> {
                     view,
                 });
             }
-            return Ok(CommandView::SendBatch(out));
+            return Ok(CommandView::SendBatch {
+                messages: out,
+                auto_create_queues,
+            });
         }
         let rebase = |e: StoreError| e.locate(SRC, COMMAND_HEADER_LEN as u64);
         let mut r = Reader::new(body, SRC);
@@ -322,7 +341,7 @@ impl<'a> CommandView<'a> {
     /// The kind.
     pub fn kind(&self) -> CommandKind {
         match self {
-            CommandView::SendBatch(_) => CommandKind::SendBatch,
+            CommandView::SendBatch { .. } => CommandKind::SendBatch,
             CommandView::CreateTopic(_) => CommandKind::CreateTopic,
             CommandView::UpdateTopic(_) => CommandKind::UpdateTopic,
             CommandView::DeleteTopic { .. } => CommandKind::DeleteTopic,
@@ -333,9 +352,13 @@ impl<'a> CommandView<'a> {
     /// Owned copy.
     pub fn to_command(&self) -> Command {
         match self {
-            CommandView::SendBatch(ms) => {
-                Command::SendBatch(ms.iter().map(|m| m.view.to_message()).collect())
-            }
+            CommandView::SendBatch {
+                messages,
+                auto_create_queues,
+            } => Command::SendBatch {
+                messages: messages.iter().map(|m| m.view.to_message()).collect(),
+                auto_create_queues: *auto_create_queues,
+            },
             CommandView::CreateTopic(c) => Command::CreateTopic(c.clone()),
             CommandView::UpdateTopic(c) => Command::UpdateTopic(c.clone()),
             CommandView::DeleteTopic { topic } => Command::DeleteTopic {

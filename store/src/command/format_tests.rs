@@ -14,8 +14,12 @@ fn msg(i: u8) -> Message {
 
 fn all_commands() -> Vec<Command> {
     vec![
-        Command::SendBatch(vec![msg(1)]),
-        Command::SendBatch(vec![msg(1), msg(2), msg(3)]),
+        Command::batch(vec![msg(1)]),
+        Command::batch(vec![msg(1), msg(2), msg(3)]),
+        Command::SendBatch {
+            messages: vec![msg(4)],
+            auto_create_queues: Some(8),
+        },
         Command::CreateTopic(TopicConfig::new("orders", 8)),
         Command::UpdateTopic(TopicConfig {
             perm: Permissions {
@@ -48,7 +52,7 @@ fn round_trip_all_kinds() {
 #[test]
 fn batch_record_offsets_point_at_records() {
     let ms = vec![msg(1), msg(2), msg(3)];
-    let p = Command::SendBatch(ms.clone()).encode().expect("encode").0;
+    let p = Command::batch(ms.clone()).encode().expect("encode").0;
     let offs = record_offsets(&p).expect("offsets");
     assert_eq!(offs[0] as usize, BATCH_FIRST_RECORD_OFFSET);
     for (off, m) in offs.iter().zip(&ms) {
@@ -62,7 +66,7 @@ fn batch_record_offsets_point_at_records() {
             m
         );
     }
-    let CommandView::SendBatch(v) = CommandView::parse(&p).expect("parse") else {
+    let CommandView::SendBatch { messages: v, .. } = CommandView::parse(&p).expect("parse") else {
         panic!("not a batch")
     };
     assert_eq!(
@@ -81,7 +85,7 @@ fn batch_record_offsets_point_at_records() {
 
 #[test]
 fn empty_batch_rejected() {
-    assert!(Command::SendBatch(vec![]).encode().is_err());
+    assert!(Command::batch(vec![]).encode().is_err());
 }
 
 #[test]
@@ -111,7 +115,7 @@ fn every_flipped_bit_is_corruption() {
 #[test]
 fn structural_errors_behind_valid_crc() {
     // A batch whose count claims more records than present, with a recomputed CRC.
-    let mut p = Command::SendBatch(vec![msg(1)]).encode().expect("encode").0;
+    let mut p = Command::batch(vec![msg(1)]).encode().expect("encode").0;
     p[16] = 2;
     let crc = crc32fast::hash(&p[8..]);
     p[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -139,11 +143,35 @@ proptest! {
     #[test]
     fn prop_batch_offsets(sizes in prop::collection::vec(0usize..50, 1..10)) {
         let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", 0, vec![7; *s])).collect();
-        let p = Command::SendBatch(ms.clone()).encode().expect("encode").0;
+        let p = Command::batch(ms.clone()).encode().expect("encode").0;
         let offs = record_offsets(&p).expect("offsets");
         prop_assert_eq!(offs.len(), ms.len());
         for (o, m) in offs.iter().zip(&ms) {
             prop_assert_eq!(&MessageView::parse(&p[*o as usize..]).expect("view").to_message(), m);
         }
     }
+}
+
+#[test]
+fn auto_create_flag_round_trips_and_zero_is_refused() {
+    let c = Command::SendBatch {
+        messages: vec![msg(1)],
+        auto_create_queues: Some(16),
+    };
+    let p = c.encode().expect("encode").0;
+    assert_eq!(&p[20..24], &16u32.to_le_bytes());
+    let CommandView::SendBatch {
+        auto_create_queues, ..
+    } = CommandView::parse(&p).expect("parse")
+    else {
+        panic!("batch expected")
+    };
+    assert_eq!(auto_create_queues, Some(16));
+    let p = Command::batch(vec![msg(1)]).encode().expect("encode").0;
+    assert_eq!(&p[20..24], &0u32.to_le_bytes());
+    let zero = Command::SendBatch {
+        messages: vec![msg(1)],
+        auto_create_queues: Some(0),
+    };
+    assert!(zero.encode().is_err());
 }

@@ -40,8 +40,16 @@ pub struct CommitOffset {
 /// A command as the leader builds it (owned form of [`CommandView`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// One or more messages, one Raft entry.
-    SendBatch(Vec<Message>),
+    /// One or more messages, one Raft entry. Queue ids are chosen by the leader (in each
+    /// record). `auto_create_queues: Some(n)` makes apply create a missing topic with `n`
+    /// read/write queues (deterministically, on every replica); `None` rejects the batch at
+    /// apply time if the topic does not exist.
+    SendBatch {
+        /// The messages, in order.
+        messages: Vec<Message>,
+        /// Queue count of a topic created on the fly, if allowed.
+        auto_create_queues: Option<u32>,
+    },
     /// Create a topic.
     CreateTopic(TopicConfig),
     /// Replace a topic's config.
@@ -59,6 +67,14 @@ impl Command {
     /// Encodes into a Raft entry payload (deterministic).
     pub fn encode(&self) -> Result<AppPayload> {
         format::encode(self).map(AppPayload)
+    }
+
+    /// A batch that requires its topics to exist.
+    pub fn batch(messages: Vec<Message>) -> Command {
+        Command::SendBatch {
+            messages,
+            auto_create_queues: None,
+        }
     }
 
     /// Decodes and copies a payload (tests and tools; the apply path uses [`CommandView`]).
@@ -97,10 +113,9 @@ mod tests {
     fn cq_unit_of_batch_message() {
         let mut m = Message::new("t", 1, b"xy".to_vec());
         m.tags = "TagA".into();
-        let p = Command::SendBatch(vec![m.clone(), m])
-            .encode()
-            .expect("encode");
-        let CommandView::SendBatch(ms) = CommandView::parse(&p.0).expect("parse") else {
+        let p = Command::batch(vec![m.clone(), m]).encode().expect("encode");
+        let CommandView::SendBatch { messages: ms, .. } = CommandView::parse(&p.0).expect("parse")
+        else {
             panic!("batch expected")
         };
         let u = ms[1].cq_unit(1000);

@@ -1,0 +1,252 @@
+//! `cargo bench -p raftmq-raft-log`: append throughput of the log under both flush policies,
+//! next to raw write+fdatasync (for `sync`) and raw page-cache writes (for `async`) of the
+//! same bytes on the same disk. Prints a markdown table. Not a test: no assertions.
+//!
+//! Environment: `RAFTLOG_BENCH_DIR` (default: a temp dir), `RAFTLOG_BENCH_SECS` (per run,
+//! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy),
+//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite; default: by policy).
+//! Each configuration runs 3 times alternating with its raw baseline; medians are printed.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::store::LogStore;
+use raftmq_raft_log::types::AppPayload;
+use raftmq_raft_log::types::LogEntry;
+use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::Payload;
+
+const SIZES: [usize; 3] = [128, 1024, 16 * 1024];
+const APPENDERS: [usize; 2] = [1, 64];
+const SEGMENT_BYTES: u64 = 128 << 20;
+const ROUNDS: usize = 3;
+
+#[derive(Clone, Copy)]
+struct Figure {
+    appends: u64,
+    bytes: u64,
+    secs: f64,
+}
+
+impl Figure {
+    fn per_sec(&self) -> f64 {
+        self.appends as f64 / self.secs
+    }
+    fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.secs / 1e6
+    }
+}
+
+fn entry(index: u64, payload: &[u8]) -> LogEntry {
+    LogEntry {
+        log_id: LogId::new_term_index(1, index),
+        payload: Payload::Normal(AppPayload(payload.to_vec())),
+    }
+}
+
+async fn bench_log(
+    dir: &Path,
+    flush: FlushPolicy,
+    size: usize,
+    appenders: usize,
+    budget: Duration,
+) -> Figure {
+    let config = LogConfig {
+        segment_bytes: SEGMENT_BYTES,
+        flush,
+        ..LogConfig::default()
+    };
+    let store: LogStore<()> = match std::env::var("RAFTLOG_BENCH_MAPPED").ok() {
+        // Force one segment write method (the default follows the flush policy).
+        Some(m) => {
+            let env = raftmq_raft_log::env::FsEnv {
+                mapped_writes: m == "1",
+            };
+            LogStore::open_with_env(dir, config, Arc::new(env)).expect("open log")
+        }
+        None => LogStore::open(dir, config).expect("open log"),
+    };
+    // Steady state: the segment after the first is preallocated before timing starts (later
+    // preallocations during the run are part of the measured cost).
+    let next = dir.join("commitlog").join(format!("{SEGMENT_BYTES:020}"));
+    while !next.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let next = Arc::new(parking_lot::Mutex::new(1u64));
+    let payload = Arc::new(vec![0x5au8; size]);
+    let start = Instant::now();
+    let deadline = start + budget;
+    let mut tasks = Vec::new();
+    for _ in 0..appenders {
+        let (store, next, payload) = (store.clone(), next.clone(), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                {
+                    // Appends are serial (as openraft issues them); no await while held.
+                    let mut idx = next.lock();
+                    let cb = Box::new(move |r: std::io::Result<()>| drop(tx.send(r)));
+                    store
+                        .append_entries(vec![entry(*idx, &payload)], cb)
+                        .expect("append");
+                    *idx += 1;
+                }
+                rx.await.expect("callback").expect("flushed");
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut appends = 0;
+    for t in tasks {
+        appends += t.await.expect("task");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    store.close().expect("close");
+    Figure {
+        appends,
+        bytes: appends * size as u64,
+        secs,
+    }
+}
+
+/// Raw baseline: sequential writes of `size` bytes; `sync_every` writes share one fdatasync
+/// (0 = never sync: page cache only).
+/// `prealloc`: write into a file allocated up front (as the log's segments are) instead of
+/// growing it.
+fn bench_raw(
+    dir: &Path,
+    size: usize,
+    sync_every: usize,
+    budget: Duration,
+    prealloc: bool,
+) -> Figure {
+    let path = dir.join("raw.dat");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .expect("open raw");
+    if prealloc {
+        use std::os::fd::AsRawFd;
+        // SAFETY: plain syscall on an open descriptor.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 4 << 30) };
+        assert_eq!(rc, 0, "fallocate");
+        f.sync_all().expect("fsync");
+    }
+    let buf = vec![0x5au8; size];
+    let start = Instant::now();
+    let mut appends = 0u64;
+    while start.elapsed() < budget {
+        let batch = sync_every.max(1);
+        for _ in 0..batch {
+            f.write_all(&buf).expect("write");
+        }
+        if sync_every > 0 {
+            f.sync_data().expect("fdatasync");
+        }
+        appends += batch as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Figure {
+        appends,
+        bytes: appends * size as u64,
+        secs,
+    }
+}
+
+fn median(mut v: Vec<Figure>) -> Figure {
+    v.sort_by(|a, b| a.mb_per_sec().total_cmp(&b.mb_per_sec()));
+    v[v.len() / 2]
+}
+
+fn fresh_dir(root: &Path, name: &str) -> std::path::PathBuf {
+    let d = root.join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("bench dir");
+    d
+}
+
+fn main() {
+    let secs: f64 = std::env::var("RAFTLOG_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let budget = Duration::from_secs_f64(secs);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = std::env::var("RAFTLOG_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| tmp.path().to_path_buf());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "raft-log append benchmark: {secs}s per run, segment {} MiB, dir {}",
+        SEGMENT_BYTES >> 20,
+        root.display()
+    );
+    println!();
+    println!("| policy | entry | appenders | log appends/s | log MB/s | raw appends/s | raw MB/s | log/raw | raw prealloc MB/s (log/raw) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let policies = [
+        ("sync", FlushPolicy::Sync),
+        ("async", FlushPolicy::Async { interval_ms: 200 }),
+    ];
+    let only = std::env::var("RAFTLOG_BENCH_POLICY").ok();
+    for (name, policy) in policies {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        for size in SIZES {
+            for appenders in APPENDERS {
+                // Log and raw runs alternate, ROUNDS times each; the median of each is shown.
+                let (mut logs, mut raws, mut pres) = (Vec::new(), Vec::new(), Vec::new());
+                let sync_every = if name == "sync" { appenders } else { 0 };
+                for _ in 0..ROUNDS {
+                    let dir = fresh_dir(&root, "log");
+                    logs.push(rt.block_on(bench_log(&dir, policy, size, appenders, budget)));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    raws.push(bench_raw(&root, size, sync_every, budget, false));
+                    if name == "sync" {
+                        pres.push(bench_raw(&root, size, sync_every, budget, true));
+                    }
+                }
+                let (log, raw) = (median(logs), median(raws));
+                let pre = if pres.is_empty() {
+                    "-".to_string()
+                } else {
+                    let p = median(pres);
+                    format!(
+                        "{:.1} ({:.0}%)",
+                        p.mb_per_sec(),
+                        100.0 * log.mb_per_sec() / p.mb_per_sec()
+                    )
+                };
+                println!(
+                    "| {name} | {size} B | {appenders} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0}% | {pre} |",
+                    log.per_sec(),
+                    log.mb_per_sec(),
+                    raw.per_sec(),
+                    raw.mb_per_sec(),
+                    100.0 * log.mb_per_sec() / raw.mb_per_sec()
+                );
+            }
+        }
+    }
+    println!();
+    println!("raw sync = sequential write (growing file) + one fdatasync per batch of <appenders> entries;");
+    println!("raw prealloc = the same into a fallocated file (like the log's segments);");
+    println!("raw async = plain page-cache writes, never flushed (the log's async policy msyncs every 200 ms).");
+}

@@ -1,0 +1,288 @@
+//! The narrow storage I/O interface (STYLE #9) and its real implementation (files + mmap).
+//!
+//! Every byte the log reads or writes goes through [`Env`] and [`SegmentFile`], so tests can
+//! swap in [`crate::mem_env::MemEnv`], which loses unsynced bytes or tears records on a
+//! simulated crash.
+
+use std::fs;
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io;
+use std::io::Write;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memmap2::MmapOptions;
+use memmap2::MmapRaw;
+
+/// One fixed-capacity, preallocated file the log writes in place (a CommitLog segment).
+///
+/// Concurrency contract: writers and readers touch disjoint ranges (the log writes only past
+/// its published append position and reads only below it).
+pub trait SegmentFile: Send + Sync {
+    /// Capacity in bytes (the file length).
+    fn capacity(&self) -> u64;
+    /// Copies `data` to `offset` (visible to readers at once, durable after `sync_range`).
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Copies `buf.len()` bytes at `offset` into `buf`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Makes `[offset, offset + len)` durable.
+    fn sync_range(&self, offset: u64, len: u64) -> io::Result<()>;
+}
+
+/// A small file written by offset and read whole (the raft index).
+pub trait PlainFile: Send + Sync {
+    /// Writes `data` at `offset`, extending the file if needed.
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Reads the whole file.
+    fn read_all(&self) -> io::Result<Vec<u8>>;
+    /// Sets the length.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// fdatasync.
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// File system operations of the log.
+pub trait Env: Send + Sync {
+    /// Creates the directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the entries of `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates a zero-filled segment of `capacity` bytes at `path`, durably (written to a
+    /// temporary name, synced, renamed, directory synced): a full disk fails here, never later.
+    fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>>;
+    /// Opens an existing segment.
+    fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>>;
+    /// Opens or creates a plain file.
+    fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>>;
+    /// Removes a file (missing is not an error).
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// fsyncs a directory.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real environment: `std::fs` and memmap2.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FsEnv {
+    /// Write segments by storing into the mapping and flush with msync (best for `async`);
+    /// else pwrite + fdatasync (best for `sync`). See the `MmapSegment` docs in `env.rs`.
+    pub mapped_writes: bool,
+}
+
+/// A segment file, always read through a shared mapping. How it is written depends on the
+/// flush policy ([`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4):
+///
+/// - `sync` (pwrite + fdatasync): a first store through a mapping after writeback goes
+///   through `page_mkwrite`, which journals an mtime update, so every flush then commits the
+///   journal: 1 KiB store + msync ≈ 1,200/s against pwrite + fdatasync ≈ 5,000/s.
+/// - `async` (store into the mapping + msync): overwriting preallocated pages with `pwrite`
+///   costs ≈ 8 µs per call against ≈ 0.7 µs for a store, and flushes are rare.
+///
+/// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
+struct MmapSegment {
+    map: MmapRaw,
+    len: u64,
+    file: File,
+    mapped_writes: bool,
+}
+
+fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("range {offset}+{len} outside segment of {cap} bytes"),
+    )
+}
+
+fn check_range(offset: u64, len: usize, cap: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= cap => Ok(()),
+        _ => Err(out_of_range(offset, len, cap)),
+    }
+}
+
+impl SegmentFile for MmapSegment {
+    fn capacity(&self) -> u64 {
+        self.len
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        check_range(offset, data.len(), self.len)?;
+        if !self.mapped_writes {
+            return std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset);
+        }
+        // SAFETY: the range is inside the mapping (checked above), the file is preallocated
+        // (no SIGBUS on a full disk) and, by the trait's contract, no other thread reads or
+        // writes this range concurrently.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.as_mut_ptr().add(offset as usize),
+                data.len(),
+            )
+        };
+        Ok(())
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(offset, buf.len(), self.len)?;
+        // SAFETY: the range is inside the mapping (checked above) and the file is never
+        // shortened while mapped, so the pages exist; concurrent writers only touch ranges
+        // above the log's published append position, which readers do not read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(offset as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        Ok(())
+    }
+
+    fn sync_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        if self.mapped_writes {
+            return self.map.flush_range(offset as usize, len as usize);
+        }
+        // fdatasync writes only this file's dirty pages: the range is implied.
+        self.file.sync_data()
+    }
+}
+
+struct FsPlain {
+    file: File,
+}
+
+impl PlainFile for FsPlain {
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset)
+    }
+
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = self.file.metadata()?.len() as usize;
+        let mut buf = vec![0u8; len];
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut buf, 0)?;
+        Ok(buf)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+fn map_segment(
+    file: File,
+    populate: bool,
+    mapped_writes: bool,
+) -> io::Result<Arc<dyn SegmentFile>> {
+    let len = file.metadata()?.len();
+    let mut opts = MmapOptions::new();
+    if populate {
+        opts.populate();
+    }
+    let map = opts.map_raw(&file)?;
+    Ok(Arc::new(MmapSegment {
+        map,
+        len,
+        file,
+        mapped_writes,
+    }))
+}
+
+/// Reserves `len` zeroed bytes so that a full disk fails here, never as SIGBUS on the mapping
+/// or mid-append: `fallocate` (blocks reserved, no data written), or zeros written where the
+/// file system lacks it. Measured on the dev VM (ext4): 1 KiB pwrite into fallocated space
+/// ≈ 2 µs against ≈ 10 µs over written zeros, and no slower fdatasync.
+fn allocate(file: &mut File, len: u64) -> io::Result<()> {
+    {
+        use std::os::fd::AsRawFd;
+        let size = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+        // SAFETY: a plain syscall on the open descriptor owned by `file`.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(err);
+        }
+    }
+    let zeros = vec![0u8; 4 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+impl Env for FsEnv {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in fs::read_dir(dir)? {
+            names.push(e?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>> {
+        let tmp = tmp_path(path);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        allocate(&mut file, capacity)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            self.sync_dir(dir)?;
+        }
+        map_segment(file, true, self.mapped_writes)
+    }
+
+    fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        map_segment(file, false, self.mapped_writes)
+    }
+
+    fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        Ok(Arc::new(FsPlain { file }))
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        match fs::remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}

@@ -1,0 +1,139 @@
+//! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint and
+//! log start. Vote, committed id, purged id and log start are flushed before the setter
+//! returns; the flush checkpoint is written without a flush (sled persists it within its own
+//! flush interval) because a stale checkpoint is only more conservative.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::types::LogId;
+use crate::types::PhysOffset;
+use crate::types::Vote;
+
+const KEY_VOTE: &str = "vote";
+const KEY_COMMITTED: &str = "committed";
+const KEY_PURGED: &str = "purged";
+const KEY_CHECKPOINT: &str = "flush-checkpoint";
+const KEY_LOG_START: &str = "log-start";
+
+/// The last flushed position recorded by the flusher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushCheckpoint {
+    /// Physical end of the flushed bytes.
+    pub phys_end: PhysOffset,
+    /// Last entry inside them.
+    pub log_id: Option<LogId>,
+}
+
+/// Handle to the meta db.
+#[derive(Clone)]
+pub struct Meta {
+    db: sled::Db,
+}
+
+impl Meta {
+    /// Opens (or creates) the db at `dir`.
+    ///
+    /// sled releases its file lock asynchronously after the previous handle is dropped, so a
+    /// lock conflict is retried for up to two seconds (an in-process reopen).
+    pub fn open(dir: &Path) -> LogResult<Self> {
+        let mut attempts = 0;
+        loop {
+            match sled::Config::new().path(dir).open() {
+                Ok(db) => return Ok(Meta { db }),
+                Err(e) if attempts < 200 && e.to_string().contains("could not acquire lock") => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(LogError::meta("open", e)),
+            }
+        }
+    }
+
+    fn get<T: DeserializeOwned>(&self, key: &str) -> LogResult<Option<T>> {
+        let Some(v) = self.db.get(key).map_err(|e| LogError::meta("get", e))? else {
+            return Ok(None);
+        };
+        let t = serde_json::from_slice(&v).map_err(|e| LogError::Corruption {
+            file: "meta".into(),
+            offset: 0,
+            reason: format!("key {key}: {e}"),
+        })?;
+        Ok(Some(t))
+    }
+
+    fn put<T: Serialize>(&self, key: &str, value: &T, flush: bool) -> LogResult<()> {
+        let bytes = serde_json::to_vec(value).map_err(|e| LogError::meta("encode", e))?;
+        self.db
+            .insert(key, bytes)
+            .map_err(|e| LogError::meta("insert", e))?;
+        if flush {
+            self.db.flush().map_err(|e| LogError::meta("flush", e))?;
+        }
+        Ok(())
+    }
+
+    /// Saved vote.
+    pub fn vote(&self) -> LogResult<Option<Vote>> {
+        self.get(KEY_VOTE)
+    }
+
+    /// Saves the vote durably.
+    pub fn set_vote(&self, v: &Vote) -> LogResult<()> {
+        self.put(KEY_VOTE, v, true)
+    }
+
+    /// Saved committed log id.
+    pub fn committed(&self) -> LogResult<Option<LogId>> {
+        self.get::<Option<LogId>>(KEY_COMMITTED)
+            .map(Option::flatten)
+    }
+
+    /// Saves the committed log id durably.
+    pub fn set_committed(&self, c: &Option<LogId>) -> LogResult<()> {
+        self.put(KEY_COMMITTED, c, true)
+    }
+
+    /// Last purged log id.
+    pub fn purged(&self) -> LogResult<Option<LogId>> {
+        self.get(KEY_PURGED)
+    }
+
+    /// Saves the last purged log id durably.
+    pub fn set_purged(&self, p: &LogId) -> LogResult<()> {
+        self.put(KEY_PURGED, p, true)
+    }
+
+    /// Flush checkpoint.
+    pub fn checkpoint(&self) -> LogResult<FlushCheckpoint> {
+        Ok(self.get(KEY_CHECKPOINT)?.unwrap_or_default())
+    }
+
+    /// Records the flush checkpoint (`durable`: flush the db before returning).
+    pub fn set_checkpoint(&self, c: &FlushCheckpoint, durable: bool) -> LogResult<()> {
+        self.put(KEY_CHECKPOINT, c, durable)
+    }
+
+    /// Physical offset where the log starts (segment-aligned).
+    pub fn log_start(&self) -> LogResult<Option<PhysOffset>> {
+        self.get(KEY_LOG_START)
+    }
+
+    /// Saves the log start durably.
+    pub fn set_log_start(&self, p: PhysOffset) -> LogResult<()> {
+        self.put(KEY_LOG_START, &p, true)
+    }
+
+    /// Flushes everything.
+    pub fn flush(&self) -> LogResult<()> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| LogError::meta("flush", e))
+    }
+}

@@ -1,0 +1,312 @@
+//! Recovery on open: scan the CommitLog, find the last valid record, tell a torn tail from
+//! corruption of flushed data, truncate, and rebuild the raft index.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::LogConfig;
+use crate::env::Env;
+use crate::env::SegmentFile;
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::format::check_payload;
+use crate::format::decode_header;
+use crate::format::HeaderSlot;
+use crate::format::RecordHeader;
+use crate::format::RecordKind;
+use crate::format::ENTRY_HEADER_LEN;
+use crate::meta::FlushCheckpoint;
+use crate::raft_index::EntryLocation;
+use crate::segments::parse_segment_name;
+use crate::segments::Segments;
+use crate::types::LogId;
+use crate::types::PhysOffset;
+
+/// What recovery found.
+pub struct Recovered {
+    /// The open segments (the last one holds `end`, or starts at it).
+    pub segments: Segments,
+    /// Every valid entry, in order.
+    pub locations: Vec<EntryLocation>,
+    /// Physical end of the valid log: the next append position.
+    pub end: PhysOffset,
+    /// Physical start of the log (segment-aligned).
+    pub start: PhysOffset,
+}
+
+/// Why the scan stopped.
+struct Stop {
+    phys: PhysOffset,
+    reason: Option<String>,
+}
+
+/// Opens the segments under `segments.dir()` and validates them. `log_start` is the
+/// persisted start (None for a fresh log); `purged` allows an index gap after purged entries.
+pub fn recover(
+    env: Arc<dyn Env>,
+    dir: PathBuf,
+    config: &LogConfig,
+    log_start: Option<PhysOffset>,
+    checkpoint: FlushCheckpoint,
+    purged: Option<LogId>,
+) -> LogResult<Recovered> {
+    let mut segs = Segments::new(dir.clone(), env.clone(), config.segment_bytes);
+    let (start, orphans) = open_segments(&mut segs, env.as_ref(), config, log_start)?;
+    let mut locations = Vec::new();
+    let stop = scan(&segs, start, purged, &mut locations)?;
+    let seg_start = segs.start_of(stop.phys);
+    let file = segs.path(seg_start);
+    if stop.phys < checkpoint.phys_end {
+        let reason = stop.reason.clone().unwrap_or_else(|| {
+            format!(
+                "log ends here but was flushed up to phys offset {}",
+                checkpoint.phys_end
+            )
+        });
+        if !config.repair_truncate_corruption {
+            return Err(LogError::Corruption {
+                file,
+                offset: stop.phys - seg_start,
+                reason,
+            });
+        }
+        tracing::error!(phys_offset = stop.phys, file = %file.display(), reason = %reason, "flushed data is corrupt: truncating (repair-truncate-corruption)");
+    } else if let Some(reason) = &stop.reason {
+        tracing::warn!(phys_offset = stop.phys, file = %file.display(), reason = %reason, last_log_index = ?locations.last().map(|l: &EntryLocation| l.index), "torn tail after the flush checkpoint: truncating");
+    }
+    for o in orphans {
+        tracing::warn!(
+            phys_offset = o,
+            "removing segment beyond a gap after the log end"
+        );
+        let p = segs.path(o);
+        env.remove(&p)
+            .map_err(|e| LogError::io("remove segment", p, e))?;
+    }
+    truncate_tail(&mut segs, stop.phys)?;
+    tracing::info!(start_phys = start, end_phys = stop.phys, entries = locations.len(), last_log_index = ?locations.last().map(|l| l.index), "commitlog recovered");
+    Ok(Recovered {
+        segments: segs,
+        locations,
+        end: stop.phys,
+        start,
+    })
+}
+
+/// Lists, checks and opens the contiguous run of segment files from the log start; returns the
+/// log start and the segments beyond a gap (not opened; removed once the scan shows they hold
+/// nothing that was flushed).
+fn open_segments(
+    segs: &mut Segments,
+    env: &dyn Env,
+    config: &LogConfig,
+    log_start: Option<PhysOffset>,
+) -> LogResult<(PhysOffset, Vec<PhysOffset>)> {
+    let dir = segs.dir().to_path_buf();
+    env.create_dir_all(&dir)
+        .map_err(|e| LogError::io("create dir", &dir, e))?;
+    let mut starts = Vec::new();
+    for name in env.list(&dir).map_err(|e| LogError::io("list", &dir, e))? {
+        if name.ends_with(".tmp") {
+            let p = dir.join(&name);
+            env.remove(&p)
+                .map_err(|e| LogError::io("remove tmp", p, e))?;
+        } else if let Some(s) = parse_segment_name(&name) {
+            starts.push(s);
+        }
+    }
+    starts.sort_unstable();
+    let seg_bytes = config.segment_bytes;
+    let start = log_start.or(starts.first().copied()).unwrap_or(0);
+    let mut orphans = Vec::new();
+    for s in starts.iter().copied() {
+        let path = segs.path(s);
+        if s >= start && s != start + segs.starts().len() as u64 * seg_bytes {
+            orphans.push(s);
+            continue;
+        }
+        if s % seg_bytes != 0 {
+            return Err(LogError::InvalidArgument(format!(
+                "segment {} is not aligned to segment-bytes {seg_bytes}",
+                path.display()
+            )));
+        }
+        if s < start {
+            tracing::info!(phys_offset = s, "removing segment below the log start");
+            env.remove(&path)
+                .map_err(|e| LogError::io("remove segment", path, e))?;
+            continue;
+        }
+        let f = env
+            .open_segment(&path)
+            .map_err(|e| LogError::io("open segment", &path, e))?;
+        if f.capacity() != seg_bytes {
+            return Err(LogError::InvalidArgument(format!(
+                "segment {} has {} bytes but segment-bytes is {seg_bytes}",
+                path.display(),
+                f.capacity()
+            )));
+        }
+        segs.insert(s, f);
+    }
+    if segs.starts().is_empty() {
+        let path = segs.path(start);
+        let f = env
+            .create_segment(&path, seg_bytes)
+            .map_err(|e| LogError::io("create segment", &path, e))?;
+        segs.insert(start, f);
+    }
+    Ok((start, orphans))
+}
+
+fn read(seg: &dyn SegmentFile, off: u64, len: usize) -> Result<Vec<u8>, String> {
+    let mut buf = vec![0u8; len];
+    seg.read_at(off, &mut buf)
+        .map_err(|e| format!("read failed: {e}"))?;
+    Ok(buf)
+}
+
+/// Walks records from `start`; collects entries into `out`; returns where and why it stopped.
+fn scan(
+    segs: &Segments,
+    start: PhysOffset,
+    purged: Option<LogId>,
+    out: &mut Vec<EntryLocation>,
+) -> LogResult<Stop> {
+    let seg_bytes = segs.segment_bytes();
+    let mut pos = start;
+    loop {
+        let seg_start = segs.start_of(pos);
+        let Some(seg) = segs.get(seg_start) else {
+            return Ok(Stop {
+                phys: pos,
+                reason: None,
+            });
+        };
+        let off = pos - seg_start;
+        let room = seg_bytes - off;
+        if room < ENTRY_HEADER_LEN as u64 {
+            pos = seg_start + seg_bytes;
+            continue;
+        }
+        let stop = |reason: String| {
+            Ok(Stop {
+                phys: pos,
+                reason: Some(reason),
+            })
+        };
+        let hb = match read(seg.as_ref(), off, ENTRY_HEADER_LEN) {
+            Ok(b) => b,
+            Err(r) => return stop(r),
+        };
+        let h = match decode_header(&hb, pos, room) {
+            Ok(HeaderSlot::End) => {
+                return Ok(Stop {
+                    phys: pos,
+                    reason: None,
+                })
+            }
+            Ok(HeaderSlot::Record(h)) => h,
+            Err(r) => return stop(r),
+        };
+        if h.kind == RecordKind::Padding {
+            pos = seg_start + seg_bytes;
+            continue;
+        }
+        let payload = match read(
+            seg.as_ref(),
+            off + ENTRY_HEADER_LEN as u64,
+            h.payload_len as usize,
+        ) {
+            Ok(b) => b,
+            Err(r) => return stop(r),
+        };
+        if let Err(r) = check_payload(&h, &payload) {
+            return stop(r);
+        }
+        match follows(out.last(), &h, purged) {
+            Ok(true) => {}
+            Ok(false) => out.clear(),
+            Err(r) => return stop(r),
+        }
+        out.push(EntryLocation {
+            index: h.index,
+            phys: pos,
+            size: h.total_len,
+            term: h.term,
+        });
+        pos += h.total_len as u64;
+    }
+}
+
+/// Whether the record `h` may follow `prev`: `Ok(true)` contiguous, `Ok(false)` an index gap
+/// allowed because every earlier entry is purged (the earlier ones are then dropped from the
+/// index), `Err` a broken log.
+fn follows(
+    prev: Option<&EntryLocation>,
+    h: &RecordHeader,
+    purged: Option<LogId>,
+) -> Result<bool, String> {
+    let Some(prev) = prev else { return Ok(true) };
+    if h.term < prev.term {
+        return Err(format!(
+            "term {} is below the previous term {}",
+            h.term, prev.term
+        ));
+    }
+    if h.index == prev.index + 1 {
+        return Ok(true);
+    }
+    let gap_ok = purged.is_some_and(|p| prev.index <= p.index && h.index > p.index);
+    if gap_ok {
+        Ok(false)
+    } else {
+        Err(format!("index {} does not follow {}", h.index, prev.index))
+    }
+}
+
+/// Zeroes everything from `end` to the end of its segment and removes later segments.
+pub fn truncate_tail(segs: &mut Segments, end: PhysOffset) -> LogResult<()> {
+    let seg_start = segs.start_of(end);
+    let next = seg_start + segs.segment_bytes();
+    let removed = segs.remove_from(next)?;
+    if !removed.is_empty() {
+        tracing::info!(
+            from_phys = next,
+            segments = removed.len(),
+            "removed segments after the log end"
+        );
+    }
+    let Some(seg) = segs.get(seg_start) else {
+        return Ok(());
+    };
+    let path = segs.path(seg_start);
+    let chunk = 64 * 1024u64;
+    let zeros = vec![0u8; chunk as usize];
+    let mut off = end - seg_start;
+    let cap = seg.capacity();
+    let mut dirty = (u64::MAX, 0u64);
+    let mut zero_run = 0;
+    // Unflushed bytes past a crash are contiguous with the end but page write-back may skip
+    // pages, so zero until 1 MiB of consecutive zeros is seen.
+    while off < cap && zero_run < 16 {
+        let n = chunk.min(cap - off) as usize;
+        let mut buf = vec![0u8; n];
+        seg.read_at(off, &mut buf)
+            .map_err(|e| LogError::io("read", &path, e))?;
+        if buf.iter().any(|b| *b != 0) {
+            seg.write_at(off, &zeros[..n])
+                .map_err(|e| LogError::io("write", &path, e))?;
+            dirty = (dirty.0.min(off), off + n as u64);
+            zero_run = 0;
+        } else {
+            zero_run += 1;
+        }
+        off += n as u64;
+    }
+    if dirty.0 < dirty.1 {
+        seg.sync_range(dirty.0, dirty.1 - dirty.0)
+            .map_err(|e| LogError::io("msync", &path, e))?;
+    }
+    Ok(())
+}

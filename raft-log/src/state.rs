@@ -1,0 +1,125 @@
+//! The mutable state of an open log, guarded by one mutex in [`crate::store::Inner`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::env::SegmentFile;
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::meta::FlushCheckpoint;
+use crate::raft_index::RaftIndex;
+use crate::segments::Segments;
+use crate::types::LogId;
+use crate::types::PhysOffset;
+use crate::types::Vote;
+
+/// The state of an open log.
+pub struct State {
+    /// Open segment files.
+    pub segments: Segments,
+    /// Log index -> location of every physically present entry.
+    pub index: RaftIndex,
+    /// Invariant: the physical end of the last record; bytes from here to the end of its
+    /// segment are zero; `min_phys <= flushed.phys_end <= append_pos`.
+    pub append_pos: PhysOffset,
+    /// Invariant: segment-aligned; no segment below it; persisted as the log start.
+    pub min_phys: PhysOffset,
+    /// Last purged log id (persisted).
+    pub purged: Option<LogId>,
+    /// Invariant: physical end of the last purged entry, `min_phys <= purged_phys_end <= append_pos`.
+    pub purged_phys_end: PhysOffset,
+    /// Persisted committed log id.
+    pub committed: Option<LogId>,
+    /// Persisted vote.
+    pub vote: Option<Vote>,
+    /// What the last successful flush covered.
+    pub flushed: FlushCheckpoint,
+    /// Set by the first I/O error: the log accepts no more writes.
+    pub failed: Option<String>,
+    /// Set by `close`.
+    pub closed: bool,
+}
+
+impl State {
+    /// Log id of the last entry physically present.
+    pub fn last_entry_id(&self) -> Option<LogId> {
+        self.index
+            .last()
+            .map(|l| LogId::new_term_index(l.term, l.index))
+    }
+
+    /// Refuses writes after an error or close.
+    pub fn check_writable(&self) -> LogResult<()> {
+        if let Some(msg) = &self.failed {
+            return Err(LogError::Stopped(msg.clone()));
+        }
+        if self.closed {
+            return Err(LogError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The byte ranges written but not yet flushed: (segment, path, offset in it, length).
+    pub fn dirty_ranges(&self) -> Vec<(Arc<dyn SegmentFile>, PathBuf, u64, u64)> {
+        let seg_bytes = self.segments.segment_bytes();
+        let mut out = Vec::new();
+        let mut pos = self.flushed.phys_end.max(self.min_phys);
+        while pos < self.append_pos {
+            let start = self.segments.start_of(pos);
+            let end = (start + seg_bytes).min(self.append_pos);
+            if let Some(seg) = self.segments.get(start) {
+                out.push((seg, self.segments.path(start), pos - start, end - pos));
+            }
+            pos = end;
+        }
+        out
+    }
+
+    /// Checks the cheap invariants (debug builds call it after every state change).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min_phys % self.segments.segment_bytes() != 0 {
+            return Err(format!("min_phys {} not segment-aligned", self.min_phys));
+        }
+        if !(self.min_phys <= self.flushed.phys_end.max(self.min_phys)
+            && self.flushed.phys_end <= self.append_pos)
+        {
+            return Err(format!(
+                "flushed {} outside [{}, {}]",
+                self.flushed.phys_end, self.min_phys, self.append_pos
+            ));
+        }
+        if let Some(l) = self.index.last() {
+            if l.end() > self.append_pos {
+                return Err(format!(
+                    "last entry ends at {} past append position {}",
+                    l.end(),
+                    self.append_pos
+                ));
+            }
+        }
+        if let Some(f) = self.index.first() {
+            if f.phys < self.min_phys {
+                return Err(format!(
+                    "first entry at {} below min phys {}",
+                    f.phys, self.min_phys
+                ));
+            }
+        }
+        if self.purged_phys_end > self.append_pos {
+            return Err(format!(
+                "purged end {} past append position {}",
+                self.purged_phys_end, self.append_pos
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs [`State::validate`] in debug builds.
+    pub fn debug_validate(&self) {
+        if cfg!(debug_assertions) {
+            if let Err(e) = self.validate() {
+                panic!("raft-log state invariant broken: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Property test: random appends, truncates, purges, commits, segment deletions, clean
+//! reopens and simulated crashes against a plain in-memory model of the log.
+//!
+//! Checked after every reopen: the log is a prefix of the model's log, and (sync policy) every
+//! entry whose flush callback completed is still there.
+
+mod common;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use common::TestConfig;
+use proptest::prelude::*;
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::mem_env::CrashMode;
+use raftmq_raft_log::mem_env::MemEnv;
+use raftmq_raft_log::store::LogStore;
+use raftmq_raft_log::types::AppPayload;
+use raftmq_raft_log::types::LogEntry;
+use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::Payload;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Entry payload sizes; bump the term first?
+    Append(Vec<usize>, bool),
+    /// Remove this many entries from the tail (as far as the committed id allows).
+    Truncate(usize),
+    /// Purge this fraction (0..=4 quarters) of the entries.
+    Purge(u8),
+    /// Mark this fraction of the acked entries committed.
+    Commit(u8),
+    /// Delete segments below the purge point.
+    DeleteSegments,
+    /// Wait for everything to be flushed.
+    Flush,
+    Reopen,
+    Crash(Option<usize>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (prop::collection::vec(prop_oneof![0usize..64, 64usize..600, 1500usize..4000], 1..6), any::<bool>()).prop_map(|(s, b)| Op::Append(s, b)),
+        1 => (1usize..6).prop_map(Op::Truncate),
+        1 => (0u8..=4).prop_map(Op::Purge),
+        1 => (0u8..=4).prop_map(Op::Commit),
+        1 => Just(Op::DeleteSegments),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+        2 => prop::option::of(0usize..200).prop_map(Op::Crash),
+    ]
+}
+
+fn payload(index: u64, size: usize) -> Vec<u8> {
+    (0..size).map(|i| (index as usize * 31 + i) as u8).collect()
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    env: MemEnv,
+    config: LogConfig,
+    store: Option<LogStore<TestConfig>>,
+    /// The model: every entry after `purged`, in order.
+    model: Vec<LogEntry>,
+    purged: Option<LogId>,
+    committed: Option<LogId>,
+    term: u64,
+    next_index: u64,
+    /// Highest index whose flush callback reported success.
+    acked: Arc<AtomicU64>,
+}
+
+impl Harness {
+    fn new(flush: FlushPolicy) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let env = MemEnv::new();
+        let config = LogConfig {
+            segment_bytes: 4096,
+            flush,
+            ..LogConfig::default()
+        };
+        let store =
+            LogStore::open_with_env(dir.path(), config.clone(), Arc::new(env.clone())).unwrap();
+        Harness {
+            dir,
+            env,
+            config,
+            store: Some(store),
+            model: Vec::new(),
+            purged: None,
+            committed: None,
+            term: 1,
+            next_index: 1,
+            acked: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn is_sync(&self) -> bool {
+        self.config.flush == FlushPolicy::Sync
+    }
+
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::Append(sizes, bump) => self.append(sizes, bump),
+            Op::Truncate(n) => self.truncate(n),
+            Op::Purge(q) => {
+                let n = self.model.len() * q as usize / 4;
+                if n > 0 {
+                    let id = self.model[n - 1].log_id;
+                    self.s().purge(id).unwrap();
+                    self.purged = Some(id);
+                    self.model.drain(..n);
+                }
+            }
+            Op::Commit(q) => {
+                let acked = if self.is_sync() {
+                    self.acked.load(Ordering::SeqCst)
+                } else {
+                    0
+                };
+                let eligible: Vec<_> = self
+                    .model
+                    .iter()
+                    .filter(|e| e.log_id.index <= acked)
+                    .collect();
+                let n = eligible.len() * q as usize / 4;
+                if n > 0 && Some(eligible[n - 1].log_id) > self.committed {
+                    self.committed = Some(eligible[n - 1].log_id);
+                    self.s().save_committed(self.committed).unwrap();
+                }
+            }
+            Op::DeleteSegments => {
+                let w = self.s().watermarks();
+                self.s().delete_segments_below(w.purged_phys_end).unwrap();
+                assert!(self
+                    .s()
+                    .delete_segments_below(w.appended_phys_end + 4096)
+                    .is_err());
+            }
+            Op::Flush => self.s().flush().unwrap(),
+            Op::Reopen => {
+                self.s().close().unwrap();
+                self.reopen();
+            }
+            Op::Crash(torn) => {
+                self.s().halt_without_flush();
+                let mode = torn.map_or(CrashMode::DropUnsynced, |keep| CrashMode::Torn { keep });
+                self.env.crash(mode);
+                self.reopen();
+            }
+        }
+    }
+
+    fn append(&mut self, sizes: Vec<usize>, bump: bool) {
+        if bump {
+            self.term += 1;
+        }
+        let entries: Vec<LogEntry> = sizes
+            .iter()
+            .map(|s| {
+                let index = self.next_index;
+                self.next_index += 1;
+                let p = if *s == 0 {
+                    Payload::Blank
+                } else {
+                    Payload::Normal(AppPayload(payload(index, *s)))
+                };
+                LogEntry {
+                    log_id: LogId::new_term_index(self.term, index),
+                    payload: p,
+                }
+            })
+            .collect();
+        let last = entries.last().unwrap().log_id.index;
+        let acked = self.acked.clone();
+        let cb = Box::new(move |r: std::io::Result<()>| {
+            if r.is_ok() {
+                acked.fetch_max(last, Ordering::SeqCst);
+            }
+        });
+        self.s().append_entries(entries.clone(), cb).unwrap();
+        self.model.extend(entries);
+    }
+
+    fn truncate(&mut self, n: usize) {
+        let min_keep = self
+            .model
+            .iter()
+            .position(|e| Some(e.log_id) == self.committed)
+            .map_or(0, |p| p + 1);
+        let keep = self.model.len().saturating_sub(n).max(min_keep);
+        if keep == self.model.len() {
+            return;
+        }
+        let last = if keep == 0 {
+            self.purged
+        } else {
+            Some(self.model[keep - 1].log_id)
+        };
+        if last.is_none() && self.committed.is_some() {
+            return;
+        }
+        self.s().truncate_after(last).unwrap();
+        self.model.truncate(keep);
+        self.next_index = last.map_or(1, |l| l.index + 1);
+        self.acked
+            .fetch_min(last.map_or(0, |l| l.index), Ordering::SeqCst);
+    }
+
+    fn s(&self) -> &LogStore<TestConfig> {
+        self.store.as_ref().unwrap()
+    }
+
+    fn reopen(&mut self) {
+        self.store = None;
+        let store = LogStore::open_with_env(
+            self.dir.path(),
+            self.config.clone(),
+            Arc::new(self.env.clone()),
+        )
+        .unwrap();
+        self.store = Some(store);
+        let w = self.s().watermarks();
+        let from = self.purged.map_or(0, |p| p.index + 1);
+        let got = self.s().read_entries(from, u64::MAX).unwrap();
+        assert!(
+            got.len() <= self.model.len(),
+            "log has {} entries, model {}",
+            got.len(),
+            self.model.len()
+        );
+        assert_eq!(
+            &got[..],
+            &self.model[..got.len()],
+            "reopened log is not a prefix of the model"
+        );
+        if self.is_sync() {
+            let acked = self.acked.load(Ordering::SeqCst);
+            let last = got
+                .last()
+                .map_or(self.purged.map_or(0, |p| p.index), |e| e.log_id.index);
+            assert!(
+                last >= acked,
+                "acked entry {acked} lost; log ends at {last}"
+            );
+        }
+        self.model.truncate(got.len());
+        self.next_index =
+            std::cmp::max(got.last().map(|e| e.log_id), self.purged).map_or(1, |l| l.index + 1);
+        self.acked.store(self.next_index - 1, Ordering::SeqCst);
+        self.committed = self.s().committed();
+        assert_eq!(w.last_purged, self.purged);
+    }
+}
+
+fn run(flush: FlushPolicy, ops: Vec<Op>) {
+    let mut h = Harness::new(flush);
+    for op in ops {
+        h.apply(op);
+    }
+    h.apply(Op::Crash(None));
+    h.s().close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn model_sync(ops in prop::collection::vec(op(), 1..40)) {
+        run(FlushPolicy::Sync, ops);
+    }
+
+    #[test]
+    fn model_async(ops in prop::collection::vec(op(), 1..40)) {
+        run(FlushPolicy::Async { interval_ms: 1 }, ops);
+    }
+}

@@ -1,0 +1,246 @@
+//! Recovery scenarios: lost unflushed bytes, torn tails, corruption of flushed data, a lost
+//! raft index, I/O errors while flushing, committed-entry protection.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::util::entry;
+use common::util::ignore;
+use common::util::wait;
+use common::util::waiter;
+use common::TestConfig;
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::error::LogError;
+use raftmq_raft_log::mem_env::CrashMode;
+use raftmq_raft_log::mem_env::MemEnv;
+use raftmq_raft_log::store::LogStore;
+use raftmq_raft_log::types::LogId;
+
+type Store = LogStore<TestConfig>;
+
+fn config(flush: FlushPolicy) -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        flush,
+        ..LogConfig::default()
+    }
+}
+
+/// Async with a long interval: nothing is flushed unless asked.
+fn lazy() -> LogConfig {
+    config(FlushPolicy::Async {
+        interval_ms: 60_000,
+    })
+}
+
+fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, LogError> {
+    LogStore::open_with_env(dir.path(), c, Arc::new(env.clone()))
+}
+
+fn indexes(s: &Store) -> Vec<u64> {
+    s.read_entries(0, u64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect()
+}
+
+fn fill(s: &Store, from: u64, to: u64, size: usize) {
+    let entries = (from..=to).map(|i| entry(1, i, size)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+}
+
+#[test]
+fn crash_drops_unflushed_entries() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 5, 300);
+    s.flush().unwrap();
+    fill(&s, 6, 9, 300);
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(indexes(&s), vec![1, 2, 3, 4, 5]);
+    // The log continues where it was cut.
+    fill(&s, 6, 7, 10);
+    assert_eq!(indexes(&s), vec![1, 2, 3, 4, 5, 6, 7]);
+}
+
+#[test]
+fn torn_tail_is_truncated() {
+    for keep in [1, 20, 47, 48, 100, 333, 700] {
+        let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+        let s = open(&dir, &env, lazy()).unwrap();
+        fill(&s, 1, 3, 300);
+        s.flush().unwrap();
+        fill(&s, 4, 6, 300);
+        s.halt_without_flush();
+        drop(s);
+        env.crash(CrashMode::Torn { keep });
+        let s = open(&dir, &env, lazy()).unwrap();
+        let got = indexes(&s);
+        assert!(got.len() >= 3 && got.len() < 6, "keep {keep}: {got:?}");
+        let w = s.watermarks();
+        assert_eq!(w.flushed_phys_end, w.appended_phys_end);
+    }
+}
+
+#[test]
+fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 6, 300);
+    let loc = s.entry_location(4).unwrap();
+    s.close().unwrap();
+    drop(s);
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    let err = open(&dir, &env, lazy()).err().expect("must refuse");
+    let msg = err.to_string();
+    assert!(
+        matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("00000000000000000000") && msg.contains("crc"),
+        "{msg}"
+    );
+    let s = open(
+        &dir,
+        &env,
+        LogConfig {
+            repair_truncate_corruption: true,
+            ..lazy()
+        },
+    )
+    .unwrap();
+    assert_eq!(indexes(&s), vec![1, 2, 3]);
+}
+
+#[test]
+fn lost_raft_index_is_rebuilt() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 20, 500);
+    let before: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    s.close().unwrap();
+    drop(s);
+    let idx = dir.path().join("raft-index").join("index");
+    assert!(env.corrupt(&idx, 40, &[1, 2, 3]));
+    let s = open(&dir, &env, lazy()).unwrap();
+    let after: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn flush_error_fails_the_callback_and_stops_the_log() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, config(FlushPolicy::Sync)).unwrap();
+    let (cb, rx) = waiter();
+    s.append_entries(vec![entry(1, 1, 10)], cb).unwrap();
+    wait(&rx).unwrap();
+    env.set_fail_sync(true);
+    let (cb, rx) = waiter();
+    s.append_entries(vec![entry(1, 2, 10)], cb).unwrap();
+    let err = wait(&rx).unwrap_err();
+    assert!(err.to_string().contains("EIO"), "{err}");
+    let again = s
+        .append_entries(vec![entry(1, 3, 10)], ignore())
+        .unwrap_err();
+    assert!(matches!(again, LogError::Stopped(_)), "{again}");
+}
+
+#[test]
+fn truncate_refuses_committed_entries() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 10, 100);
+    s.save_committed(Some(LogId::new_term_index(1, 6))).unwrap();
+    let err = s
+        .truncate_after(Some(LogId::new_term_index(1, 5)))
+        .unwrap_err();
+    assert!(
+        matches!(err, LogError::TruncateCommitted { committed: 6, .. }),
+        "{err}"
+    );
+    s.truncate_after(Some(LogId::new_term_index(1, 6))).unwrap();
+    assert_eq!(indexes(&s), (1..=6).collect::<Vec<_>>());
+    // The truncated bytes are gone for good: a reopen after a crash does not resurrect them.
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(indexes(&s), (1..=6).collect::<Vec<_>>());
+}
+
+#[test]
+fn committed_past_the_recovered_end_is_lowered() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 4, 100);
+    s.flush().unwrap();
+    fill(&s, 5, 8, 100);
+    s.save_committed(Some(LogId::new_term_index(1, 8))).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.committed(), Some(LogId::new_term_index(1, 4)));
+}
+
+#[test]
+fn real_files_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    let (cb, rx) = waiter();
+    s.append_entries((1..=30).map(|i| entry(2, i, 333)).collect(), cb)
+        .unwrap();
+    wait(&rx).unwrap();
+    let w = s.watermarks();
+    assert_eq!(w.flushed, Some(LogId::new_term_index(2, 30)));
+    drop(s);
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    assert_eq!(indexes(&s), (1..=30).collect::<Vec<_>>());
+    assert_eq!(s.watermarks().appended_phys_end, w.appended_phys_end);
+}
+
+#[test]
+fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    let next = Arc::new(parking_lot::Mutex::new(1u64));
+    let mut threads = Vec::new();
+    for _ in 0..8 {
+        let (s, next) = (s.clone(), next.clone());
+        threads.push(std::thread::spawn(move || {
+            for _ in 0..50 {
+                let (cb, rx) = waiter();
+                {
+                    let mut i = next.lock();
+                    s.append_entries(vec![entry(1, *i, 200)], cb).unwrap();
+                    *i += 1;
+                }
+                wait(&rx).unwrap();
+            }
+        }));
+    }
+    let reader = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                let n = s.read_entries(0, u64::MAX).unwrap().len();
+                assert!(n <= 400);
+            }
+        })
+    };
+    for t in threads {
+        t.join().unwrap();
+    }
+    reader.join().unwrap();
+    assert_eq!(indexes(&s), (1..=400).collect::<Vec<_>>());
+    let w = s.watermarks();
+    assert_eq!(w.flushed, Some(LogId::new_term_index(1, 400)));
+}

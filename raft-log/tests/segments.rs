@@ -1,0 +1,254 @@
+//! Segment rolls, entry size limits, deterministic placement, retention.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::util::entry;
+use common::util::ignore;
+use common::TestConfig;
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::error::LogError;
+use raftmq_raft_log::format::ENTRY_HEADER_LEN;
+use raftmq_raft_log::mem_env::MemEnv;
+use raftmq_raft_log::store::LogStore;
+use raftmq_raft_log::types::LogId;
+
+type Store = LogStore<TestConfig>;
+const SEG: u64 = 4096;
+
+fn open(dir: &tempfile::TempDir, env: &MemEnv) -> Store {
+    let c = LogConfig {
+        segment_bytes: SEG,
+        flush: FlushPolicy::Async {
+            interval_ms: 60_000,
+        },
+        ..LogConfig::default()
+    };
+    LogStore::open_with_env(dir.path(), c, Arc::new(env.clone())).unwrap()
+}
+
+const SIZES: [usize; 12] = [10, 3000, 500, 2100, 0, 4048, 1, 2047, 2048, 64, 3900, 7];
+
+#[test]
+fn rolls_keep_entries_whole_and_contiguous() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    for (i, size) in SIZES.iter().enumerate() {
+        s.append_entries(vec![entry(1, i as u64 + 1, *size)], ignore())
+            .unwrap();
+    }
+    let mut end = 0;
+    for i in 1..=SIZES.len() as u64 {
+        let l = s.entry_location(i).unwrap();
+        assert_eq!(l.size as usize, ENTRY_HEADER_LEN + SIZES[i as usize - 1]);
+        let expected =
+            if end % SEG + l.size as u64 > SEG || (end % SEG == 0 && end > 0 && l.phys != end) {
+                end - end % SEG + SEG
+            } else {
+                end
+            };
+        assert_eq!(l.phys, expected, "entry {i}");
+        assert_eq!(
+            l.phys / SEG,
+            (l.end() - 1) / SEG,
+            "entry {i} spans two segments"
+        );
+        let payload = s
+            .read_at(
+                l.phys + ENTRY_HEADER_LEN as u64,
+                l.size - ENTRY_HEADER_LEN as u32,
+            )
+            .unwrap();
+        assert_eq!(
+            payload,
+            match entry(1, i, SIZES[i as usize - 1]).payload {
+                raftmq_raft_log::types::Payload::Normal(p) => p.0,
+                _ => unreachable!(),
+            }
+        );
+        end = l.end();
+    }
+    s.close().unwrap();
+    drop(s);
+    let s = open(&dir, &env);
+    assert_eq!(s.read_entries(0, 100).unwrap().len(), SIZES.len());
+}
+
+#[test]
+fn entry_larger_than_a_segment_is_rejected() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    let max = SEG as usize - ENTRY_HEADER_LEN;
+    let err = s
+        .append_entries(vec![entry(1, 1, max + 1)], ignore())
+        .unwrap_err();
+    assert!(
+        matches!(err, LogError::EntryTooLarge { size, max: m } if size == SEG + 1 && m == SEG),
+        "{err}"
+    );
+    assert!(err.to_string().contains("larger than the maximum"));
+    s.append_entries(vec![entry(1, 1, max)], ignore()).unwrap();
+    s.append_entries(vec![entry(1, 2, max)], ignore()).unwrap();
+    assert_eq!(s.entry_location(2).unwrap().phys, SEG);
+}
+
+#[test]
+fn same_entries_give_identical_bytes_on_every_node() {
+    let envs = [MemEnv::new(), MemEnv::new()];
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut end = 0;
+    for (env, dir) in envs.iter().zip(&dirs) {
+        let s = open(dir, env);
+        for (i, size) in SIZES.iter().enumerate() {
+            s.append_entries(vec![entry(3, i as u64 + 10, *size)], ignore())
+                .unwrap();
+        }
+        end = s.watermarks().appended_phys_end;
+        s.close().unwrap();
+    }
+    let seg_bytes = |env: &MemEnv, dir: &tempfile::TempDir| {
+        let mut out = Vec::new();
+        for p in env
+            .paths()
+            .into_iter()
+            .filter(|p| p.starts_with(dir.path().join("commitlog")))
+        {
+            // Only segments holding entries (a preallocated next one may or may not exist).
+            let start: u64 = p.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            if start >= end {
+                continue;
+            }
+            let name = p.file_name().unwrap().to_owned();
+            let f = raftmq_raft_log::env::Env::open_segment(env, &p).unwrap();
+            let mut buf = vec![0u8; SEG as usize];
+            f.read_at(0, &mut buf).unwrap();
+            out.push((name, buf));
+        }
+        out
+    };
+    let a = seg_bytes(&envs[0], &dirs[0]);
+    assert!(a.len() >= 4);
+    assert_eq!(a, seg_bytes(&envs[1], &dirs[1]));
+}
+
+#[test]
+fn delete_segments_only_below_the_purge_point() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    let entries = (1..=40).map(|i| entry(1, i, 900)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+    let l20 = s.entry_location(20).unwrap();
+    let err = s.delete_segments_below(l20.phys).unwrap_err();
+    assert!(matches!(err, LogError::DeleteUnpurged { .. }), "{err}");
+    s.purge(LogId::new_term_index(1, 20)).unwrap();
+    let w = s.watermarks();
+    assert_eq!(w.purged_phys_end, l20.end());
+    // Purged entries stay readable until their segment goes.
+    assert!(s.read_at(s.entry_location(3).unwrap().phys, 10).is_ok());
+    let min = s.delete_segments_below(w.purged_phys_end).unwrap();
+    assert_eq!(min, l20.end() - l20.end() % SEG);
+    assert!(s.read_at(0, 10).is_err());
+    assert!(s.entry_location(3).is_none());
+    assert!(!env
+        .paths()
+        .contains(&dir.path().join("commitlog").join(format!("{:020}", 0))));
+    s.close().unwrap();
+    drop(s);
+    let s = open(&dir, &env);
+    let w = s.watermarks();
+    assert_eq!(w.min_phys_offset, min);
+    assert_eq!(w.last_purged, Some(LogId::new_term_index(1, 20)));
+    let got: Vec<_> = s
+        .read_entries(21, u64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect();
+    assert_eq!(got, (21..=40).collect::<Vec<_>>());
+    s.append_entries(vec![entry(1, 41, 5)], ignore()).unwrap();
+}
+
+#[test]
+fn purge_past_the_end_then_append_continues() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    s.append_entries((1..=5).map(|i| entry(1, i, 100)).collect(), ignore())
+        .unwrap();
+    s.purge(LogId::new_term_index(2, 9)).unwrap();
+    s.append_entries(vec![entry(2, 10, 100)], ignore()).unwrap();
+    s.close().unwrap();
+    drop(s);
+    let s = open(&dir, &env);
+    let got: Vec<_> = s
+        .read_entries(0, u64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect();
+    assert_eq!(got, vec![10]);
+}
+
+#[test]
+fn full_disk_fails_the_roll_cleanly() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env);
+    s.append_entries(vec![entry(1, 1, 3000)], ignore()).unwrap();
+    // Let the background preallocation of the next segment fail too.
+    env.set_disk_full(true);
+    s.close().unwrap();
+    drop(s);
+    for p in env.paths() {
+        if p.file_name().and_then(|n| n.to_str()) == Some("00000000000000004096") {
+            raftmq_raft_log::env::Env::remove(&env, &p).unwrap();
+        }
+    }
+    let s = open(&dir, &env);
+    let err = s
+        .append_entries(vec![entry(1, 2, 3000)], ignore())
+        .unwrap_err();
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err}");
+    assert!(err.to_string().contains("disk full"), "{err}");
+    // The entry before the failed roll is intact; the log refuses further writes.
+    assert_eq!(s.read_entries(0, 10).unwrap().len(), 1);
+    assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
+}
+
+#[test]
+fn snapshot_install_copies_segments_and_keeps_offsets() {
+    let (dir_a, env_a) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let (dir_b, env_b) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let a = open(&dir_a, &env_a);
+    let b = open(&dir_b, &env_b);
+    a.append_entries((1..=40).map(|i| entry(1, i, 700)).collect(), ignore())
+        .unwrap();
+    b.append_entries((1..=3).map(|i| entry(1, i, 10)).collect(), ignore())
+        .unwrap();
+    // A retains from entry 11 on; B installs a snapshot covering up to 30.
+    a.purge(LogId::new_term_index(1, 10)).unwrap();
+    a.delete_segments_below(a.watermarks().purged_phys_end)
+        .unwrap();
+    let bytes = a.export_segments(a.watermarks().min_phys_offset).unwrap();
+    b.replace_from_bytes(bytes, LogId::new_term_index(1, 30))
+        .unwrap();
+    let (wa, wb) = (a.watermarks(), b.watermarks());
+    assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
+    assert_eq!(wb.appended, wa.appended);
+    assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
+    assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)));
+    for i in 11..=40 {
+        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+    }
+    a.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+    b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+    assert_eq!(a.entry_location(41), b.entry_location(41));
+    b.close().unwrap();
+    drop(b);
+    let b = open(&dir_b, &env_b);
+    assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    assert_eq!(
+        b.watermarks().last_purged,
+        Some(LogId::new_term_index(1, 30))
+    );
+}

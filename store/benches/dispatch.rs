@@ -1,0 +1,182 @@
+//! Dispatch (apply) and pull throughput of the state machine over the real CommitLog (prints
+//! figures; no timed assertions).
+//!
+//! `cargo bench -p raftmq-store --bench dispatch`
+//!
+//! Dispatch: entries of 32 messages (one key each) are appended to the log first, then
+//! applied one by one on this thread (`StateMachine::apply_entry`: parse, ConsumeQueue unit,
+//! index put per key). Pull: reading a queue end to end with `Store::pull` (32 messages per
+//! call), from a warm page cache and after dropping the files from it (reopen + fadvise).
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::Instant;
+
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::types::LogEntry;
+use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::Payload;
+use raftmq_store::command::Command;
+use raftmq_store::message::Message;
+use raftmq_store::topic::TopicConfig;
+use raftmq_store::LogStore;
+use raftmq_store::PullRequest;
+use raftmq_store::StateMachine;
+use raftmq_store::Store;
+use raftmq_store::StoreConfig;
+
+const PER_ENTRY: usize = 32;
+
+fn open(dir: &Path) -> (LogStore, Store, StateMachine) {
+    let cfg = LogConfig {
+        segment_bytes: 256 << 20,
+        flush: FlushPolicy::Async { interval_ms: 200 },
+        ..LogConfig::default()
+    };
+    let log = LogStore::open(dir, cfg).expect("log");
+    let (store, sm) = raftmq_store::open(dir, StoreConfig::default(), log.clone()).expect("store");
+    (log, store, sm)
+}
+
+fn append(log: &LogStore, entries: Vec<LogEntry>) {
+    for chunk in entries.chunks(64) {
+        log.append_entries(chunk.to_vec(), Box::new(|_| {}))
+            .expect("append");
+    }
+    log.flush().expect("flush");
+}
+
+fn entries(body: usize, queues: u32, total: usize, first_index: u64) -> Vec<LogEntry> {
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    while i < total {
+        let ms: Vec<Message> = (0..PER_ENTRY)
+            .map(|j| {
+                let n = i + j;
+                let mut m = Message::new("bench", n as u32 % queues, vec![b'x'; body]);
+                m.tags = if n.is_multiple_of(2) {
+                    "even".into()
+                } else {
+                    "odd".into()
+                };
+                m.keys = vec![format!("key-{n}")];
+                m.store_timestamp_ms = 1_700_000_000_000 + n as u64;
+                m.born_host = "10.0.0.1:5000".into();
+                m
+            })
+            .collect();
+        out.push(LogEntry {
+            log_id: LogId::new_term_index(1, first_index + out.len() as u64),
+            payload: Payload::Normal(Command::batch(ms).encode().expect("encode")),
+        });
+        i += PER_ENTRY;
+    }
+    out
+}
+
+fn drop_cache(dir: &Path) {
+    for e in std::fs::read_dir(dir).expect("read dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            drop_cache(&p);
+        } else if let Ok(f) = std::fs::File::open(&p) {
+            let _ = f.sync_all();
+            // SAFETY: a valid open fd; advice only.
+            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+    }
+}
+
+fn pull_all(store: &Store, queues: u32) -> (u64, u64) {
+    let (mut msgs, mut bytes) = (0u64, 0u64);
+    for q in 0..queues {
+        let mut o = 0;
+        loop {
+            let r = store
+                .pull(&PullRequest {
+                    topic: "bench".into(),
+                    queue_id: q,
+                    offset: o,
+                    max_count: 32,
+                    max_bytes: u64::MAX,
+                    tag_expr: "*".into(),
+                })
+                .expect("pull");
+            if r.messages.is_empty() {
+                break;
+            }
+            msgs += r.messages.len() as u64;
+            bytes += r
+                .messages
+                .iter()
+                .map(|m| u64::from(m.store_size))
+                .sum::<u64>();
+            o = r.next_offset;
+        }
+    }
+    (msgs, bytes)
+}
+
+fn run(body: usize, queues: u32, total: usize) {
+    let d = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))
+        .expect("tempdir");
+    let (log, store, sm) = open(d.path());
+    let create = LogEntry {
+        log_id: LogId::new_term_index(1, 0),
+        payload: Payload::Normal(
+            Command::CreateTopic(TopicConfig::new("bench", queues))
+                .encode()
+                .expect("encode"),
+        ),
+    };
+    let es = entries(body, queues, total, 1);
+    let mut all = vec![create];
+    all.extend(es);
+    append(&log, all.clone());
+    let t = Instant::now();
+    for e in &all {
+        sm.apply_entry(e).expect("apply");
+    }
+    let s = t.elapsed().as_secs_f64();
+    let n = (all.len() - 1) * PER_ENTRY;
+    println!(
+        "dispatch {body:>5} B x {queues:>2} queues: {:>10.0} msgs/s  ({n} msgs in {s:.3} s)",
+        n as f64 / s
+    );
+    for label in ["warm", "warm"] {
+        let t = Instant::now();
+        let (m, b) = pull_all(&store, queues);
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "pull     {body:>5} B x {queues:>2} queues ({label}): {:>10.0} msgs/s {:>8.1} MB/s",
+            m as f64 / s,
+            b as f64 / s / 1e6
+        );
+    }
+    store.close().expect("close");
+    log.close().expect("close");
+    drop((store, sm, log));
+    drop_cache(d.path());
+    let (log, store, _sm) = open(d.path());
+    let t = Instant::now();
+    let (m, b) = pull_all(&store, queues);
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "pull     {body:>5} B x {queues:>2} queues (cold): {:>10.0} msgs/s {:>8.1} MB/s",
+        m as f64 / s,
+        b as f64 / s / 1e6
+    );
+    store.close().expect("close");
+    log.close().expect("close");
+}
+
+fn main() {
+    let total: usize = std::env::var("BENCH_MSGS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    for (body, queues) in [(128, 1), (128, 16), (1024, 1), (1024, 16)] {
+        run(body, queues, total);
+    }
+}

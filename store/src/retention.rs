@@ -1,0 +1,174 @@
+//! Retention: which CommitLog segments go, and deleting them with the ConsumeQueue and index
+//! units below the new minimum physical offset; the disk-full guard.
+//!
+//! A segment's age is the store timestamp of the newest dispatched message in it (a segment
+//! without any dispatched message counts as expired). Whole segments only, oldest first:
+//! a segment goes when it is older than `file-reserved-hours`, or — the oldest one, one per
+//! plan — when disk usage is above `disk-clean-ratio`. Never the segment holding the entry of
+//! the durable dispatch checkpoint or anything after it (so re-dispatch after a crash always
+//! finds its entries), and never the active segment.
+//!
+//! Sequence (driven by the node): `plan = retention_plan(now)`, build a snapshot and
+//! `raft.trigger().purge_log(plan.purge_upto.index)`, then [`Store::apply_retention`].
+
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::sm::state::DispatchState;
+use crate::store::Store;
+use crate::types::PhysOffset;
+use crate::types::TimestampMs;
+use raftmq_raft_log::types::LogId;
+
+/// What retention will delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetentionPlan {
+    /// Purge the Raft log up to this entry: the first entry of the segment starting at
+    /// `delete_below_phys` (so every byte below it is purged; that entry stays readable).
+    pub purge_upto: LogId,
+    /// Segments ending at or below this physical offset go (segment-aligned).
+    pub delete_below_phys: PhysOffset,
+}
+
+/// Store timestamp of the newest dispatched message in `[start, end)`, if any.
+fn newest_ts(
+    store: &Store,
+    st: &DispatchState,
+    start: PhysOffset,
+    end: PhysOffset,
+) -> Result<Option<TimestampMs>> {
+    let mut newest = None;
+    for q in st.cqs.iter() {
+        let o = q.first_offset_at_or_after_phys(end);
+        if o <= q.min_offset() {
+            continue;
+        }
+        let u = q.get(o - 1)?;
+        if u.phys_offset < start {
+            continue;
+        }
+        let rec = store.shared.log.read_at(u.phys_offset, u.size)?;
+        let view = crate::message::MessageView::parse(&rec)?;
+        newest = newest.max(Some(view.store_timestamp_ms));
+    }
+    Ok(newest)
+}
+
+impl Store {
+    /// Disk usage of the data dir's file system, 0..1 (statvfs).
+    pub fn disk_usage(&self) -> Result<f64> {
+        if let Some(u) = *self.shared.disk_usage_override.lock() {
+            return Ok(u);
+        }
+        let path = &self.shared.data_dir;
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| StoreError::invalid("data dir path contains NUL"))?;
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out pointer.
+        let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
+        if rc != 0 {
+            return Err(StoreError::io(
+                "statvfs",
+                path,
+                std::io::Error::last_os_error(),
+            ));
+        }
+        if s.f_blocks == 0 {
+            return Ok(0.0);
+        }
+        Ok(1.0 - s.f_bavail as f64 / s.f_blocks as f64)
+    }
+
+    /// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
+    #[doc(hidden)]
+    pub fn set_disk_usage_override(&self, usage: Option<f64>) {
+        *self.shared.disk_usage_override.lock() = usage;
+    }
+
+    /// `DiskFull` once disk usage passes `disk-reject-ratio`: the leader refuses sends before
+    /// the log hits an I/O error (which would stop the Raft core).
+    pub fn check_disk(&self) -> Result<()> {
+        let u = self.disk_usage()?;
+        let max = self.shared.config.disk_reject_ratio;
+        if u > max {
+            return Err(StoreError::DiskFull {
+                reason: format!(
+                    "disk usage {:.1}% is above disk-reject-ratio {:.1}%",
+                    u * 100.0,
+                    max * 100.0
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// What retention would delete at `now_ms` (see the module docs), or None.
+    pub fn retention_plan(&self, now_ms: TimestampMs) -> Result<Option<RetentionPlan>> {
+        let log = &self.shared.log;
+        let seg = log.config().segment_bytes;
+        let w = log.watermarks();
+        let st = self.shared.state.read();
+        let Some(cp) = st.checkpoint_applied else {
+            return Ok(None);
+        };
+        let Some(cp_loc) = log.entry_location(cp.index) else {
+            return Ok(None);
+        };
+        let limit = cp_loc.phys - cp_loc.phys % seg;
+        let over_clean = self.disk_usage()? > self.shared.config.disk_clean_ratio;
+        let reserved_ms = self.shared.config.file_reserved_hours * 3_600_000;
+        let mut below = w.min_phys_offset;
+        while below + seg <= limit {
+            let expired = newest_ts(self, &st, below, below + seg)?
+                .is_none_or(|ts| ts.saturating_add(reserved_ms) <= now_ms);
+            if !(expired || (over_clean && below == w.min_phys_offset)) {
+                break;
+            }
+            below += seg;
+        }
+        drop(st);
+        if below == w.min_phys_offset {
+            return Ok(None);
+        }
+        // The first entry of the segment at `below`: purging up to it covers every byte below
+        // `below` (padding included); the entry itself stays readable, its segment stays.
+        let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
+        let mut found = None;
+        while lo <= hi {
+            let mid = lo + (hi - lo) / 2;
+            match log.entry_location(mid) {
+                Some(l) if l.phys >= below => {
+                    found = Some(l);
+                    match mid.checked_sub(1) {
+                        Some(h) => hi = h,
+                        None => break,
+                    }
+                }
+                _ => lo = mid + 1,
+            }
+        }
+        Ok(found.map(|l| RetentionPlan {
+            purge_upto: LogId::new_term_index(l.term, l.index),
+            delete_below_phys: below,
+        }))
+    }
+
+    /// Deletes what `plan` names: CommitLog segments (the log must be purged up to
+    /// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
+    pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {
+        let new_min = self
+            .shared
+            .log
+            .delete_segments_below(plan.delete_below_phys)?;
+        let mut st = self.shared.state.write();
+        let cq_files = st.cqs.delete_below_phys(new_min)?;
+        let index_files = st.index.delete_files_below(new_min)?;
+        tracing::info!(
+            phys_offset = new_min,
+            log_index = plan.purge_upto.index,
+            cq_files,
+            index_files,
+            "retention applied"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! Dispatch (reput): applying one committed entry to the [`DispatchState`].
+//!
+//! Deterministic: the result depends only on the entry, its physical offset and the state
+//! (never on node-local configuration or clocks), so every replica computes the same queue
+//! offsets and the same responses. Idempotent: a message whose unit already sits in its queue
+//! keeps its queue offset and is answered with it (replay after a crash).
+
+use raftmq_raft_log::format::payload_offset;
+use raftmq_raft_log::types::LogId;
+
+use crate::command::BatchMessage;
+use crate::command::CommandView;
+use crate::error::Result;
+use crate::limits::validate_topic_name;
+use crate::raft_types::ApplyResponse;
+use crate::raft_types::MessageAck;
+use crate::raft_types::RejectCode;
+use crate::sm::state::DispatchState;
+use crate::topic::TopicConfig;
+use crate::types::PhysOffset;
+
+fn reject(code: RejectCode, message: String) -> ApplyResponse {
+    ApplyResponse::Rejected { code, message }
+}
+
+/// Applies a normal entry at `entry_phys` whose payload is `payload`.
+pub fn apply_normal(
+    st: &mut DispatchState,
+    log_id: LogId,
+    entry_phys: PhysOffset,
+    payload: &[u8],
+) -> Result<ApplyResponse> {
+    let entry_end = payload_offset(entry_phys) + payload.len() as u64;
+    let cmd = match CommandView::parse(payload) {
+        Ok(c) => c,
+        Err(e) => {
+            // The leader only proposes encoded commands; a payload that does not parse is
+            // refused identically everywhere instead of stopping every replica.
+            tracing::error!(log_index = log_id.index, phys_offset = entry_phys, error = %e,
+                "committed entry does not decode; rejected");
+            return Ok(reject(RejectCode::Invalid, e.to_string()));
+        }
+    };
+    let resp = match cmd {
+        CommandView::SendBatch {
+            messages,
+            auto_create_queues,
+        } => apply_batch(st, entry_phys, &messages, auto_create_queues)?,
+        CommandView::CreateTopic(cfg) => match st.topics.create(cfg.clone()) {
+            Ok(()) => ApplyResponse::Topic(cfg),
+            Err(e) => reject(RejectCode::TopicExists, e.to_string()),
+        },
+        CommandView::UpdateTopic(cfg) => match st.topics.update(cfg.clone()) {
+            Ok(_) => ApplyResponse::Topic(cfg),
+            Err(e) => reject(RejectCode::NoSuchTopic, e.to_string()),
+        },
+        CommandView::DeleteTopic { topic } => match st.topics.delete(&topic) {
+            Ok(_) => {
+                st.cqs.remove_topic(&topic)?;
+                st.offsets.remove_topic(&topic);
+                ApplyResponse::TopicDeleted(topic)
+            }
+            Err(e) => reject(RejectCode::NoSuchTopic, e.to_string()),
+        },
+        CommandView::CommitOffset(c) => {
+            st.offsets.commit(&c);
+            ApplyResponse::OffsetCommitted
+        }
+    };
+    st.dispatched_phys_end = st.dispatched_phys_end.max(entry_end);
+    Ok(resp)
+}
+
+/// Checks every message of a batch against the topic table; returns the topics to create.
+fn check_batch(
+    st: &DispatchState,
+    messages: &[BatchMessage<'_>],
+    auto_create_queues: Option<u32>,
+) -> std::result::Result<Vec<TopicConfig>, ApplyResponse> {
+    let mut create: Vec<TopicConfig> = Vec::new();
+    for m in messages {
+        let (topic, q) = (m.view.topic, m.view.queue_id);
+        let cfg = match st.topics.get(topic) {
+            Some(cfg) => cfg,
+            None => match (auto_create_queues, create.iter().find(|c| c.name == topic)) {
+                (_, Some(c)) => c,
+                (None, None) => {
+                    return Err(reject(
+                        RejectCode::NoSuchTopic,
+                        format!("topic '{topic}' does not exist"),
+                    ))
+                }
+                (Some(n), None) => {
+                    if let Err(e) = validate_topic_name(topic) {
+                        return Err(reject(RejectCode::Invalid, e.to_string()));
+                    }
+                    create.push(TopicConfig::new(topic, n));
+                    create.last().expect("just pushed")
+                }
+            },
+        };
+        if !cfg.perm.write {
+            return Err(reject(
+                RejectCode::NoPermission,
+                format!("topic '{topic}' is not writable"),
+            ));
+        }
+        if q >= cfg.write_queue_count {
+            return Err(reject(
+                RejectCode::NoSuchQueue,
+                format!(
+                    "queue {q} of topic '{topic}' does not exist (write queues: {})",
+                    cfg.write_queue_count
+                ),
+            ));
+        }
+    }
+    Ok(create)
+}
+
+fn apply_batch(
+    st: &mut DispatchState,
+    entry_phys: PhysOffset,
+    messages: &[BatchMessage<'_>],
+    auto_create_queues: Option<u32>,
+) -> Result<ApplyResponse> {
+    let create = match check_batch(st, messages, auto_create_queues) {
+        Ok(c) => c,
+        Err(r) => return Ok(r),
+    };
+    for cfg in create {
+        tracing::info!(topic = %cfg.name, queues = cfg.write_queue_count, "topic auto-created");
+        st.topics.create(cfg)?;
+    }
+    let payload_start = payload_offset(entry_phys);
+    let mut acks = Vec::with_capacity(messages.len());
+    for m in messages {
+        let unit = m.cq_unit(payload_start);
+        let (topic, queue_id) = (m.view.topic, m.view.queue_id);
+        let cq = st.cqs.get_or_create(topic, queue_id)?;
+        let fresh = cq
+            .last_unit()
+            .is_none_or(|u| u.phys_offset < unit.phys_offset);
+        let queue_offset = match fresh {
+            true => cq.max_offset(),
+            false => cq
+                .offset_of_phys(unit.phys_offset)
+                .unwrap_or(cq.max_offset()),
+        };
+        cq.put(queue_offset, unit)?;
+        for key in &m.view.keys {
+            st.index
+                .put(key, unit.phys_offset, m.view.store_timestamp_ms)?;
+        }
+        tracing::trace!(
+            topic,
+            queue_id,
+            queue_offset,
+            phys_offset = unit.phys_offset,
+            "message dispatched"
+        );
+        acks.push(MessageAck {
+            msg_id: unit.phys_offset,
+            topic: topic.to_owned(),
+            queue_id,
+            queue_offset,
+            phys_offset: unit.phys_offset,
+            store_timestamp_ms: m.view.store_timestamp_ms,
+        });
+    }
+    tracing::debug!(
+        phys_offset = entry_phys,
+        messages = acks.len(),
+        "batch dispatched"
+    );
+    Ok(ApplyResponse::Sent(acks))
+}

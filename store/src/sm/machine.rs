@@ -1,0 +1,198 @@
+//! [`StateMachine`]: openraft's `RaftStateMachine` over the [`DispatchState`].
+//!
+//! Guarantees: entries are applied in log order, each exactly once in effect (re-applying an
+//! entry after a crash is a no-op that answers the same acks); `applied_state` reports the
+//! last applied entry; the durable checkpoint lags it by at most `checkpoint-every-entries`
+//! entries, and openraft re-applies the committed entries after it on restart.
+
+use std::io;
+use std::sync::Arc;
+
+use futures::Stream;
+use futures::StreamExt;
+use openraft::storage::EntryResponder;
+use openraft::storage::RaftStateMachine;
+use openraft::EntryPayload;
+use openraft::OptionalSend;
+use openraft::RaftSnapshotBuilder;
+use raftmq_raft_log::types::LogEntry;
+
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::raft_types::ApplyResponse;
+use crate::raft_types::TypeConfig;
+use crate::sm::dispatch::apply_normal;
+use crate::sm::state::DispatchState;
+use crate::sm::state::StoredMembership;
+use crate::snapshot::SnapshotFile;
+use crate::store::Shared;
+use crate::store::Store;
+
+/// openraft snapshot with our data type.
+pub type Snapshot = openraft::storage::Snapshot<
+    raftmq_raft_log::types::CommittedLeaderId,
+    raftmq_raft_log::types::NodeId,
+    raftmq_raft_log::types::PeerNode,
+    SnapshotFile,
+>;
+
+/// openraft snapshot metadata with our types.
+pub type SnapshotMeta = openraft::storage::SnapshotMeta<
+    raftmq_raft_log::types::CommittedLeaderId,
+    raftmq_raft_log::types::NodeId,
+    raftmq_raft_log::types::PeerNode,
+>;
+
+/// The state machine half returned by [`crate::open`]; hand it to `openraft::Raft::new`.
+pub struct StateMachine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Builds snapshots (see [`crate::snapshot`]).
+pub struct SnapshotBuilder {
+    shared: Arc<Shared>,
+}
+
+impl StateMachine {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        StateMachine { shared }
+    }
+
+    /// A read handle on the same store.
+    pub fn store(&self) -> Store {
+        Store {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Applies one entry (the core of `apply`; also used by tests and benches).
+    pub fn apply_entry(&self, entry: &LogEntry) -> Result<ApplyResponse> {
+        if self.shared.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::invalid(format!(
+                "apply of {} after Store::close",
+                entry.log_id
+            )));
+        }
+        let mut st = self.shared.state.write();
+        let resp = apply_locked(&self.shared, &mut st, entry)?;
+        if st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
+            self.shared.checkpoint_locked(&mut st)?;
+        }
+        Ok(resp)
+    }
+}
+
+fn apply_locked(
+    shared: &Shared,
+    st: &mut DispatchState,
+    entry: &LogEntry,
+) -> Result<ApplyResponse> {
+    let log_id = entry.log_id;
+    if st.last_applied.is_some_and(|a| a.index >= log_id.index) {
+        return Err(StoreError::invalid(format!(
+            "apply of {log_id} after {:?}: entries must be applied in order",
+            st.last_applied
+        )));
+    }
+    let resp = match &entry.payload {
+        EntryPayload::Blank => ApplyResponse::None,
+        EntryPayload::Membership(m) => {
+            st.membership = StoredMembership::new(Some(log_id), m.clone());
+            ApplyResponse::None
+        }
+        EntryPayload::Normal(payload) => {
+            let loc = shared.log.entry_location(log_id.index).ok_or_else(|| {
+                StoreError::invalid(format!("applied entry {log_id} is not in the commitlog"))
+            })?;
+            if loc.term != log_id.leader_id.term {
+                return Err(StoreError::invalid(format!(
+                    "applied entry {log_id} but the commitlog holds term {} at that index",
+                    loc.term
+                )));
+            }
+            apply_normal(st, log_id, loc.phys, &payload.0)?
+        }
+    };
+    st.last_applied = Some(log_id);
+    st.since_checkpoint += 1;
+    Ok(resp)
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotFile;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> std::result::Result<(Option<raftmq_raft_log::types::LogId>, StoredMembership), io::Error>
+    {
+        let st = self.shared.state.read();
+        Ok((st.last_applied, st.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> std::result::Result<(), io::Error>
+    where
+        Strm: Stream<Item = std::result::Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
+    {
+        let mut res = Ok(());
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            };
+            match self.apply_entry(&entry) {
+                Ok(resp) => {
+                    if let Some(r) = responder {
+                        r.send(resp);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(log_index = entry.log_id.index, term = entry.log_id.leader_id.term,
+                        error = %e, "apply failed");
+                    res = Err(e.into());
+                    break;
+                }
+            }
+        }
+        self.shared.notify_applied();
+        if cfg!(debug_assertions) {
+            if let Err(e) = self.shared.state.read().validate() {
+                panic!("dispatch state invariant broken: {e}");
+            }
+        }
+        res
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            shared: self.shared.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotFile,
+    ) -> std::result::Result<(), io::Error> {
+        crate::snapshot::install(&self.shared, meta, snapshot)?;
+        self.shared.notify_applied();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> std::result::Result<Option<Snapshot>, io::Error> {
+        Ok(crate::snapshot::current(&self.shared)?)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotFile;
+
+    async fn build_snapshot(&mut self) -> std::result::Result<Snapshot, io::Error> {
+        Ok(crate::snapshot::build(&self.shared)?)
+    }
+}

@@ -1,0 +1,209 @@
+//! Installing a snapshot file (see [`super::format`] and the module docs).
+
+use std::fs::File;
+
+use crate::consume_queue::format::CQ_UNIT_LEN;
+use crate::consume_queue::CqUnit;
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::mapped_file::sync_dir;
+use crate::message::MessageView;
+use crate::sm::checkpoint::Checkpoint;
+use crate::sm::machine::SnapshotMeta;
+use crate::sm::state::DispatchState;
+use crate::snapshot::format::Manifest;
+use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
+use crate::snapshot::format::SNAPSHOT_MAGIC;
+use crate::snapshot::remove_others;
+use crate::snapshot::snapshot_name;
+use crate::snapshot::snapshots_dir;
+use crate::snapshot::SnapshotFile;
+use crate::store::Shared;
+use crate::types::PhysOffset;
+use raftmq_raft_log::SegmentBytes;
+
+const CHUNK: u64 = 4 << 20;
+
+fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::corruption(f.path().display().to_string(), offset, reason)
+}
+
+fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
+    if offset + len > f.len() {
+        return Err(corrupt(
+            f,
+            offset,
+            format!("{len} bytes expected, file too short"),
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    f.read_exact_at(&mut buf, offset)
+        .map_err(|e| StoreError::io("read", f.path(), e))?;
+    Ok(buf)
+}
+
+/// Checks magic and the trailing CRC of the whole file, then decodes the manifest.
+pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
+    if f.len() < SNAPSHOT_HEADER_LEN + 4 {
+        return Err(corrupt(f, 0, "file too short for a snapshot"));
+    }
+    let head = read_at(f, 0, SNAPSHOT_HEADER_LEN)?;
+    if head[..8] != SNAPSHOT_MAGIC {
+        return Err(corrupt(f, 0, "bad magic or version"));
+    }
+    let mlen = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+    let mbytes = read_at(f, SNAPSHOT_HEADER_LEN, mlen)?;
+    serde_json::from_slice(&mbytes).map_err(|e| corrupt(f, SNAPSHOT_HEADER_LEN, e.to_string()))
+}
+
+fn check_crc(f: &SnapshotFile) -> Result<()> {
+    let body = f.len() - 4;
+    let mut h = crc32fast::Hasher::new();
+    let mut pos = 0;
+    while pos < body {
+        let n = CHUNK.min(body - pos);
+        h.update(&read_at(f, pos, n)?);
+        pos += n;
+    }
+    let stored = u32::from_le_bytes(read_at(f, body, 4)?.try_into().expect("4 bytes"));
+    let actual = h.finalize();
+    if stored != actual {
+        return Err(corrupt(
+            f,
+            body,
+            format!("crc {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the snapshot's segments (their bytes start at `pos`).
+fn read_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<Vec<SegmentBytes>> {
+    let mut out = Vec::with_capacity(m.segments.len());
+    for s in &m.segments {
+        out.push((s.start, read_at(f, pos, s.len)?));
+        pos += s.len;
+    }
+    Ok(out)
+}
+
+/// Rewrites every ConsumeQueue from the snapshot's units and rebuilds the index from the
+/// records they point at.
+fn reset_dispatch(
+    shared: &Shared,
+    st: &mut DispatchState,
+    f: &SnapshotFile,
+    m: &Manifest,
+) -> Result<()> {
+    let topics: Vec<String> = st.cqs.iter().map(|q| q.topic().to_owned()).collect();
+    for t in topics {
+        st.cqs.remove_topic(&t)?;
+    }
+    st.index.truncate_phys_beyond(0)?;
+    let mut pos = SNAPSHOT_HEADER_LEN
+        + read_at(f, 8, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8")))?;
+    let mut all: Vec<(PhysOffset, u32)> = Vec::new();
+    for qm in &m.queues {
+        let cq = st.cqs.get_or_create(&qm.topic, qm.queue_id)?;
+        cq.reset_to(qm.min_offset)?;
+        let n = qm.max_offset - qm.min_offset;
+        let bytes = read_at(f, pos, n * CQ_UNIT_LEN as u64)?;
+        for (i, chunk) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
+            let u = CqUnit::decode(chunk)
+                .ok_or_else(|| corrupt(f, pos + (i * CQ_UNIT_LEN) as u64, "bad unit"))?;
+            cq.put(qm.min_offset + i as u64, u)?;
+            all.push((u.phys_offset, u.size));
+        }
+        pos += n * CQ_UNIT_LEN as u64;
+    }
+    all.sort_unstable();
+    for (phys, size) in all {
+        let rec = match shared.log.read_at(phys, size) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(phys_offset = phys, error = %e, "record not in the local log; not indexed");
+                continue;
+            }
+        };
+        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys))?;
+        for key in &view.keys {
+            st.index.put(key, phys, view.store_timestamp_ms)?;
+        }
+    }
+    Ok(())
+}
+
+/// Installs `file` as the state at `meta.last_log_id`.
+pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) -> Result<()> {
+    check_crc(&file)?;
+    let m = read_manifest(&file)?;
+    if m.last_log_id != meta.last_log_id {
+        return Err(corrupt(
+            &file,
+            0,
+            format!(
+                "snapshot holds {:?}, meta says {:?}",
+                m.last_log_id, meta.last_log_id
+            ),
+        ));
+    }
+    let log_has_last = m.last_log_id.is_none_or(|l| {
+        shared
+            .log
+            .entry_location(l.index)
+            .is_some_and(|loc| loc.term == l.leader_id.term)
+    });
+    let segments_at = SNAPSHOT_HEADER_LEN
+        + read_at(&file, 8, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8")))?
+        + m.units_bytes();
+    if let (false, Some(last), Some(end), false) = (
+        log_has_last,
+        m.last_log_id,
+        m.log_end_phys,
+        m.segments.is_empty(),
+    ) {
+        let segments = read_segments(&file, &m, segments_at)?;
+        shared.log.replace_from_bytes(segments, last)?;
+        let got = shared.log.watermarks().appended_phys_end;
+        if got != end {
+            return Err(corrupt(
+                &file,
+                0,
+                format!("segments end at {got}, manifest says {end}"),
+            ));
+        }
+    }
+    let mut st = shared.state.write();
+    reset_dispatch(shared, &mut st, &file, &m)?;
+    st.load_checkpoint(Checkpoint {
+        last_applied: m.last_log_id,
+        membership: m.membership.clone(),
+        topics: m.topics.clone(),
+        offsets: m.offsets.clone(),
+        dispatched_phys_end: m.dispatched_phys_end,
+    });
+    shared.checkpoint_locked(&mut st)?;
+    debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
+    drop(st);
+    let dir = snapshots_dir(&shared.data_dir);
+    let path = dir.join(snapshot_name(m.last_log_id));
+    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
+    if file.path() != path {
+        // A received snapshot (under our `incoming/`) is moved; any other file is copied.
+        if file.path().parent() == Some(dir.join("incoming").as_path()) {
+            std::fs::rename(file.path(), &path).map_err(|e| StoreError::io("rename", &path, e))?;
+        } else {
+            let tmp = path.with_extension("tmp");
+            std::fs::copy(file.path(), &tmp).map_err(|e| StoreError::io("copy", &tmp, e))?;
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| StoreError::io("fsync", &tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
+        }
+        sync_dir(&dir)?;
+    }
+    remove_others(&dir, &path)?;
+    tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
+        segments = m.segments.len(), "snapshot installed");
+    Ok(())
+}

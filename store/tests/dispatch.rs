@@ -1,0 +1,379 @@
+//! Dispatch and the read path: pull, tag filter, offsets edges, key query with forced hash
+//! collisions, get by id, rejections, auto-creation, long polling.
+
+mod common;
+
+use std::time::Duration;
+
+use common::msg;
+use common::open_node;
+use common::small_config;
+use raftmq_store::command::Command;
+use raftmq_store::command::CommitOffset;
+use raftmq_store::topic::Permissions;
+use raftmq_store::topic::TopicConfig;
+use raftmq_store::ApplyResponse;
+use raftmq_store::PullRequest;
+use raftmq_store::PullStatus;
+use raftmq_store::RejectCode;
+use raftmq_store::StoreError;
+
+fn pull(topic: &str, q: u32, offset: u64, max: u32, tags: &str) -> PullRequest {
+    PullRequest {
+        topic: topic.into(),
+        queue_id: q,
+        offset,
+        max_count: max,
+        max_bytes: u64::MAX,
+        tag_expr: tags.into(),
+    }
+}
+
+fn acks(r: ApplyResponse) -> Vec<raftmq_store::MessageAck> {
+    match r {
+        ApplyResponse::Sent(a) => a,
+        other => panic!("expected acks, got {other:?}"),
+    }
+}
+
+#[test]
+fn dispatch_assigns_contiguous_offsets_and_pull_reads_them() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    n.create_topic("orders", 2);
+    let mut all = Vec::new();
+    for i in 0..20u64 {
+        let batch = vec![
+            msg(
+                "orders",
+                (i % 2) as u32,
+                i,
+                if i % 3 == 0 { "A" } else { "B" },
+                &format!("k{i}"),
+                1000 + i,
+            ),
+            msg("orders", 1, 100 + i, "C", "", 1000 + i),
+        ];
+        let a = acks(n.send(batch));
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].msg_id, a[0].phys_offset);
+        assert!(a[1].phys_offset > a[0].phys_offset);
+        all.extend(a);
+    }
+    // Offsets per queue are contiguous from 0.
+    for q in 0..2u32 {
+        let offs: Vec<u64> = all
+            .iter()
+            .filter(|a| a.queue_id == q)
+            .map(|a| a.queue_offset)
+            .collect();
+        assert_eq!(offs, (0..offs.len() as u64).collect::<Vec<_>>());
+    }
+    let r = n.store.pull(&pull("orders", 0, 0, 100, "*")).expect("pull");
+    assert_eq!(r.status, PullStatus::Found);
+    assert_eq!(r.messages.len(), 10);
+    assert_eq!((r.min_offset, r.max_offset, r.next_offset), (0, 10, 10));
+    assert_eq!(r.messages[3].message.body, b"body-6");
+    assert_eq!(r.messages[3].queue_offset, 3);
+    // Tag filter: hash first, exact second.
+    let r = n.store.pull(&pull("orders", 0, 0, 100, "A")).expect("pull");
+    let tags: Vec<_> = r.messages.iter().map(|m| m.message.tags.clone()).collect();
+    assert!(tags.iter().all(|t| t == "A") && !tags.is_empty());
+    let r = n
+        .store
+        .pull(&pull("orders", 1, 0, 100, "Z || Y"))
+        .expect("pull");
+    assert_eq!(r.status, PullStatus::NoMatchedMessage);
+    assert_eq!(r.next_offset, r.max_offset);
+    // max_count and max_bytes.
+    let r = n.store.pull(&pull("orders", 1, 2, 3, "*")).expect("pull");
+    assert_eq!(
+        r.messages
+            .iter()
+            .map(|m| m.queue_offset)
+            .collect::<Vec<_>>(),
+        [2, 3, 4]
+    );
+    assert_eq!(r.next_offset, 5);
+    let mut p = pull("orders", 1, 0, 100, "*");
+    p.max_bytes = 1;
+    assert_eq!(
+        n.store.pull(&p).expect("pull").messages.len(),
+        1,
+        "at least one"
+    );
+    n.store.validate().expect("valid");
+}
+
+#[test]
+fn pull_offset_edges_and_missing_topic_or_queue() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    n.create_topic("t", 1);
+    let r = n.store.pull(&pull("t", 0, 0, 10, "*")).expect("pull");
+    assert_eq!(
+        (r.status, r.min_offset, r.max_offset),
+        (PullStatus::NoNewMessage, 0, 0)
+    );
+    n.send(vec![msg("t", 0, 1, "", "", 1), msg("t", 0, 2, "", "", 1)]);
+    assert_eq!(
+        n.store
+            .pull(&pull("t", 0, 2, 10, "*"))
+            .expect("pull")
+            .status,
+        PullStatus::NoNewMessage
+    );
+    let r = n.store.pull(&pull("t", 0, 3, 10, "*")).expect("pull");
+    assert_eq!((r.status, r.next_offset), (PullStatus::OffsetTooBig, 2));
+    assert_eq!(
+        n.store
+            .pull(&pull("t", 0, 1, 10, "*"))
+            .expect("pull")
+            .messages
+            .len(),
+        1
+    );
+    assert_eq!(
+        n.store
+            .pull(&pull("nope", 0, 0, 10, "*"))
+            .expect("pull")
+            .status,
+        PullStatus::NoSuchTopic
+    );
+    assert_eq!(
+        n.store
+            .pull(&pull("t", 1, 0, 10, "*"))
+            .expect("pull")
+            .status,
+        PullStatus::NoSuchQueue
+    );
+    assert!(
+        n.store.pull(&pull("t", 0, 0, 10, "a b")).is_err(),
+        "bad expression"
+    );
+}
+
+#[test]
+fn rejections_are_deterministic_and_dispatch_nothing() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    let r = n.send(vec![msg("t", 0, 1, "", "", 1)]);
+    assert!(
+        matches!(
+            r,
+            ApplyResponse::Rejected {
+                code: RejectCode::NoSuchTopic,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    n.create_topic("t", 2);
+    let r = n.send(vec![msg("t", 0, 1, "", "", 1), msg("t", 5, 1, "", "", 1)]);
+    assert!(
+        matches!(
+            r,
+            ApplyResponse::Rejected {
+                code: RejectCode::NoSuchQueue,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    assert_eq!(n.store.queue_offsets("t", 0), (0, 0), "whole batch refused");
+    let ro = TopicConfig {
+        perm: Permissions {
+            read: true,
+            write: false,
+        },
+        ..TopicConfig::new("t", 2)
+    };
+    assert!(matches!(
+        n.propose(&Command::UpdateTopic(ro)),
+        ApplyResponse::Topic(_)
+    ));
+    let r = n.send(vec![msg("t", 0, 1, "", "", 1)]);
+    assert!(
+        matches!(
+            r,
+            ApplyResponse::Rejected {
+                code: RejectCode::NoPermission,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    let r = n.propose(&Command::CreateTopic(TopicConfig::new("t", 1)));
+    assert!(
+        matches!(
+            r,
+            ApplyResponse::Rejected {
+                code: RejectCode::TopicExists,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    // A payload that does not decode is refused, not fatal.
+    let e = common::raw_entry(1, n.next_index, b"garbage".to_vec());
+    let e = n.append_entry(e);
+    let r = n.sm.apply_entry(&e).expect("apply");
+    assert!(
+        matches!(
+            r,
+            ApplyResponse::Rejected {
+                code: RejectCode::Invalid,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    // A rejected message's record is in the log but is not served by id.
+    let e = n.append(&Command::batch(vec![msg("t", 0, 9, "", "", 1)]));
+    let loc = n.log.entry_location(e.log_id.index).expect("loc");
+    n.sm.apply_entry(&e).expect("apply");
+    let id = loc.phys + 48 + 24;
+    assert!(matches!(
+        n.store.get_by_id(id),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn auto_create_topic_and_admin_commands() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    let r = n.propose(&Command::SendBatch {
+        messages: vec![msg("auto", 3, 1, "", "", 1)],
+        auto_create_queues: Some(4),
+    });
+    assert_eq!(acks(r)[0].queue_offset, 0);
+    assert_eq!(n.store.topic("auto").expect("created").write_queue_count, 4);
+    let r = n.propose(&Command::SendBatch {
+        messages: vec![msg("auto2", 4, 1, "", "", 1)],
+        auto_create_queues: Some(4),
+    });
+    assert!(matches!(
+        r,
+        ApplyResponse::Rejected {
+            code: RejectCode::NoSuchQueue,
+            ..
+        }
+    ));
+    assert!(
+        n.store.topic("auto2").is_none(),
+        "nothing created by a refused batch"
+    );
+    let c = CommitOffset {
+        group: "g".into(),
+        topic: "auto".into(),
+        queue_id: 3,
+        offset: 1,
+    };
+    assert_eq!(
+        n.propose(&Command::CommitOffset(c)),
+        ApplyResponse::OffsetCommitted
+    );
+    assert_eq!(n.store.fetch_offset("g", "auto", 3), Some(1));
+    let r = n.propose(&Command::DeleteTopic {
+        topic: "auto".into(),
+    });
+    assert_eq!(r, ApplyResponse::TopicDeleted("auto".into()));
+    assert!(n.store.topic("auto").is_none());
+    assert_eq!(n.store.fetch_offset("g", "auto", 3), None);
+    assert_eq!(n.store.queue_offsets("auto", 3), (0, 0));
+    assert_eq!(n.store.topics().len(), 0);
+}
+
+fn same_hash(_: &str) -> u64 {
+    42
+}
+
+#[test]
+fn key_query_with_forced_collisions_and_get_by_id() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let log = raftmq_store::LogStore::open(d.path(), common::log_config(64 * 1024)).expect("log");
+    let (store, sm) =
+        raftmq_store::open_with_hasher(d.path(), small_config(), log.clone(), same_hash)
+            .expect("open");
+    let mut n = common::Node {
+        log,
+        store,
+        sm,
+        next_index: 0,
+        term: 1,
+    };
+    n.create_topic("t", 1);
+    n.create_topic("u", 1);
+    for i in 0..40u64 {
+        let key = if i % 2 == 0 { "even" } else { "odd" };
+        n.send(vec![
+            msg("t", 0, i, "", key, 1000 + i),
+            msg("u", 0, i, "", "even", 1000 + i),
+        ]);
+    }
+    let r = n
+        .store
+        .query_by_key("t", "even", 0, u64::MAX, 100)
+        .expect("query");
+    assert_eq!(r.len(), 20);
+    assert!(r
+        .iter()
+        .all(|m| m.message.keys == ["even"] && m.message.topic == "t"));
+    let r = n
+        .store
+        .query_by_key("t", "odd", 1010, 1019, 100)
+        .expect("query");
+    assert_eq!(r.len(), 5, "time range");
+    assert_eq!(
+        n.store
+            .query_by_key("t", "none", 0, u64::MAX, 10)
+            .expect("query")
+            .len(),
+        0
+    );
+    assert_eq!(
+        n.store
+            .query_by_key("t", "even", 0, u64::MAX, 3)
+            .expect("query")
+            .len(),
+        3
+    );
+    let m = &r[0];
+    let again = n.store.get_by_id(m.msg_id).expect("by id");
+    assert_eq!(again.message, m.message);
+    assert!(again.queue_offset < 40);
+    assert!(matches!(
+        n.store.get_by_id(m.msg_id + 1),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        n.store.get_by_id(u64::MAX / 2),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_wakes_on_dispatch_and_times_out() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    n.create_topic("t", 1);
+    let store = n.store.clone();
+    assert!(
+        !store
+            .wait_for_messages("t", 0, 0, Duration::from_millis(20))
+            .await
+    );
+    let waiter = tokio::spawn(async move {
+        store
+            .wait_for_messages("t", 0, 0, Duration::from_secs(10))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Dispatch through the openraft entry point so waiters are notified.
+    let e = n.append(&Command::batch(vec![msg("t", 0, 1, "", "", 1)]));
+    use openraft::storage::RaftStateMachine;
+    let items = futures::stream::iter(vec![Ok((e, None))]);
+    n.sm.apply(items).await.expect("apply");
+    assert!(waiter.await.expect("join"));
+}

@@ -1,0 +1,207 @@
+//! Snapshot build on one store and chunked transfer + install on another: the receiver ends
+//! up with every retained message, the same offsets, and continues at the same physical
+//! offsets.
+
+mod common;
+
+use common::msg;
+use common::open_node;
+use common::small_config;
+use common::Node;
+use openraft::storage::RaftSnapshotBuilder;
+use openraft::storage::RaftStateMachine;
+use raftmq_store::command::Command;
+use raftmq_store::command::CommitOffset;
+use raftmq_store::ApplyResponse;
+use raftmq_store::PullRequest;
+use raftmq_store::SnapshotFile;
+
+const SEG: u64 = 4096;
+
+fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
+    let (min, max) = n.store.queue_offsets(topic, q);
+    let mut out = Vec::new();
+    let mut o = min;
+    while o < max {
+        let r = n
+            .store
+            .pull(&PullRequest {
+                topic: topic.into(),
+                queue_id: q,
+                offset: o,
+                max_count: 32,
+                max_bytes: u64::MAX,
+                tag_expr: "*".into(),
+            })
+            .expect("pull");
+        for m in &r.messages {
+            out.push((m.queue_offset, m.msg_id, m.message.body.clone()));
+        }
+        o = r.next_offset;
+    }
+    out
+}
+
+async fn transfer(from: &SnapshotFile, to: &Node) -> SnapshotFile {
+    let rx = to.store.snapshot_receiver(1 << 30);
+    let mut p = rx.begin().expect("begin");
+    let mut off = 0u64;
+    loop {
+        let c = from.read_chunk(off, 1000).expect("read");
+        if c.is_empty() {
+            break;
+        }
+        rx.write_chunk(&mut p, off, &c).expect("write");
+        off += c.len() as u64;
+    }
+    assert!(
+        rx.write_chunk(&mut p, off + 1, b"x").is_err(),
+        "gap refused"
+    );
+    rx.finish(p).expect("finish")
+}
+
+fn fill(a: &mut Node, count: u64) {
+    for i in 0..count {
+        a.send(vec![
+            msg("t", (i % 3) as u32, i, "tag", &format!("key{i}"), 1000 + i),
+            msg("t", 0, 10_000 + i, "", "", 1000 + i),
+        ]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_between_two_stores_with_retention() {
+    let da = tempfile::tempdir().expect("tempdir");
+    let db = tempfile::tempdir().expect("tempdir");
+    let mut a = open_node(da.path(), small_config(), SEG);
+    let mut b = open_node(db.path(), small_config(), SEG);
+    a.create_topic("t", 3);
+    let c = CommitOffset {
+        group: "g".into(),
+        topic: "t".into(),
+        queue_id: 1,
+        offset: 7,
+    };
+    a.propose(&Command::CommitOffset(c));
+    fill(&mut a, 150);
+    // Retention on the leader first: drop the oldest segments.
+    a.store.checkpoint().expect("checkpoint");
+    let plan = a
+        .store
+        .retention_plan(1000 + 150 + 100 * 3_600_000)
+        .expect("plan")
+        .expect("some");
+    a.log.purge(plan.purge_upto).expect("purge");
+    a.store.apply_retention(&plan).expect("retention");
+    assert!(a.store.queue_offsets("t", 0).0 > 0, "queue min moved up");
+
+    let snap =
+        a.sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+    let cur =
+        a.sm.get_current_snapshot()
+            .await
+            .expect("current")
+            .expect("some");
+    assert_eq!(cur.meta, snap.meta);
+    let file = transfer(&snap.snapshot, &b).await;
+    b.sm.install_snapshot(&snap.meta, file)
+        .await
+        .expect("install");
+
+    for q in 0..3 {
+        assert_eq!(a.store.queue_offsets("t", q), b.store.queue_offsets("t", q));
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q}"
+        );
+    }
+    assert_eq!(b.store.fetch_offset("g", "t", 1), Some(7));
+    assert_eq!(b.store.topics(), a.store.topics());
+    let k = b
+        .store
+        .query_by_key("t", "key149", 0, u64::MAX, 10)
+        .expect("query");
+    assert_eq!(k.len(), 1);
+    assert_eq!(
+        b.store.get_by_id(k[0].msg_id).expect("id").message.body,
+        b"body-149"
+    );
+    let (wa, wb) = (a.log.watermarks(), b.log.watermarks());
+    assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
+    assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
+    assert_eq!(wb.last_purged, snap.meta.last_log_id);
+    let (applied, _) = b.sm.applied_state().await.expect("state");
+    assert_eq!(applied, snap.meta.last_log_id);
+    b.store.validate().expect("valid");
+
+    // Both continue identically: same entry, same physical offset, same ack.
+    b.next_index = a.next_index;
+    let e = a.append(&Command::batch(vec![msg("t", 2, 7, "", "", 5000)]));
+    let ra = a.sm.apply_entry(&e).expect("apply");
+    b.append_entry(e.clone());
+    let rb = b.sm.apply_entry(&e).expect("apply");
+    assert_eq!(ra, rb);
+    assert!(matches!(ra, ApplyResponse::Sent(_)));
+
+    // The installed state survives a restart of the receiver.
+    b.store.close().expect("close");
+    drop(b);
+    let b = open_node(db.path(), small_config(), SEG);
+    for q in 0..3 {
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q} after reopen"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
+    let da = tempfile::tempdir().expect("tempdir");
+    let db = tempfile::tempdir().expect("tempdir");
+    let mut a = open_node(da.path(), small_config(), SEG);
+    let mut b = open_node(db.path(), small_config(), SEG);
+    a.create_topic("t", 3);
+    // b follows the first entries, then lags.
+    let e = a.log.read_entries(0, 1).expect("read");
+    b.append_entry(e[0].clone());
+    b.sm.apply_entry(&e[0]).expect("apply");
+    fill(&mut a, 60);
+    let snap =
+        a.sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+
+    // A flipped bit anywhere is refused before anything changes.
+    let bad = transfer(&snap.snapshot, &b).await;
+    let path = bad.path().to_owned();
+    drop(bad);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&path, bytes).expect("write");
+    let bad = SnapshotFile::open(&path).expect("open");
+    assert!(b.sm.install_snapshot(&snap.meta, bad).await.is_err());
+    assert_eq!(b.store.watermarks().applied.map(|l| l.index), Some(0));
+
+    let file = transfer(&snap.snapshot, &b).await;
+    b.sm.install_snapshot(&snap.meta, file)
+        .await
+        .expect("install");
+    for q in 0..3 {
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q}"
+        );
+    }
+}
