@@ -12,7 +12,6 @@ fn leader_of(status: &serde_json::Value) -> u64 {
 }
 
 #[test]
-#[ignore = "needs a working raftmq-node server (branch server)"]
 fn cluster_up_send_consume_kill_start_down() {
     let (c, status) = TestCluster::up(3);
     // Status JSON shape.
@@ -102,7 +101,6 @@ fn wait_new_leader(c: &TestCluster, old: u64) -> u64 {
 }
 
 #[test]
-#[ignore = "needs a working raftmq-node server (branch server)"]
 fn failover_test_passes_on_a_healthy_cluster() {
     let (c, _) = TestCluster::up(3);
     let out = common::run_nodes(&c.args(&[

@@ -134,6 +134,8 @@ pub async fn run(g: &Global, cmd: ClusterCmd) -> anyhow::Result<i32> {
             let mut m = g.manifest()?;
             let bin = find_node_binary()?;
             let changed = local::start(&mut m, id, &bin)?;
+            let addr = m.node(id)?.client_addr.clone();
+            status::wait_serving(&addr, Duration::from_secs(60)).await?;
             report(
                 g,
                 NodeAction {

@@ -172,6 +172,21 @@ pub async fn gather_remote(seeds: &[String]) -> anyhow::Result<ClusterView> {
     gather(&targets).await
 }
 
+/// Polls `addr` until it answers a status call (a restarted node replays its log first).
+pub async fn wait_serving(addr: &str, timeout: Duration) -> anyhow::Result<()> {
+    let client = Client::new(&[addr.to_string()], probe_options())?;
+    let start = Instant::now();
+    loop {
+        match client.cluster_status_from(addr).await {
+            Ok(_) => return Ok(()),
+            Err(e) if start.elapsed() >= timeout => {
+                anyhow::bail!("node at {addr} does not answer after {timeout:?}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 /// Polls until a node says it is the leader and every voter it lists answers with that leader
 /// (or `timeout` passes).
 pub async fn wait_leader(m: &Manifest, timeout: Duration) -> anyhow::Result<ClusterView> {

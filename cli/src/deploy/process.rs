@@ -61,8 +61,10 @@ pub fn spawn_node(bin: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> 
         .with_context(|| format!("cannot open log file {}", log.display()))?;
     let err = out.try_clone()?;
     let mut cmd = Command::new(bin);
+    // Plain text logs: the file is not a terminal.
     cmd.arg("--config")
         .arg(config)
+        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);

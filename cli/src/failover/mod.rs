@@ -56,6 +56,12 @@ pub enum Mode {
     Transfer,
 }
 
+/// The mode as written on the command line.
+fn mode_name(mode: Mode) -> String {
+    mode.to_possible_value()
+        .map_or_else(|| format!("{mode:?}"), |v| v.get_name().to_string())
+}
+
 /// `failover-test` options.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -204,8 +210,11 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
     });
     if !g.json {
         eprintln!(
-            "failover-test: topic {topic}, {} producers, mode {:?}, fault every {:?}, for {:?}",
-            a.producers, a.mode, a.kill_every, a.duration
+            "failover-test: topic {topic}, {} producers, mode {}, fault every {:?}, for {:?}",
+            a.producers,
+            mode_name(a.mode),
+            a.kill_every,
+            a.duration
         );
     }
     let mut producers = tokio::task::JoinSet::new();
@@ -272,10 +281,7 @@ async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummar
     let samples = lock(&run.samples).clone();
     let faults = lock(&run.faults).clone();
     let acks = lock(&run.acks).clone();
-    let mode = run
-        .mode
-        .to_possible_value()
-        .map_or_else(|| format!("{:?}", run.mode), |v| v.get_name().to_string());
+    let mode = mode_name(run.mode);
     Ok(summarize(
         &mode, &history, &replicas, &samples, &faults, &acks,
     ))
