@@ -258,18 +258,21 @@ async fn add_node(g: &Global, flush: &str, learner: bool) -> anyhow::Result<i32>
         .leader_hint()
         .ok_or_else(|| anyhow::anyhow!("the cluster has no leader; cannot add a node"))?;
     let node = local::add_node(&mut m, &bin, &leader, flush)?;
-    let added = client
+    status::wait_serving(&node.client_addr, Duration::from_secs(60)).await?;
+    // The node also adds itself (join-addr); concurrent membership changes are refused with
+    // FailedPrecondition, so both calls are retried while one is in progress.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while let Err(e) = client
         .add_learner(node.id, &node.raft_addr, &node.client_addr, true)
-        .await;
-    if let Err(e) = added {
-        if e.code() != Some(tonic::Code::AlreadyExists) {
-            return Err(e.into());
-        }
+        .await
+    {
+        retry_membership(e, deadline).await?;
     }
+    wait_caught_up(&m, node.id, deadline).await;
     if !learner {
-        client
-            .change_membership(vec![node.id], vec![], false)
-            .await?;
+        while let Err(e) = client.change_membership(vec![node.id], vec![], false).await {
+            retry_membership(e, deadline).await?;
+        }
     }
     let action = if learner { "add-learner" } else { "add-voter" };
     report(
@@ -282,9 +285,51 @@ async fn add_node(g: &Global, flush: &str, learner: bool) -> anyhow::Result<i32>
     )
 }
 
+/// Sleeps before another try if `e` says a membership change is in progress (and time is
+/// left); otherwise returns `e`.
+async fn retry_membership(
+    e: raftmq_client::ClientError,
+    deadline: std::time::Instant,
+) -> anyhow::Result<()> {
+    let busy = e.code() == Some(tonic::Code::FailedPrecondition)
+        && e.to_string().contains("configuration change");
+    if !busy || std::time::Instant::now() >= deadline {
+        return Err(e.into());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(())
+}
+
+/// Waits (until `deadline`) until node `id` has applied to within 64 entries of the leader's
+/// commit index.
+async fn wait_caught_up(m: &Manifest, id: u64, deadline: std::time::Instant) {
+    while std::time::Instant::now() < deadline {
+        if let Ok(view) = status::gather_local(m).await {
+            let leader = view.nodes.iter().find(|n| Some(n.id) == view.leader_id);
+            let node = view.nodes.iter().find(|n| n.id == id);
+            if let (Some(c), Some(a)) = (
+                leader.and_then(|l| l.committed),
+                node.and_then(|n| n.applied),
+            ) {
+                if a + 64 >= c {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn remove_node(g: &Global, id: u64) -> anyhow::Result<i32> {
     let client = g.client()?;
-    client.change_membership(vec![], vec![id], false).await?;
+    if let Err(e) = client.change_membership(vec![], vec![id], false).await {
+        // The API removes voters only; a learner is just stopped (the leader keeps trying to
+        // replicate to it).
+        if e.code() != Some(tonic::Code::NotFound) {
+            return Err(e.into());
+        }
+        eprintln!("note: {e}; stopping it only");
+    }
     if let Ok(mut m) = g.manifest() {
         if m.node(id).is_ok() {
             local::stop(&mut m, id, local::Stop::Term)?;

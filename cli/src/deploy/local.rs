@@ -201,14 +201,18 @@ pub fn stop(m: &mut Manifest, id: u64, how: Stop) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// Configures node `max id + 1` to join through `leader_client_addr`, and starts it.
+/// Configures a node with a new id (above every id and every `node-N` directory) to join through `leader_client_addr`, and starts it.
 pub fn add_node(
     m: &mut Manifest,
     bin: &Path,
     leader_client_addr: &str,
     flush: &str,
 ) -> anyhow::Result<NodeEntry> {
-    let id = m.ids().into_iter().max().unwrap_or(0) + 1;
+    // A removed node's directory keeps its old Raft state: never reuse its id.
+    let mut id = m.ids().into_iter().max().unwrap_or(0) + 1;
+    while m.dir.join(format!("node-{id}")).exists() {
+        id += 1;
+    }
     let me = node_addrs(m.base_port, id)?;
     let entry = write_node(
         &m.dir.clone(),
