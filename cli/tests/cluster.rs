@@ -61,6 +61,29 @@ fn cluster_up_send_consume_kill_start_down() {
         "{topics}"
     );
 
+    // Bench JSON shapes.
+    let b = c.json(&[
+        "bench",
+        "produce",
+        "--count",
+        "50",
+        "--size",
+        "32",
+        "--producers",
+        "2",
+        "--in-flight",
+        "2",
+    ]);
+    assert_eq!(b["kind"], "produce", "{b}");
+    assert_eq!(b["messages"], 50, "{b}");
+    assert!(
+        b["latency"]["p99_us"].is_u64() && b["messages_per_s"].is_f64(),
+        "{b}"
+    );
+    let b = c.json(&["bench", "consume", "--topic", "bench", "--node", "1"]);
+    assert_eq!(b["kind"], "consume", "{b}");
+    assert_eq!(b["messages"], 50, "{b}");
+
     // Consumer group: commits and resumes.
     let first = common::ok(&c.args(&["consume", "--topic", "e2e", "--group", "g1", "--json"]));
     assert_eq!(first.lines().count(), 21);

@@ -83,32 +83,46 @@ fn perm_name(p: i32) -> &'static str {
     }
 }
 
+/// One queue's offset range.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct QueueView {
+    queue_id: i32,
+    min_offset: u64,
+    max_offset: u64,
+}
+
 /// A topic for output.
 #[derive(Debug, Serialize)]
 pub struct TopicView {
     name: String,
     queue_count: u32,
     perm: &'static str,
-    /// `(queue_id, min_offset, max_offset)`.
-    queues: Vec<(i32, u64, u64)>,
+    queues: Vec<QueueView>,
     messages: u64,
 }
 
-fn view(c: &TopicConfig, queues: &[(i32, u64, u64)]) -> TopicView {
+fn view(c: &TopicConfig, queues: &[QueueView]) -> TopicView {
     TopicView {
         name: c.name.clone(),
         queue_count: c.queue_count,
         perm: perm_name(c.perm),
         queues: queues.to_vec(),
-        messages: queues.iter().map(|q| q.2.saturating_sub(q.1)).sum(),
+        messages: queues
+            .iter()
+            .map(|q| q.max_offset.saturating_sub(q.min_offset))
+            .sum(),
     }
 }
 
 fn from_info(t: &TopicInfo) -> TopicView {
-    let queues: Vec<(i32, u64, u64)> = t
+    let queues: Vec<QueueView> = t
         .queues
         .iter()
-        .map(|q| (q.queue_id, q.min_offset, q.max_offset))
+        .map(|q| QueueView {
+            queue_id: q.queue_id,
+            min_offset: q.min_offset,
+            max_offset: q.max_offset,
+        })
         .collect();
     view(&t.config.clone().unwrap_or_default(), &queues)
 }

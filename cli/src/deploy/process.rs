@@ -21,34 +21,88 @@ pub const NODE_BIN_ENV: &str = "RAFTMQ_NODE_BIN";
 const NODE_BIN: &str = "raftmq-node";
 
 /// The `raftmq-node` binary: `$RAFTMQ_NODE_BIN`, else next to the running executable (and its
-/// parent directory, for test executables in `target/*/deps`), else on `PATH`.
+/// parent directory, for test executables in `target/*/deps`), else built by cargo when run by
+/// `cargo run`, else on `PATH`.
 pub fn find_node_binary() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os(NODE_BIN_ENV) {
         let p = PathBuf::from(p);
         anyhow::ensure!(p.is_file(), "{NODE_BIN_ENV}={} is not a file", p.display());
         return Ok(p);
     }
-    let mut candidates = Vec::new();
+    let mut beside = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
-            candidates.push(dir.join(NODE_BIN));
+            beside.push(dir.join(NODE_BIN));
             if let Some(up) = dir.parent() {
-                candidates.push(up.join(NODE_BIN));
+                beside.push(up.join(NODE_BIN));
             }
         }
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join(NODE_BIN)));
+    if let Some(found) = beside.into_iter().find(|p| p.is_file()) {
+        return Ok(found);
     }
-    candidates
-        .into_iter()
+    if let Some(built) = build_under_cargo_run()? {
+        return Ok(built);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(NODE_BIN))
         .find(|p| p.is_file())
         .with_context(|| {
             format!(
-            "cannot find the {NODE_BIN} binary next to this executable or on PATH; build it with \
-             `cargo build --release -p raftmq-node` (same profile as raftmq), or set {NODE_BIN_ENV}"
-        )
+                "cannot find the {NODE_BIN} binary next to this executable or on PATH; build it \
+                 with `cargo build --release -p raftmq-node` (same profile as raftmq), or set \
+                 {NODE_BIN_ENV}"
+            )
         })
+}
+
+/// Under `cargo run` of this package (cargo sets `CARGO` and `CARGO_PKG_NAME`), builds the
+/// missing `raftmq-node` with the same cargo, profile and target dir, so that
+/// `cargo run --release --bin raftmq -- cluster up` works on a fresh checkout. Returns the
+/// binary, or `None` when not run by cargo.
+fn build_under_cargo_run() -> anyhow::Result<Option<PathBuf>> {
+    let (Some(cargo), Ok(pkg)) = (std::env::var_os("CARGO"), std::env::var("CARGO_PKG_NAME"))
+    else {
+        return Ok(None);
+    };
+    let exe = std::env::current_exe()?;
+    let (Some(profile_dir), true) = (exe.parent(), pkg == env!("CARGO_PKG_NAME")) else {
+        return Ok(None);
+    };
+    let Some(target_dir) = profile_dir.parent() else {
+        return Ok(None);
+    };
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => return Ok(None),
+    };
+    eprintln!("raftmq-node is not built yet; building it (cargo build --profile {profile} -p raftmq-node) ...");
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--profile",
+        &profile,
+        "-p",
+        "raftmq-node",
+        "--bin",
+        NODE_BIN,
+    ])
+    .env("CARGO_TARGET_DIR", target_dir)
+    .stdout(Stdio::null());
+    if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        cmd.current_dir(dir);
+    }
+    let status = cmd
+        .status()
+        .context("cannot run cargo to build raftmq-node")?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build -p raftmq-node failed ({status})"
+    );
+    let bin = profile_dir.join(NODE_BIN);
+    Ok(bin.is_file().then_some(bin))
 }
 
 /// Starts `bin --config <config>` in its own session (so it outlives the CLI and ignores the
