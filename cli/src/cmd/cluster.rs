@@ -28,8 +28,14 @@ Node N listens on 127.0.0.1: Raft base+N, client base+100+N, metrics base+200+N 
 free ports). Node logs: <dir>/node-N/node.log. Manifest: <dir>/cluster.toml.")]
     Up(UpArgs),
     /// Show every node: role, term, watermarks, lag.
-    #[command(after_help = "Example: raftmq cluster status --json")]
-    Status,
+    #[command(after_help = "Examples:
+  raftmq cluster status --json
+  raftmq cluster status --watch 1s      redraw every second (Ctrl-C to stop)")]
+    Status {
+        /// Redraw the table at this interval until interrupted.
+        #[arg(long, value_parser = parse_duration)]
+        watch: Option<Duration>,
+    },
     /// Stop every node of the local cluster (SIGTERM; data is kept unless --purge).
     #[command(after_help = "Example: raftmq cluster down --purge")]
     Down {
@@ -118,14 +124,24 @@ struct NodeAction {
 pub async fn run(g: &Global, cmd: ClusterCmd) -> anyhow::Result<i32> {
     match cmd {
         ClusterCmd::Up(a) => up(g, a).await,
-        ClusterCmd::Status => {
-            let view = if g.servers.is_empty() {
-                status::gather_local(&g.manifest()?).await?
-            } else {
-                status::gather_remote(&g.servers).await?
-            };
-            show(g, &view)?;
-            Ok(0)
+        ClusterCmd::Status { watch } => {
+            loop {
+                let view = if g.servers.is_empty() {
+                    status::gather_local(&g.manifest()?).await?
+                } else {
+                    status::gather_remote(&g.servers).await?
+                };
+                let Some(every) = watch else {
+                    show(g, &view)?;
+                    return Ok(0);
+                };
+                if !g.json {
+                    // Clear the screen and home the cursor.
+                    print!("\x1b[2J\x1b[H");
+                }
+                show(g, &view)?;
+                tokio::time::sleep(every).await;
+            }
         }
         ClusterCmd::Down { purge } => down(g, purge),
         ClusterCmd::Kill { id } => node_action(g, id, "kill", local::Stop::Kill),

@@ -179,19 +179,7 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
         .topic
         .clone()
         .unwrap_or_else(|| format!("failover-{}", crate::cmd::send::now_ms()));
-    if let Err(e) = admin
-        .create_topic(TopicConfig {
-            name: topic.clone(),
-            queue_count: a.queues,
-            perm: TopicPerm::ReadWrite as i32,
-        })
-        .await
-    {
-        anyhow::ensure!(
-            e.code() == Some(tonic::Code::AlreadyExists),
-            "cannot create topic {topic}: {e}"
-        );
-    }
+    create_topic(&admin, &topic, a.queues).await?;
     let run = Arc::new(Run {
         start: Instant::now(),
         stop: AtomicBool::new(false),
@@ -240,6 +228,20 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
         println!("{}", summary.render());
     }
     Ok(if summary.is_pass() { 0 } else { 1 })
+}
+
+/// Creates the test topic (an existing one is used as it is).
+async fn create_topic(admin: &Client, topic: &str, queues: u32) -> anyhow::Result<()> {
+    let config = TopicConfig {
+        name: topic.to_string(),
+        queue_count: queues,
+        perm: TopicPerm::ReadWrite as i32,
+    };
+    match admin.create_topic(config).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(tonic::Code::AlreadyExists) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("cannot create topic {topic}: {e}")),
+    }
 }
 
 /// Restarts every stopped node and waits until all have applied the same index.

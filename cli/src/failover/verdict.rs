@@ -47,6 +47,8 @@ pub struct FailoverSummary {
     pub unknown: usize,
     /// Faults injected.
     pub faults: usize,
+    /// Every fault, in order.
+    pub fault_log: Vec<Fault>,
     /// Leader faults after which a later-term entry was acknowledged.
     pub failovers: usize,
     /// Per leader fault: ms until the first acknowledged send of a later term.
@@ -120,6 +122,7 @@ pub fn summarize(
         failed: report.failed,
         unknown: report.unknown,
         faults: faults.len(),
+        fault_log: faults.to_vec(),
         failovers,
         recovery_ms_p50: p50,
         recovery_ms_max: recovery.last().copied(),
