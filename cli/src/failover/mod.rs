@@ -215,7 +215,13 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
     }
     let sampler = tokio::spawn(sample(run.clone()));
     let injector = tokio::spawn(fault::inject_faults(run.clone(), admin.clone()));
-    tokio::time::sleep(a.duration).await;
+    // Ctrl-C ends the run early but still restarts every node and checks what was written.
+    tokio::select! {
+        _ = tokio::time::sleep(a.duration) => {}
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("failover-test: interrupted; stopping producers, restarting nodes, checking");
+        }
+    }
     run.stop.store(true, Ordering::Relaxed);
     while producers.join_next().await.is_some() {}
     injector.await?;
