@@ -92,7 +92,7 @@ pub struct FailoverArgs {
     /// Queues of the test topic.
     #[arg(long, default_value_t = 4)]
     pub queues: u32,
-    /// Topic to use (default: a new failover-<time> topic).
+    /// Topic to use (default: a new failover-TIMESTAMP topic).
     #[arg(long)]
     pub topic: Option<String>,
 }
