@@ -50,21 +50,30 @@ impl NodeCore {
         self.raft.metrics().borrow_watched().clone()
     }
 
+    /// Runs `f` on the current Raft metrics without copying them.
+    pub fn with_metrics<T>(&self, f: impl FnOnce(&RaftMetrics) -> T) -> T {
+        let rx = self.raft.metrics();
+        let m = rx.borrow_watched();
+        f(&m)
+    }
+
     /// The leader this node knows, with its client address ("" if unknown).
     pub fn leader(&self) -> (Option<NodeId>, String) {
-        let m = self.raft_metrics();
-        let addr = m
-            .current_leader
-            .and_then(|id| m.membership_config.membership().get_node(&id).cloned())
-            .map(|n: PeerNode| n.client_addr)
-            .unwrap_or_default();
-        (m.current_leader, addr)
+        self.with_metrics(|m| {
+            let addr = m
+                .current_leader
+                .and_then(|id| m.membership_config.membership().get_node(&id).cloned())
+                .map(|n: PeerNode| n.client_addr)
+                .unwrap_or_default();
+            (m.current_leader, addr)
+        })
     }
 
     /// True if this node is the leader right now.
     pub fn is_leader(&self) -> bool {
-        let m = self.raft_metrics();
-        m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
+        self.with_metrics(|m| {
+            m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
+        })
     }
 
     /// True once shutdown has started.
@@ -83,16 +92,18 @@ impl NodeCore {
     /// True if this node leads and heard from a quorum within [`Self::quorum_freshness`]
     /// (always true for a single-voter cluster).
     pub fn has_fresh_quorum(&self) -> bool {
-        let m = self.raft_metrics();
-        if m.state != ServerState::Leader {
-            return false;
-        }
-        if m.membership_config.membership().voter_ids().count() <= 1 {
-            return true;
-        }
-        m.last_quorum_acked
-            .as_ref()
-            .is_some_and(|t| t.elapsed() <= self.quorum_freshness())
+        let freshness = self.quorum_freshness();
+        self.with_metrics(|m| {
+            if m.state != ServerState::Leader {
+                return false;
+            }
+            if m.membership_config.membership().voter_ids().count() <= 1 {
+                return true;
+            }
+            m.last_quorum_acked
+                .as_ref()
+                .is_some_and(|t| t.elapsed() <= freshness)
+        })
     }
 
     /// A client channel to `addr` (host:port), created lazily and kept.

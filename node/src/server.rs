@@ -155,7 +155,9 @@ impl Node {
         let (core, log) = open(config).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let servers = serve(&core, listeners, stop_rx.clone(), &span);
-        let mut tasks = Vec::new();
+        let mut tasks = vec![tokio::spawn(
+            log_role_changes(core.clone(), stop_rx.clone()).instrument(span.clone()),
+        )];
         tasks.push(tokio::spawn(
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
@@ -239,9 +241,13 @@ fn serve(
     let mut out = Vec::new();
     let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
     let s = stop.clone();
+    let ps = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
+                )
                 .add_service(peer)
                 .serve_with_incoming_shutdown(peer_incoming, stopped(s))
                 .await;
@@ -253,9 +259,13 @@ fn serve(
     ));
     let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
     let s = stop.clone();
+    let cs = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::info_span!(parent: &cs, "client", path = %r.uri().path()),
+                )
                 .add_service(client)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
                 .await;
@@ -357,6 +367,27 @@ impl NodeHandle {
             {
                 s.abort();
             }
+        }
+    }
+}
+
+/// Logs (info) every change of role, term or known leader.
+async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut rx = core.raft.metrics();
+    let mut last = None;
+    loop {
+        let now = {
+            let m = rx.borrow_watched();
+            (m.state, m.current_term, m.current_leader)
+        };
+        if last != Some(now) {
+            let (state, term, leader) = now;
+            tracing::info!(?state, term, leader = ?leader, "raft role");
+            last = Some(now);
+        }
+        if *stop.borrow() || rx.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -145,6 +145,22 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         text.contains("raftmq_send_latency_seconds_bucket"),
         "{text}"
     );
+
+    // Graceful stop of the leader hands leadership over; the client keeps sending.
+    let mut cluster = cluster;
+    let started = Instant::now();
+    cluster.stop(target).await;
+    let next = cluster.wait_leader().await;
+    assert_ne!(next, target);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    client
+        .send(msg("orders", b"after-stop"))
+        .await
+        .expect("send after leader stop");
     cluster.shutdown_all().await;
 }
 
@@ -173,6 +189,15 @@ async fn quorum_loss_and_restart_catch_up() {
     for _ in 0..5 {
         send(&mut c, b"one-down").await.expect("2 of 3 up");
     }
+    let st = c
+        .cluster_status(pb::ClusterStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    let down = st.members.iter().find(|m| m.node_id == f1).expect("listed");
+    assert_eq!(down.role, pb::Role::Unreachable as i32, "{down:?}");
+    assert!(!down.error.is_empty());
+    assert!(down.replication_lag.is_some_and(|l| l >= 5), "{down:?}");
 
     // Two down: UNAVAILABLE within the bound, known not applied.
     cluster.stop(f2).await;

@@ -226,3 +226,46 @@ async fn restart_does_not_reinitialise_and_keeps_data() {
     assert!(r2.msg_id > r.msg_id, "{r2:?} after {r:?}");
     cluster.shutdown_all().await;
 }
+
+/// Bytes that are not a valid `SendRequest` (field 1 as a varint instead of a message).
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotASendRequest {
+    #[prost(uint64, tag = "1")]
+    message: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
+    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
+    cluster.wait_leader().await;
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.client_addr(1)))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<NotASendRequest, pb::SendReply>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/Send");
+    let e = grpc
+        .unary(
+            tonic::Request::new(NotASendRequest { message: 5 }),
+            path,
+            codec,
+        )
+        .await
+        .expect_err("malformed");
+    assert!(
+        matches!(e.code(), Code::Internal | Code::InvalidArgument),
+        "{e:?}"
+    );
+    assert!(e.message().contains("decode"), "{e:?}");
+    let mut c = cluster.grpc(1).await;
+    c.send(pb::SendRequest {
+        message: Some(msg("after", b"ok")),
+    })
+    .await
+    .expect("still serving");
+    cluster.shutdown_all().await;
+}

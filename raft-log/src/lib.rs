@@ -80,6 +80,7 @@ pub mod types;
 
 mod flusher;
 mod import;
+mod import_files;
 mod meta;
 mod recovery;
 mod segments;

@@ -176,7 +176,16 @@ impl Store {
             if !filter.matches_hash(u.tag_hash) {
                 continue;
             }
-            let rec = self.read_record(u.phys_offset, u.size)?;
+            let rec = match self.read_record(u.phys_offset, u.size) {
+                Ok(r) => r,
+                // Retention deleted the segment after the units were read: the caller restarts
+                // from the queue's new minimum.
+                Err(_) if u.phys_offset < self.shared.log.watermarks().min_phys_offset => {
+                    let (min, max) = self.queue_offsets(&req.topic, req.queue_id);
+                    return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
+                }
+                Err(e) => return Err(e),
+            };
             let view = MessageView::parse_trusted(&rec)?;
             if !filter.matches_tag(view.tags) {
                 continue;

@@ -155,11 +155,12 @@ impl Store {
     /// Deletes what `plan` names: CommitLog segments (the log must be purged up to
     /// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
     pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {
+        // Under the write lock, so a reader that finds a record gone sees the new minimum.
+        let mut st = self.shared.state.write();
         let new_min = self
             .shared
             .log
             .delete_segments_below(plan.delete_below_phys)?;
-        let mut st = self.shared.state.write();
         let cq_files = st.cqs.delete_below_phys(new_min)?;
         let index_files = st.index.delete_files_below(new_min)?;
         tracing::info!(

@@ -86,6 +86,38 @@ pub fn open_with_hasher(
     config.validate()?;
     std::fs::create_dir_all(data_dir).map_err(|e| StoreError::io("create dir", data_dir, e))?;
     let unclean = abort_path(data_dir).exists();
+    crate::snapshot::remove_leftovers(data_dir)?;
+    let state = recover_state(data_dir, &config, &log, hasher, unclean)?;
+    create_abort_marker(data_dir)?;
+    tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
+        "store opened");
+    let (applied_tx, _) = tokio::sync::watch::channel(0u64);
+    let shared = Arc::new(Shared {
+        data_dir: data_dir.to_owned(),
+        config,
+        log,
+        state: RwLock::new(state),
+        applied_tx,
+        disk_usage_override: Mutex::new(None),
+        closed: AtomicBool::new(false),
+    });
+    Ok((
+        Store {
+            shared: shared.clone(),
+        },
+        StateMachine::new(shared),
+    ))
+}
+
+/// Opens ConsumeQueues and index, loads the checkpoint and, after an unclean shutdown, cuts
+/// units at or past the recovered CommitLog end.
+fn recover_state(
+    data_dir: &Path,
+    config: &StoreConfig,
+    log: &LogStore,
+    hasher: KeyHashFn,
+    unclean: bool,
+) -> Result<DispatchState> {
     let mut cqs =
         ConsumeQueueSet::open(&data_dir.join("consumequeue"), config.consume_queue.clone())?;
     let mut index =
@@ -136,25 +168,7 @@ pub fn open_with_hasher(
         .map(|u| u.end_phys())
         .max();
     state.dispatched_phys_end = state.dispatched_phys_end.max(unit_end.unwrap_or(0));
-    create_abort_marker(data_dir)?;
-    tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
-        "store opened");
-    let (applied_tx, _) = tokio::sync::watch::channel(0u64);
-    let shared = Arc::new(Shared {
-        data_dir: data_dir.to_owned(),
-        config,
-        log,
-        state: RwLock::new(state),
-        applied_tx,
-        disk_usage_override: Mutex::new(None),
-        closed: AtomicBool::new(false),
-    });
-    Ok((
-        Store {
-            shared: shared.clone(),
-        },
-        StateMachine::new(shared),
-    ))
+    Ok(state)
 }
 
 fn create_abort_marker(data_dir: &Path) -> Result<()> {

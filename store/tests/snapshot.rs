@@ -205,3 +205,45 @@ async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_install_keeps_a_log_that_already_holds_the_last_entry() {
+    let da = tempfile::tempdir().expect("tempdir");
+    let db = tempfile::tempdir().expect("tempdir");
+    let mut a = open_node(da.path(), small_config(), SEG);
+    let mut b = open_node(db.path(), small_config(), SEG);
+    a.create_topic("t", 3);
+    fill(&mut a, 40);
+    // b has every entry in its log but applied none of them.
+    let last = a.log.watermarks().appended.expect("last").index;
+    for e in a.log.read_entries(0, last + 1).expect("read") {
+        b.append_entry(e);
+    }
+    let snap =
+        a.sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+    let file = transfer(&snap.snapshot, &b).await;
+    let end_before = b.log.watermarks().appended_phys_end;
+    b.sm.install_snapshot(&snap.meta, file)
+        .await
+        .expect("install");
+    assert_eq!(b.log.watermarks().appended_phys_end, end_before, "log kept");
+    for q in 0..3 {
+        assert_eq!(
+            all_messages(&a, "t", q),
+            all_messages(&b, "t", q),
+            "queue {q}"
+        );
+    }
+    assert_eq!(
+        b.store
+            .query_by_key("t", "key7", 0, u64::MAX, 5)
+            .expect("query")
+            .len(),
+        1
+    );
+    b.store.validate().expect("valid");
+}

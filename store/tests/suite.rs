@@ -6,11 +6,15 @@ use openraft::testing::log::StoreBuilder;
 use openraft::testing::log::Suite;
 use openraft::type_config::TypeConfigExt;
 use openraft::StorageError;
+use raftmq_raft_log::config::FlushPolicy;
+use raftmq_raft_log::config::LogConfig;
 use raftmq_store::LogStore;
 use raftmq_store::StateMachine;
 use raftmq_store::TypeConfig;
 
-struct Builder;
+struct Builder {
+    flush: FlushPolicy,
+}
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Builder {
     async fn build(
@@ -18,8 +22,11 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Bui
     ) -> Result<(tempfile::TempDir, LogStore, StateMachine), StorageError<TypeConfig>> {
         let dir = tempfile::tempdir().expect("tempdir");
         let err = |e: std::io::Error| StorageError::read(TypeConfig::err_from_error(&e));
-        let log =
-            LogStore::open(dir.path(), common::log_config(4096)).map_err(|e| err(e.into()))?;
+        let cfg = LogConfig {
+            flush: self.flush,
+            ..common::log_config(4096)
+        };
+        let log = LogStore::open(dir.path(), cfg).map_err(|e| err(e.into()))?;
         let (_store, sm) = raftmq_store::open(dir.path(), common::small_config(), log.clone())
             .map_err(|e| err(e.into()))?;
         Ok((dir, log, sm))
@@ -28,6 +35,18 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Bui
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_with_commitlog_and_state_machine() -> anyhow::Result<()> {
-    Suite::test_all(Builder).await?;
+    Suite::test_all(Builder {
+        flush: FlushPolicy::Sync,
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_with_async_flush() -> anyhow::Result<()> {
+    Suite::test_all(Builder {
+        flush: FlushPolicy::Async { interval_ms: 5 },
+    })
+    .await?;
     Ok(())
 }

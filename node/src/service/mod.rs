@@ -2,7 +2,7 @@
 //!
 //! Reads are served locally from committed data ([`read`], [`status`]). Writes run on the
 //! leader ([`send`], [`admin`], through [`propose`]); a follower forwards them once
-//! ([`forward`]). Every failure becomes a status through [`crate::error::to_status`].
+//! ([`mod@forward`]). Every failure becomes a status through [`crate::error::to_status`].
 
 pub mod admin;
 pub mod convert;

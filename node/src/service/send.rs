@@ -164,6 +164,12 @@ pub async fn send_batch(
         .check_batch(count, payload.0.len())
         .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
     let resp = propose(core, payload, deadline).await?;
+    tracing::debug!(
+        term = resp.log_id.leader_id.term,
+        log_index = resp.log_id.index,
+        messages = count,
+        "batch committed and applied"
+    );
     match resp.data {
         ApplyResponse::Sent(acks) if acks.len() == count => Ok(acks
             .iter()

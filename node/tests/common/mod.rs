@@ -248,6 +248,10 @@ pub async fn read_all(
                 .await
                 .expect("pull")
                 .into_inner();
+            if r.status == pb::PullStatus::OffsetTooSmall as i32 {
+                offset = r.min_offset;
+                continue;
+            }
             if r.messages.is_empty() {
                 break;
             }

@@ -75,7 +75,10 @@ impl StateMachine {
         }
         let mut st = self.shared.state.write();
         let resp = apply_locked(&self.shared, &mut st, entry)?;
-        if st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
+        // A replay must never start before a topic deletion whose files are already gone (the
+        // queue's next incarnation would be on disk): checkpoint right after each one.
+        let deleted = matches!(resp, ApplyResponse::TopicDeleted(_));
+        if deleted || st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
             self.shared.checkpoint_locked(&mut st)?;
         }
         Ok(resp)
@@ -179,7 +182,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> std::result::Result<(), io::Error> {
-        crate::snapshot::install(&self.shared, meta, snapshot)?;
+        // Copies the retained log: off the async worker threads.
+        let (shared, meta) = (self.shared.clone(), meta.clone());
+        tokio::task::spawn_blocking(move || crate::snapshot::install(&shared, &meta, snapshot))
+            .await
+            .map_err(io::Error::other)??;
         self.shared.notify_applied();
         Ok(())
     }
@@ -193,6 +200,12 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotFile;
 
     async fn build_snapshot(&mut self) -> std::result::Result<Snapshot, io::Error> {
-        Ok(crate::snapshot::build(&self.shared)?)
+        // Copies the retained log: off the async worker threads.
+        let shared = self.shared.clone();
+        Ok(
+            tokio::task::spawn_blocking(move || crate::snapshot::build(&shared))
+                .await
+                .map_err(io::Error::other)??,
+        )
     }
 }

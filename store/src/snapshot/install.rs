@@ -1,6 +1,9 @@
 //! Installing a snapshot file (see [`super::format`] and the module docs).
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use crate::consume_queue::format::CQ_UNIT_LEN;
 use crate::consume_queue::CqUnit;
@@ -20,7 +23,6 @@ use crate::snapshot::snapshots_dir;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
-use raftmq_raft_log::SegmentBytes;
 
 const CHUNK: u64 = 4 << 20;
 
@@ -77,14 +79,43 @@ fn check_crc(f: &SnapshotFile) -> Result<()> {
     Ok(())
 }
 
-/// Reads the snapshot's segments (their bytes start at `pos`).
-fn read_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<Vec<SegmentBytes>> {
-    let mut out = Vec::with_capacity(m.segments.len());
-    for s in &m.segments {
-        out.push((s.start, read_at(f, pos, s.len)?));
-        pos += s.len;
+/// Writes the snapshot's segments (their bytes start at `pos`) as full-size, allocated
+/// (`posix_fallocate`, so a full disk fails here rather than on a later write into a hole),
+/// fsynced files under `staged`. Memory stays bounded by one chunk.
+fn stage_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64, staged: &Path) -> Result<()> {
+    if staged.exists() {
+        std::fs::remove_dir_all(staged).map_err(|e| StoreError::io("remove dir", staged, e))?;
     }
-    Ok(out)
+    std::fs::create_dir_all(staged).map_err(|e| StoreError::io("create dir", staged, e))?;
+    for s in &m.segments {
+        let path = staged.join(format!("{:020}", s.start));
+        let out = File::create(&path).map_err(|e| StoreError::io("create", &path, e))?;
+        let len = i64::try_from(m.segment_bytes)
+            .map_err(|_| corrupt(f, 0, "segment size does not fit an off_t"))?;
+        // SAFETY: a valid open fd; the call only allocates blocks.
+        let rc = unsafe { libc::posix_fallocate(out.as_raw_fd(), 0, len) };
+        if rc == libc::ENOSPC {
+            return Err(StoreError::DiskFull {
+                reason: format!("no room for snapshot segment {}", path.display()),
+            });
+        }
+        if rc != 0 {
+            let e = std::io::Error::from_raw_os_error(rc);
+            return Err(StoreError::io("fallocate", &path, e));
+        }
+        let mut off = 0;
+        while off < s.len {
+            let n = CHUNK.min(s.len - off);
+            let bytes = read_at(f, pos, n)?;
+            out.write_all_at(&bytes, off)
+                .map_err(|e| StoreError::io("write", &path, e))?;
+            off += n;
+            pos += n;
+        }
+        out.sync_all()
+            .map_err(|e| StoreError::io("fsync", &path, e))?;
+    }
+    sync_dir(staged)
 }
 
 /// Rewrites every ConsumeQueue from the snapshot's units and rebuilds the index from the
@@ -162,16 +193,9 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
         m.log_end_phys,
         m.segments.is_empty(),
     ) {
-        let segments = read_segments(&file, &m, segments_at)?;
-        shared.log.replace_from_bytes(segments, last)?;
-        let got = shared.log.watermarks().appended_phys_end;
-        if got != end {
-            return Err(corrupt(
-                &file,
-                0,
-                format!("segments end at {got}, manifest says {end}"),
-            ));
-        }
+        let staged = snapshots_dir(&shared.data_dir).join("staged");
+        stage_segments(&file, &m, segments_at, &staged)?;
+        shared.log.replace_from_files(&staged, last, end)?;
     }
     let mut st = shared.state.write();
     reset_dispatch(shared, &mut st, &file, &m)?;

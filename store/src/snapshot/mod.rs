@@ -6,7 +6,7 @@
 //! bytes of the retained CommitLog segments up to the physical end of its last entry. Since
 //! retention purges only whole segments, the Raft log still holds every retained message, so
 //! the segments are the messages. Install verifies the CRC, replaces the CommitLog with the
-//! segments (byte-identical, same physical offsets: raft-log `replace_from_bytes`; skipped when
+//! segments (byte-identical, same physical offsets: raft-log `replace_from_files`, staged segment files; skipped when
 //! the local log already holds the last entry), rewrites the ConsumeQueues from the units,
 //! rebuilds the index from the records and writes the dispatch checkpoint.
 
@@ -56,6 +56,19 @@ pub(crate) fn remove_others(dir: &Path, keep: &Path) -> Result<()> {
         });
         if is_snap && p != keep {
             std::fs::remove_file(&p).map_err(|e| StoreError::io("remove", &p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes what an interrupted transfer or install left behind (`incoming/`, `staged/`).
+/// Called at open, before any transfer can start.
+pub(crate) fn remove_leftovers(data_dir: &Path) -> Result<()> {
+    for sub in ["incoming", "staged"] {
+        let d = snapshots_dir(data_dir).join(sub);
+        if d.exists() {
+            std::fs::remove_dir_all(&d).map_err(|e| StoreError::io("remove dir", &d, e))?;
+            tracing::info!(dir = %d.display(), "snapshot leftovers removed");
         }
     }
     Ok(())
