@@ -137,10 +137,28 @@ pub fn start(m: &mut Manifest, id: u64, bin: &Path) -> anyhow::Result<bool> {
     if node.pid.is_some_and(process::is_running) {
         return Ok(false);
     }
+    wait_ports_free(node, Duration::from_secs(15));
     let pid = process::spawn_node(bin, &node.config, &node.log)?;
     node.pid = Some(pid);
     m.save()?;
     Ok(true)
+}
+
+/// Waits until nothing listens on the node's addresses any more. A SIGKILLed process is
+/// reported gone (zombie) while its other threads may still hold its sockets, so a restart
+/// right after a kill could fail with "address in use".
+fn wait_ports_free(node: &NodeEntry, timeout: Duration) {
+    let addrs: Vec<std::net::SocketAddr> = [&node.raft_addr, &node.client_addr, &node.metrics_addr]
+        .iter()
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if addrs.iter().all(|a| std::net::TcpListener::bind(a).is_ok()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Starts every stopped node, then checks none exited at once (bad config, port taken).

@@ -253,8 +253,22 @@ async fn create_topic(admin: &Client, topic: &str, queues: u32) -> anyhow::Resul
 /// Restarts every stopped node and waits until all have applied the same index.
 async fn settle(run: &Run) -> anyhow::Result<()> {
     for n in run.manifest().nodes {
-        if !n.pid.is_some_and(crate::deploy::process::is_running) {
-            fault::restart_node(run, n.id).await?;
+        // Up to three starts: a start can fail (e.g. the port of a just-killed process).
+        for attempt in 1..=3 {
+            let running = run
+                .manifest()
+                .node(n.id)?
+                .pid
+                .is_some_and(crate::deploy::process::is_running);
+            if !running {
+                fault::restart_node(run, n.id).await?;
+            }
+            let up = crate::cmd::status::wait_serving(&n.client_addr, Duration::from_secs(60));
+            match up.await {
+                Ok(()) => break,
+                Err(e) if attempt == 3 => return Err(e),
+                Err(_) => {}
+            }
         }
     }
     let m = run.manifest();
