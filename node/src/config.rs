@@ -153,6 +153,13 @@ pub struct NodeConfig {
     /// Disk usage ratio above which sends fail with a "disk full" error.
     /// Default 0.90; range disk-clean-ratio..=0.99 (exclusive lower bound).
     pub disk_reject_ratio: f64,
+    /// ConsumeQueue units (20 bytes each) per ConsumeQueue file.
+    /// Default 300000; range 1..=50000000.
+    pub cq_units_per_file: u64,
+    /// Hash slots per IndexFile. Default 5000000; range 1..=100000000.
+    pub index_slots_per_file: u64,
+    /// Index units (20 bytes each) per IndexFile. Default 20000000; range 1..=100000000.
+    pub index_units_per_file: u64,
     /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     /// Default "info"; e.g. "debug" or "info,raftmq_node=debug".
     pub log_level: String,
@@ -187,6 +194,9 @@ impl Default for NodeConfig {
             file_reserved_hours: 72,
             disk_clean_ratio: 0.75,
             disk_reject_ratio: 0.90,
+            cq_units_per_file: 300_000,
+            index_slots_per_file: 5_000_000,
+            index_units_per_file: 20_000_000,
             log_level: "info".into(),
         }
     }
@@ -318,6 +328,19 @@ impl NodeConfig {
         check_range("send-timeout-ms", self.send_timeout_ms, 100, 600_000)?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;
         check_range("file-reserved-hours", self.file_reserved_hours, 1, 87_600)?;
+        check_range("cq-units-per-file", self.cq_units_per_file, 1, 50_000_000)?;
+        check_range(
+            "index-slots-per-file",
+            self.index_slots_per_file,
+            1,
+            100_000_000,
+        )?;
+        check_range(
+            "index-units-per-file",
+            self.index_units_per_file,
+            1,
+            100_000_000,
+        )?;
         check_range("disk-clean-ratio", self.disk_clean_ratio, 0.1, 0.99)?;
         if !(self.disk_reject_ratio > self.disk_clean_ratio && self.disk_reject_ratio <= 0.99) {
             return Err(invalid(

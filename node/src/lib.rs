@@ -1,18 +1,43 @@
 //! raftmq-node: one broker node of a Raft group whose log is the CommitLog.
 //!
-//! This crate owns the wire side of a node:
+//! This crate assembles a node and owns its wire side:
+//! - [`server`]: [`Node::start`] / [`NodeHandle`] (in-process, used by `main.rs` and the
+//!   tests): open the CommitLog and the store, start Raft, serve, bootstrap, shut down.
 //! - [`config`]: [`config::NodeConfig`], read from a TOML file and overridden by flags,
 //!   validated at start.
+//! - [`service`]: the client gRPC service (`RaftMq`): the send path with its quorum
+//!   semantics ([`service::propose`]), forwarding to the leader, reads, admin.
+//! - [`error`]: [`error::NodeError`] and the one mapping to gRPC statuses.
 //! - [`network`]: the Raft transport between peers (openraft's `RaftNetworkFactory` over tonic,
 //!   and the `RaftPeer` gRPC service that feeds incoming requests into `openraft::Raft`).
+//! - [`bootstrap`] (initialise once / join as learner), [`retention`] (drives Raft purge and
+//!   segment deletion), [`metrics`] (Prometheus text at `/metrics`).
 //!
-//! Data flow: a client's write arrives on the client service (next step), becomes one entry
-//! in `Raft::client_write`, and reaches the followers through [`network::PeerNetworkFactory`];
-//! on each follower [`network::PeerService`] hands it to Raft, which appends it to the
-//! CommitLog (`raftmq-raft-log`) and, once committed, applies it (`raftmq-store`).
+//! Data flow: a client's write arrives on the client service of any node; a follower forwards
+//! it once to the leader; the leader validates it, checks it heard from a quorum, encodes one
+//! `SendBatch` entry and calls `Raft::client_write`. The entry reaches the followers through
+//! [`network::PeerNetworkFactory`]; on each follower [`network::PeerService`] hands it to Raft,
+//! which appends it to the CommitLog (`raftmq-raft-log`) and, once committed, applies it
+//! (`raftmq-store`). The leader answers after its own apply. Reads are served by any node from
+//! its dispatched (committed) data.
 //!
-//! Invariant: peers of different clusters never exchange Raft messages (every peer request
-//! carries and is checked against the cluster id).
+//! Invariants: peers of different clusters never exchange Raft messages (every peer request
+//! carries and is checked against the cluster id); a write refused with `not_applied = true`
+//! was never appended to any log; a node initialises a cluster only when its Raft state is
+//! empty.
 
+pub mod bootstrap;
 pub mod config;
+pub mod core;
+pub mod error;
+pub mod metrics;
 pub mod network;
+pub mod retention;
+pub mod server;
+pub mod service;
+mod snapshot_io;
+
+pub use server::Node;
+pub use server::NodeAddrs;
+pub use server::NodeHandle;
+pub use server::NodeListeners;

@@ -1,22 +1,60 @@
-//! `raftmq-node`: parses and validates the configuration, then (for now) exits: the server
-//! assembly lands once the storage crates do.
+//! `raftmq-node`: one broker node. Reads the config (defaults, `--config` TOML, flags; exit
+//! code 2 naming the field when invalid), sets up `tracing` (level from `log-level`, or
+//! `RUST_LOG` when set), starts the node, and on SIGTERM / SIGINT shuts it down gracefully
+//! (leader hand-over, flush, abort marker cleared) and exits 0. Start failures exit 1.
 
 use clap::Parser;
 use raftmq_node::config::NodeArgs;
+use raftmq_node::Node;
+use tracing_subscriber::EnvFilter;
+
+fn init_tracing(level: &str) {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+}
+
+async fn wait_for_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::signal;
+    use tokio::signal::unix::SignalKind;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+async fn run(cfg: raftmq_node::config::NodeConfig) -> anyhow::Result<()> {
+    let node = Node::start(cfg).await?;
+    let signal = wait_for_signal().await?;
+    tracing::info!(signal, "signal received; shutting down");
+    node.shutdown().await
+}
 
 fn main() -> std::process::ExitCode {
-    let args = NodeArgs::parse();
-    let cfg = match args.resolve() {
+    let cfg = match NodeArgs::parse().resolve() {
         Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("raftmq-node: {e}");
             return std::process::ExitCode::from(2);
         }
     };
-    eprintln!(
-        "raftmq-node: configuration of node {} (cluster {:?}) is valid, but the server is not yet \
-         wired (waiting for the raft-log and store crates); exiting",
-        cfg.node_id, cfg.cluster_id
-    );
-    std::process::ExitCode::from(1)
+    init_tracing(&cfg.log_level);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("raftmq-node: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cfg)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "raftmq-node failed");
+            eprintln!("raftmq-node: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }

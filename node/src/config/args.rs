@@ -107,6 +107,15 @@ pub struct NodeArgs {
     /// Disk usage ratio above which sends are refused. [default 0.90; > clean, ..=0.99]
     #[arg(long)]
     pub disk_reject_ratio: Option<f64>,
+    /// ConsumeQueue units per file. [default 300000; 1..=50000000]
+    #[arg(long)]
+    pub cq_units_per_file: Option<u64>,
+    /// Hash slots per IndexFile. [default 5000000; 1..=100000000]
+    #[arg(long)]
+    pub index_slots_per_file: Option<u64>,
+    /// Index units per IndexFile. [default 20000000; 1..=100000000]
+    #[arg(long)]
+    pub index_units_per_file: Option<u64>,
     /// Log filter (tracing EnvFilter syntax; RUST_LOG wins). [default info]
     #[arg(long)]
     pub log_level: Option<String>,
@@ -139,7 +148,8 @@ impl NodeArgs {
             election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms, send_timeout_ms,
             max_message_bytes, max_batch_messages, max_batch_bytes, grpc_max_message_bytes,
             topic_auto_create, default_queue_count, file_reserved_hours, disk_clean_ratio,
-            disk_reject_ratio, log_level;
+            disk_reject_ratio, cq_units_per_file, index_slots_per_file, index_units_per_file,
+            log_level;
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
         if self.no_metrics {
             cfg.metrics_addr = None;

@@ -1,0 +1,138 @@
+//! [`NodeCore`]: what every service and background task of one node shares: the config, the
+//! Raft handle, the store, the metrics, and the "shutting down" flag.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::Instant;
+use openraft::ServerState;
+use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::types::PeerNode;
+use raftmq_store::Raft;
+use raftmq_store::Store;
+use raftmq_store::TypeConfig;
+
+use crate::config::NodeConfig;
+use crate::metrics::NodeMetrics;
+
+/// openraft's metrics of this node.
+pub type RaftMetrics = openraft::RaftMetrics<TypeConfig>;
+
+/// State shared by the services of one node.
+pub struct NodeCore {
+    /// This node's id.
+    pub node_id: NodeId,
+    /// The validated configuration (advertised addresses filled in from the bound ports).
+    pub config: NodeConfig,
+    /// The Raft handle.
+    pub raft: Raft,
+    /// The state machine's read handle.
+    pub store: Store,
+    /// Prometheus metrics.
+    pub metrics: Arc<NodeMetrics>,
+    /// Set when shutdown starts: new writes are refused (nothing proposed).
+    pub shutting_down: AtomicBool,
+    /// Round-robin counters of leader-chosen queues, per topic.
+    pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    /// Client channels to other members (forwarding, status), by client address.
+    pub channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+}
+
+impl NodeCore {
+    /// The current Raft metrics.
+    pub fn raft_metrics(&self) -> RaftMetrics {
+        self.raft.metrics().borrow_watched().clone()
+    }
+
+    /// Runs `f` on the current Raft metrics without copying them.
+    pub fn with_metrics<T>(&self, f: impl FnOnce(&RaftMetrics) -> T) -> T {
+        let rx = self.raft.metrics();
+        let m = rx.borrow_watched();
+        f(&m)
+    }
+
+    /// The leader this node knows, with its client address ("" if unknown).
+    pub fn leader(&self) -> (Option<NodeId>, String) {
+        self.with_metrics(|m| {
+            let addr = m
+                .current_leader
+                .and_then(|id| m.membership_config.membership().get_node(&id).cloned())
+                .map(|n: PeerNode| n.client_addr)
+                .unwrap_or_default();
+            (m.current_leader, addr)
+        })
+    }
+
+    /// True if this node is the leader right now.
+    pub fn is_leader(&self) -> bool {
+        self.with_metrics(|m| {
+            m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
+        })
+    }
+
+    /// True once shutdown has started.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// How fresh the last quorum ack must be for the leader to propose a write: four
+    /// heartbeats, at most the election timeout's lower bound (openraft's own lease, the upper
+    /// bound, is longer: this check refuses earlier, before anything is appended).
+    pub fn quorum_freshness(&self) -> Duration {
+        let hb = self.config.heartbeat_ms.saturating_mul(4);
+        Duration::from_millis(hb.min(self.config.election_timeout_min_ms).max(50))
+    }
+
+    /// True if this node leads and heard from a quorum within [`Self::quorum_freshness`]
+    /// (always true for a single-voter cluster).
+    pub fn has_fresh_quorum(&self) -> bool {
+        let freshness = self.quorum_freshness();
+        self.with_metrics(|m| {
+            if m.state != ServerState::Leader {
+                return false;
+            }
+            if m.membership_config.membership().voter_ids().count() <= 1 {
+                return true;
+            }
+            m.last_quorum_acked
+                .as_ref()
+                .is_some_and(|t| t.elapsed() <= freshness)
+        })
+    }
+
+    /// A client channel to `addr` (host:port), created lazily and kept.
+    pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, String> {
+        let mut map = self
+            .channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(ch) = map.get(addr) {
+            return Ok(ch.clone());
+        }
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| format!("bad client address {addr:?}: {e}"))?
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        map.insert(addr.to_string(), ch.clone());
+        Ok(ch)
+    }
+
+    /// The next round-robin counter value of `topic`.
+    pub fn next_round_robin(&self, topic: &str) -> u64 {
+        let counter = {
+            let mut map = self
+                .round_robin
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            map.entry(topic.to_string()).or_default().clone()
+        };
+        counter.fetch_add(1, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,408 @@
+//! [`Node`]: assembles and runs one raftmq node (CommitLog, state machine, Raft, the peer and
+//! client gRPC services, `/metrics`, retention), in-process; [`NodeHandle`] stops it.
+//!
+//! Start: bind the listeners (port 0 allowed; the bound address is advertised when no
+//! advertised address is configured) → open the LogStore (recovery) → open the Store
+//! (recovery, abort marker) → `Raft::new` → serve → bootstrap or join ([`crate::bootstrap`])
+//! → retention driver.
+//!
+//! Graceful stop ([`NodeHandle::shutdown`]): refuse new writes (UNAVAILABLE, SHUTTING_DOWN,
+//! not applied) → if leader, transfer leadership to the most caught-up voter (bounded wait)
+//! → `raft.shutdown` → stop the servers → `Store::close` (flush, clear the abort marker) →
+//! `LogStore::close` (flush).
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use raftmq_raft_log::config::LogConfig;
+use raftmq_raft_log::types::NodeId;
+use raftmq_store::LogStore;
+use raftmq_store::Raft;
+use raftmq_store::SnapshotFile;
+use raftmq_store::Store;
+use raftmq_store::StoreConfig;
+use raftmq_store::TypeConfig;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+use tracing::Instrument;
+
+use crate::config::FlushPolicy;
+use crate::config::NodeConfig;
+use crate::core::NodeCore;
+use crate::metrics::NodeMetrics;
+use crate::network::PeerNetworkFactory;
+use crate::network::PeerService;
+use crate::service::ClientService;
+use crate::snapshot_io::FileSnapshotSink;
+
+/// How often the retention driver runs.
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Where a running node listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAddrs {
+    /// Peer (Raft) gRPC service.
+    pub raft: SocketAddr,
+    /// Client gRPC service.
+    pub client: SocketAddr,
+    /// `/metrics` HTTP endpoint, if enabled.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Listeners bound before the node starts (tests bind port 0 first to learn the addresses).
+pub struct NodeListeners {
+    /// For the peer service.
+    pub raft: TcpListener,
+    /// For the client service.
+    pub client: TcpListener,
+    /// For `/metrics` (None: disabled).
+    pub metrics: Option<TcpListener>,
+}
+
+impl NodeListeners {
+    /// Binds the addresses of `config`.
+    pub async fn bind(config: &NodeConfig) -> anyhow::Result<Self> {
+        let bind = |a: SocketAddr, what: &'static str| async move {
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot bind {what} {a}"))
+        };
+        Ok(Self {
+            raft: bind(config.raft_listen_addr, "raft-listen-addr").await?,
+            client: bind(config.client_listen_addr, "client-listen-addr").await?,
+            metrics: match config.metrics_addr {
+                Some(a) => Some(bind(a, "metrics-addr").await?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// Starts nodes.
+pub struct Node;
+
+/// A running node.
+pub struct NodeHandle {
+    core: Arc<NodeCore>,
+    log: LogStore,
+    addrs: NodeAddrs,
+    stop_tx: watch::Sender<bool>,
+    servers: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+fn log_config(c: &NodeConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: c.segment_bytes,
+        flush: match c.flush_policy {
+            FlushPolicy::Sync => raftmq_raft_log::FlushPolicy::Sync,
+            FlushPolicy::Async => raftmq_raft_log::FlushPolicy::Async {
+                interval_ms: c.flush_interval_ms,
+            },
+        },
+        ..LogConfig::default()
+    }
+}
+
+fn store_config(c: &NodeConfig) -> StoreConfig {
+    let mut s = StoreConfig::default();
+    let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    s.limits.max_body_bytes = clamp(c.max_message_bytes);
+    s.limits.max_batch_messages = c.max_batch_messages;
+    s.limits.max_batch_bytes = clamp(c.max_batch_bytes);
+    s.file_reserved_hours = u64::from(c.file_reserved_hours);
+    s.disk_clean_ratio = c.disk_clean_ratio;
+    s.disk_reject_ratio = c.disk_reject_ratio;
+    s.consume_queue.units_per_file = c.cq_units_per_file.try_into().unwrap_or(u32::MAX);
+    s.index.slots_per_file = clamp(c.index_slots_per_file);
+    s.index.max_units_per_file = clamp(c.index_units_per_file);
+    s
+}
+
+impl Node {
+    /// Binds the configured addresses and starts the node.
+    pub async fn start(config: NodeConfig) -> anyhow::Result<NodeHandle> {
+        let listeners = NodeListeners::bind(&config).await?;
+        Self::start_with_listeners(config, listeners).await
+    }
+
+    /// Starts the node on already bound listeners.
+    pub async fn start_with_listeners(
+        mut config: NodeConfig,
+        listeners: NodeListeners,
+    ) -> anyhow::Result<NodeHandle> {
+        config.validate()?;
+        let addrs = NodeAddrs {
+            raft: listeners.raft.local_addr()?,
+            client: listeners.client.local_addr()?,
+            metrics: match &listeners.metrics {
+                Some(l) => Some(l.local_addr()?),
+                None => None,
+            },
+        };
+        config
+            .raft_advertised_addr
+            .get_or_insert_with(|| addrs.raft.to_string());
+        config
+            .client_advertised_addr
+            .get_or_insert_with(|| addrs.client.to_string());
+        let span = tracing::info_span!("node", node_id = config.node_id);
+        let (core, log) = open(config).instrument(span.clone()).await?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let servers = serve(&core, listeners, stop_rx.clone(), &span);
+        let mut tasks = vec![tokio::spawn(
+            log_role_changes(core.clone(), stop_rx.clone()).instrument(span.clone()),
+        )];
+        tasks.push(tokio::spawn(
+            crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
+                .instrument(span.clone()),
+        ));
+        if let Some(t) = crate::bootstrap::bootstrap(&core, stop_rx)
+            .instrument(span.clone())
+            .await?
+        {
+            tasks.push(t);
+        }
+        tracing::info!(
+            parent: &span,
+            raft_addr = %addrs.raft,
+            client_addr = %addrs.client,
+            metrics_addr = ?addrs.metrics,
+            "node started"
+        );
+        Ok(NodeHandle {
+            core,
+            log,
+            addrs,
+            stop_tx,
+            servers,
+            tasks,
+        })
+    }
+}
+
+async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
+    let node_id = config.node_id;
+    let dir = config.data_dir.clone();
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
+    let log = LogStore::open(&dir, log_config(&config))
+        .with_context(|| format!("cannot open the commitlog in {}", dir.display()))?;
+    let (store, sm) = raftmq_store::open(&dir, store_config(&config), log.clone())
+        .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    let raft_config = Arc::new(config.raft_config()?);
+    let network =
+        PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, config.peer_network_options());
+    let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)
+        .await
+        .context("cannot start raft")?;
+    let core = Arc::new(NodeCore {
+        node_id,
+        config,
+        raft,
+        store,
+        metrics: Arc::new(NodeMetrics::new()),
+        shutting_down: Default::default(),
+        round_robin: Default::default(),
+        channels: Default::default(),
+    });
+    Ok((core, log))
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn serve(
+    core: &Arc<NodeCore>,
+    listeners: NodeListeners,
+    stop: watch::Receiver<bool>,
+    span: &tracing::Span,
+) -> Vec<JoinHandle<()>> {
+    let max = usize::try_from(core.config.grpc_max_message_bytes).unwrap_or(usize::MAX);
+    let snapshot_max = core.config.segment_bytes.saturating_mul(1 << 16);
+    let peer = PeerService::new(
+        core.raft.clone(),
+        core.node_id,
+        core.config.cluster_id.clone(),
+        FileSnapshotSink(core.store.snapshot_receiver(snapshot_max)),
+    )
+    .into_server(max);
+    let client = ClientService::new(core.clone()).into_server();
+    let mut out = Vec::new();
+    let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
+    let s = stop.clone();
+    let ps = span.clone();
+    out.push(tokio::spawn(
+        async move {
+            let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
+                )
+                .add_service(peer)
+                .serve_with_incoming_shutdown(peer_incoming, stopped(s))
+                .await;
+            if let Err(e) = r {
+                tracing::error!(error = %e, "peer service stopped with an error");
+            }
+        }
+        .instrument(span.clone()),
+    ));
+    let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
+    let s = stop.clone();
+    let cs = span.clone();
+    out.push(tokio::spawn(
+        async move {
+            let r = tonic::transport::Server::builder()
+                .trace_fn(
+                    move |r| tracing::info_span!(parent: &cs, "client", path = %r.uri().path()),
+                )
+                .add_service(client)
+                .serve_with_incoming_shutdown(client_incoming, stopped(s))
+                .await;
+            if let Err(e) = r {
+                tracing::error!(error = %e, "client service stopped with an error");
+            }
+        }
+        .instrument(span.clone()),
+    ));
+    if let Some(l) = listeners.metrics {
+        let app = crate::metrics::router(core.clone());
+        out.push(tokio::spawn(
+            async move {
+                let r = axum::serve(l, app)
+                    .with_graceful_shutdown(stopped(stop))
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "metrics endpoint stopped with an error");
+                }
+            }
+            .instrument(span.clone()),
+        ));
+    }
+    out
+}
+
+impl NodeHandle {
+    /// Where the node listens.
+    pub fn addrs(&self) -> &NodeAddrs {
+        &self.addrs
+    }
+
+    /// The node id.
+    pub fn node_id(&self) -> NodeId {
+        self.core.node_id
+    }
+
+    /// The Raft handle.
+    pub fn raft(&self) -> &Raft {
+        &self.core.raft
+    }
+
+    /// The store's read handle.
+    pub fn store(&self) -> &Store {
+        &self.core.store
+    }
+
+    /// The CommitLog.
+    pub fn log(&self) -> &LogStore {
+        &self.log
+    }
+
+    /// The shared node state (config, metrics, ...).
+    pub fn core(&self) -> &Arc<NodeCore> {
+        &self.core
+    }
+
+    /// The effective config (advertised addresses filled in).
+    pub fn config(&self) -> &NodeConfig {
+        &self.core.config
+    }
+
+    /// Graceful shutdown (see the module docs).
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        let core = self.core.clone();
+        core.shutting_down.store(true, Ordering::Release);
+        tracing::info!(node_id = core.node_id, "shutting down");
+        if core.is_leader() {
+            hand_over_leadership(&core).await;
+        }
+        self.stop_tasks().await;
+        core.store.close().context("closing the store")?;
+        self.log.close().context("closing the commitlog")?;
+        tracing::info!(node_id = core.node_id, "shut down cleanly");
+        Ok(())
+    }
+
+    /// Stops the node like a crash: no leader hand-over, no store close (the abort marker
+    /// stays) and no final flush of the log; what an `async` node had not flushed is still in
+    /// the page cache, as after `kill -9`.
+    pub async fn kill(mut self) {
+        self.core.shutting_down.store(true, Ordering::Release);
+        self.log.halt_without_flush();
+        self.stop_tasks().await;
+    }
+
+    async fn stop_tasks(&mut self) {
+        if let Err(e) = self.core.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown failed");
+        }
+        let _ = self.stop_tx.send(true);
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        for mut s in self.servers.drain(..) {
+            if tokio::time::timeout(Duration::from_secs(1), &mut s)
+                .await
+                .is_err()
+            {
+                s.abort();
+            }
+        }
+    }
+}
+
+/// Logs (info) every change of role, term or known leader.
+async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut rx = core.raft.metrics();
+    let mut last = None;
+    loop {
+        let now = {
+            let m = rx.borrow_watched();
+            (m.state, m.current_term, m.current_leader)
+        };
+        if last != Some(now) {
+            let (state, term, leader) = now;
+            tracing::info!(?state, term, leader = ?leader, "raft role");
+            last = Some(now);
+        }
+        if *stop.borrow() || rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Leader only: transfers leadership to the most caught-up voter and waits (bounded) for it.
+async fn hand_over_leadership(core: &NodeCore) {
+    let m = core.raft_metrics();
+    let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+    let Some(to) = crate::service::admin::most_caught_up(core, &m, &voters) else {
+        return;
+    };
+    match crate::service::admin::transfer_leader(core, Some(to)).await {
+        Ok(l) => tracing::info!(to = l, "leadership handed over before shutdown"),
+        Err(e) => {
+            tracing::warn!(to, error = %e, "leadership hand-over failed; shutting down anyway")
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Reads served by any node from its own committed (dispatched) data: pull with long polling,
+//! queries, consumer offsets, topic list.
+
+use std::time::Duration;
+
+use raftmq_proto::v1 as pb;
+use raftmq_store::limits::validate_group_name;
+use raftmq_store::limits::validate_topic_name;
+use raftmq_store::PullRequest;
+use raftmq_store::PullStatus;
+
+use super::convert;
+use super::send::now_ms;
+use crate::core::NodeCore;
+use crate::error::NodeError;
+
+/// Longest long-poll wait a client may ask for.
+pub const MAX_LONG_POLL: Duration = Duration::from_secs(60);
+
+/// Largest `max_count` of a key query.
+pub const MAX_QUERY_MESSAGES: u32 = 1024;
+
+fn topic_arg(topic: &str) -> Result<(), NodeError> {
+    validate_topic_name(topic).map_err(|e| NodeError::InvalidArgument(e.to_string()))
+}
+
+/// Pull: reads at once; at the queue's end waits up to the long-poll timeout for new data.
+pub async fn pull(core: &NodeCore, req: pb::PullRequest) -> Result<pb::PullReply, NodeError> {
+    topic_arg(&req.topic)?;
+    let queue_id = convert::queue_id("queue_id", req.queue_id)?;
+    let wait = Duration::from_millis(u64::from(req.long_poll_timeout_ms));
+    if wait > MAX_LONG_POLL {
+        return Err(NodeError::InvalidArgument(format!(
+            "long_poll_timeout_ms {} is above the maximum {}",
+            req.long_poll_timeout_ms,
+            MAX_LONG_POLL.as_millis()
+        )));
+    }
+    let sreq = PullRequest {
+        topic: req.topic,
+        queue_id,
+        offset: req.offset,
+        max_count: if req.max_count == 0 {
+            32
+        } else {
+            req.max_count
+        },
+        max_bytes: if req.max_bytes == 0 {
+            4 << 20
+        } else {
+            u64::from(req.max_bytes)
+        },
+        tag_expr: req.tag_expression,
+    };
+    let mut res = core.store.pull(&sreq)?;
+    if res.status == PullStatus::NoNewMessage && !wait.is_zero() {
+        let arrived = core
+            .store
+            .wait_for_messages(&sreq.topic, queue_id, sreq.offset, wait)
+            .await;
+        if arrived {
+            res = core.store.pull(&sreq)?;
+        }
+    }
+    let bytes: usize = res.messages.iter().map(|m| m.message.body.len()).sum();
+    core.metrics.record_out(res.messages.len(), bytes);
+    Ok(pb::PullReply {
+        status: convert::pull_status(res.status) as i32,
+        messages: res.messages.into_iter().map(convert::stored_out).collect(),
+        next_offset: res.next_offset,
+        min_offset: res.min_offset,
+        max_offset: res.max_offset,
+    })
+}
+
+/// One message by id; NOT_FOUND if none is dispatched there.
+pub fn query_by_id(core: &NodeCore, msg_id: u64) -> Result<pb::QueryByIdReply, NodeError> {
+    let m = core.store.get_by_id(msg_id)?;
+    Ok(pb::QueryByIdReply {
+        message: Some(convert::stored_out(m)),
+    })
+}
+
+/// Messages of a topic by key within a store-time range.
+pub fn query_by_key(
+    core: &NodeCore,
+    req: pb::QueryByKeyRequest,
+) -> Result<pb::QueryByKeyReply, NodeError> {
+    topic_arg(&req.topic)?;
+    if req.key.is_empty() {
+        return Err(NodeError::InvalidArgument("key is empty".into()));
+    }
+    if req.max_count > MAX_QUERY_MESSAGES {
+        return Err(NodeError::InvalidArgument(format!(
+            "max_count {} is above {MAX_QUERY_MESSAGES}",
+            req.max_count
+        )));
+    }
+    let end = if req.end_ms == 0 {
+        now_ms()
+    } else {
+        req.end_ms
+    };
+    if req.begin_ms > end {
+        return Err(NodeError::InvalidArgument(format!(
+            "begin_ms {} is after end_ms {end}",
+            req.begin_ms
+        )));
+    }
+    let max = if req.max_count == 0 {
+        32
+    } else {
+        req.max_count
+    };
+    let found = core
+        .store
+        .query_by_key(&req.topic, &req.key, req.begin_ms, end, max as usize)?;
+    Ok(pb::QueryByKeyReply {
+        messages: found.into_iter().map(convert::stored_out).collect(),
+    })
+}
+
+/// Checks a (group, topic, queue) triple of the offset calls.
+pub fn offset_args(group: &str, topic: &str, queue_id: i32) -> Result<u32, NodeError> {
+    validate_group_name(group).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    topic_arg(topic)?;
+    convert::queue_id("queue_id", queue_id)
+}
+
+/// A consumer group's stored offset.
+pub fn fetch_offset(
+    core: &NodeCore,
+    req: pb::FetchOffsetRequest,
+) -> Result<pb::FetchOffsetReply, NodeError> {
+    let q = offset_args(&req.group, &req.topic, req.queue_id)?;
+    Ok(pb::FetchOffsetReply {
+        offset: core.store.fetch_offset(&req.group, &req.topic, q),
+    })
+}
+
+/// Every topic with its queues' offset ranges.
+pub fn list_topics(core: &NodeCore) -> pb::ListTopicsReply {
+    let topics = core
+        .store
+        .topics()
+        .iter()
+        .map(|t| pb::TopicInfo {
+            config: Some(convert::topic_out(t)),
+            queues: (0..t.queue_count())
+                .map(|q| {
+                    let (min, max) = core.store.queue_offsets(&t.name, q);
+                    pb::QueueInfo {
+                        queue_id: i32::try_from(q).unwrap_or(i32::MAX),
+                        min_offset: min,
+                        max_offset: max,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    pb::ListTopicsReply { topics }
+}

@@ -1,0 +1,242 @@
+//! Three nodes in one process: replication, reads from every node, forwarding, leader
+//! transfer, quorum loss, restart catch-up, mixed flush policies.
+
+mod common;
+
+use std::time::Duration;
+use std::time::Instant;
+
+use common::msg;
+use common::read_all;
+use common::Cluster;
+use common::SEND_TIMEOUT_MS;
+use raftmq_node::config::FlushPolicy;
+use raftmq_proto::v1 as pb;
+use raftmq_proto::FORWARDED_BY_KEY;
+use tonic::Code;
+
+const MIXED: [FlushPolicy; 3] = [FlushPolicy::Sync, FlushPolicy::Async, FlushPolicy::Sync];
+
+fn follower_of(leader: u64) -> u64 {
+    leader % 3 + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicate_forward_transfer_and_read_everywhere() {
+    let cluster = Cluster::start(&MIXED, |_| {}).await;
+    let leader = cluster.wait_leader().await;
+    let client = raftmq_client::Client::connect(&cluster.seeds(), Default::default())
+        .await
+        .expect("client");
+
+    // Through the client library (follows the leader).
+    let mut acked = Vec::new();
+    for i in 0..20u32 {
+        let mut m = msg("orders", format!("m{i}").as_bytes());
+        m.keys = vec![format!("k{i}")];
+        acked.push(client.send(m).await.expect("send"));
+    }
+    let batch: Vec<pb::Message> = (0..10)
+        .map(|i| msg("orders", format!("b{i}").as_bytes()))
+        .collect();
+    acked.extend(client.send_batch(batch).await.expect("batch"));
+    assert_eq!(acked.len(), 30);
+    assert!(acked
+        .iter()
+        .all(|r| r.log_id.is_some() && r.msg_id == r.phys_offset));
+
+    // Raw call to a follower: forwarded once to the leader.
+    let follower = follower_of(leader);
+    let mut raw = cluster.grpc(follower).await;
+    let r = raw
+        .send(pb::SendRequest {
+            message: Some(msg("orders", b"via-follower")),
+        })
+        .await
+        .expect("forwarded send")
+        .into_inner();
+    acked.push(r.result.expect("result"));
+    // An already forwarded call is not forwarded again.
+    let mut req = tonic::Request::new(pb::SendRequest {
+        message: Some(msg("orders", b"twice")),
+    });
+    req.metadata_mut()
+        .insert(FORWARDED_BY_KEY, "9".parse().expect("header"));
+    let err = raw.send(req).await.expect_err("not forwarded twice");
+    assert_eq!(err.code(), Code::Unavailable);
+    let d = raftmq_proto::error_detail(&err).expect("detail");
+    assert!(d.not_applied && d.leader_id == Some(leader), "{d:?}");
+
+    // Identical queues on every node.
+    let last = acked
+        .iter()
+        .filter_map(|r| r.log_id.as_ref())
+        .map(|l| l.index)
+        .max()
+        .expect("ids");
+    cluster.wait_applied(last).await;
+    let mut views = Vec::new();
+    for id in 1..=3 {
+        let mut c = cluster.grpc(id).await;
+        views.push(read_all(&mut c, "orders", 4).await);
+        let q = c
+            .query_by_id(pb::QueryByIdRequest {
+                msg_id: acked[0].msg_id,
+            })
+            .await
+            .expect("by id")
+            .into_inner();
+        assert_eq!(
+            q.message.and_then(|m| m.message).map(|m| m.body),
+            Some(b"m0".to_vec())
+        );
+        let k = c
+            .query_by_key(pb::QueryByKeyRequest {
+                topic: "orders".into(),
+                key: "k3".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("by key")
+            .into_inner();
+        assert_eq!(k.messages.len(), 1);
+    }
+    assert_eq!(views[0].len(), 31);
+    assert_eq!(views[0], views[1]);
+    assert_eq!(views[0], views[2]);
+    for a in &acked {
+        assert!(views[0]
+            .iter()
+            .any(|(q, o, id, _)| *q == a.queue_id && *o == a.queue_offset && *id == a.msg_id));
+    }
+
+    // Leader transfer to a chosen node, then sends keep working through the same client.
+    let target = follower_of(leader);
+    let new_leader = client
+        .transfer_leader(Some(target))
+        .await
+        .expect("transfer");
+    assert_eq!(new_leader, target);
+    assert_eq!(cluster.wait_leader().await, target);
+    client
+        .send(msg("orders", b"after-transfer"))
+        .await
+        .expect("send after transfer");
+
+    // Cluster status from a follower lists everyone with watermarks.
+    let st = client
+        .cluster_status_from(&cluster.client_addr(follower_of(target)))
+        .await
+        .expect("status");
+    assert_eq!(st.members.len(), 3);
+    assert_eq!(st.leader_id, Some(target));
+    for m in &st.members {
+        let w = m.watermarks.as_ref().expect("watermarks");
+        assert!(w.committed_index.is_some(), "{m:?}");
+        assert!(m.replication_lag.is_some(), "{m:?}");
+    }
+    let text = cluster
+        .node(target)
+        .core()
+        .metrics
+        .render(cluster.node(target).core());
+    assert!(text.contains("raftmq_committed_index"), "{text}");
+    assert!(
+        text.contains("raftmq_send_latency_seconds_bucket"),
+        "{text}"
+    );
+
+    // Graceful stop of the leader hands leadership over; the client keeps sending.
+    let mut cluster = cluster;
+    let started = Instant::now();
+    cluster.stop(target).await;
+    let next = cluster.wait_leader().await;
+    assert_ne!(next, target);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    client
+        .send(msg("orders", b"after-stop"))
+        .await
+        .expect("send after leader stop");
+    cluster.shutdown_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_and_restart_catch_up() {
+    let mut cluster = Cluster::start(&MIXED, |_| {}).await;
+    let leader = cluster.wait_leader().await;
+    let mut c = cluster.grpc(leader).await;
+    let send =
+        |c: &mut raftmq_proto::v1::raft_mq_client::RaftMqClient<tonic::transport::Channel>,
+         body: &'static [u8]| {
+            let mut c = c.clone();
+            async move {
+                c.send(pb::SendRequest {
+                    message: Some(msg("q", body)),
+                })
+                .await
+            }
+        };
+    send(&mut c, b"before").await.expect("3 up");
+
+    // One follower down (crash): sends still succeed.
+    let f1 = follower_of(leader);
+    let f2 = follower_of(f1);
+    cluster.kill(f1).await;
+    for _ in 0..5 {
+        send(&mut c, b"one-down").await.expect("2 of 3 up");
+    }
+    let st = c
+        .cluster_status(pb::ClusterStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    let down = st.members.iter().find(|m| m.node_id == f1).expect("listed");
+    assert_eq!(down.role, pb::Role::Unreachable as i32, "{down:?}");
+    assert!(!down.error.is_empty());
+    assert!(down.replication_lag.is_some_and(|l| l >= 5), "{down:?}");
+
+    // Two down: UNAVAILABLE within the bound, known not applied.
+    cluster.stop(f2).await;
+    // Past the quorum-freshness window (4 heartbeats): the leader knows it has no quorum.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let start = Instant::now();
+    let err = send(&mut c, b"no-quorum").await.expect_err("no quorum");
+    let took = start.elapsed();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        took < Duration::from_millis(SEND_TIMEOUT_MS + 1000),
+        "{took:?}"
+    );
+    let d = raftmq_proto::error_detail(&err).expect("detail");
+    assert!(d.not_applied, "{d:?}");
+
+    // Both come back (same data dirs); the crashed one catches up.
+    cluster.restart(f1).await;
+    cluster.restart(f2).await;
+    let leader = cluster.wait_leader().await;
+    let mut c = cluster.grpc(leader).await;
+    let r = send(&mut c, b"after")
+        .await
+        .expect("quorum back")
+        .into_inner();
+    let last = r
+        .result
+        .and_then(|r| r.log_id)
+        .map(|l| l.index)
+        .expect("log id");
+    cluster.wait_applied(last).await;
+    let mut views = Vec::new();
+    for id in 1..=3 {
+        let mut c = cluster.grpc(id).await;
+        views.push(read_all(&mut c, "q", 4).await);
+    }
+    assert_eq!(views[0].len(), 7, "{:?}", views[0]);
+    assert_eq!(views[0], views[1]);
+    assert_eq!(views[0], views[2]);
+    assert!(views[0].iter().all(|(_, _, _, b)| b != b"no-quorum"));
+    cluster.shutdown_all().await;
+}

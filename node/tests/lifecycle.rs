@@ -1,0 +1,227 @@
+//! Node lifecycle: retention-driven purge, a learner joining after the purge (snapshot
+//! install) and promoted to voter, the disk-full guard, `/metrics` over HTTP, and the binary's
+//! exit codes (bad config: 2; SIGTERM: graceful, 0).
+
+mod common;
+
+use std::io::Read;
+use std::io::Write;
+use std::time::Duration;
+
+use common::msg;
+use common::read_all;
+use common::test_config;
+use common::Cluster;
+use raftmq_node::config::FlushPolicy;
+use raftmq_node::Node;
+use raftmq_proto::v1 as pb;
+use tonic::Code;
+
+async fn fill(
+    c: &mut pb::raft_mq_client::RaftMqClient<tonic::transport::Channel>,
+    n: usize,
+) -> u64 {
+    let mut last = 0;
+    for b in 0..n {
+        let batch = (0..16)
+            .map(|i| msg("ret", format!("{b}-{i}-{}", "x".repeat(1000)).as_bytes()))
+            .collect();
+        let r = c
+            .send_batch(pb::SendBatchRequest { messages: batch })
+            .await
+            .expect("batch")
+            .into_inner();
+        last = r.results[0].log_id.as_ref().map_or(0, |l| l.index);
+    }
+    last
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_then_learner_joins_by_snapshot() {
+    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
+    cluster.wait_leader().await;
+    let n1 = cluster.node(1);
+    let mut c = cluster.grpc(1).await;
+    fill(&mut c, 20).await;
+
+    // Disk above the reject ratio: sends refused, nothing proposed.
+    n1.store().set_disk_usage_override(Some(0.95));
+    let e = c
+        .send(pb::SendRequest {
+            message: Some(msg("ret", b"full")),
+        })
+        .await
+        .expect_err("disk full");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(raftmq_proto::error_detail(&e).is_some_and(|d| d.not_applied));
+
+    // Above the clean ratio: retention deletes the oldest segments.
+    n1.store().checkpoint().expect("checkpoint");
+    n1.store().set_disk_usage_override(Some(0.8));
+    let mut passes = 0;
+    while raftmq_node::retention::retention_pass(n1.core())
+        .await
+        .expect("pass")
+    {
+        passes += 1;
+        n1.store().checkpoint().expect("checkpoint");
+        if passes == 2 {
+            break;
+        }
+    }
+    n1.store().set_disk_usage_override(None);
+    assert!(passes >= 1, "nothing deleted");
+    let min = n1.store().watermarks().log.min_phys_offset;
+    assert!(min > 0, "min phys {min}");
+    let r = c
+        .pull(pb::PullRequest {
+            topic: "ret".into(),
+            queue_id: 0,
+            offset: 0,
+            ..Default::default()
+        })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert_eq!(r.status, pb::PullStatus::OffsetTooSmall as i32, "{r:?}");
+
+    // A new node joins as learner (only a snapshot can bring it up), then becomes a voter.
+    let mut cfg = test_config(2, cluster.dir.path(), FlushPolicy::Async);
+    cfg.raft_listen_addr = "127.0.0.1:0".parse().expect("addr");
+    cfg.client_listen_addr = "127.0.0.1:0".parse().expect("addr");
+    cfg.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
+    cfg.join_addr = Some(cluster.client_addr(1));
+    let n2 = Node::start(cfg).await.expect("joiner starts");
+    let end = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let learners: Vec<u64> = n1
+            .core()
+            .with_metrics(|m| m.membership_config.membership().learner_ids().collect());
+        if learners.contains(&2) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "learner not added");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = c
+        .change_membership(pb::ChangeMembershipRequest {
+            add_voters: vec![2],
+            ..Default::default()
+        })
+        .await
+        .expect("promote")
+        .into_inner();
+    assert_eq!(reply.voters, vec![1, 2]);
+    let last = fill(&mut c, 1).await;
+    loop {
+        if n2.store().watermarks().applied.map(|l| l.index) >= Some(last) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "joiner did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut c2 = pb::raft_mq_client::RaftMqClient::connect(format!("http://{}", n2.addrs().client))
+        .await
+        .expect("connect n2");
+    let key = |v: Vec<(i32, u64, u64, Vec<u8>)>| -> Vec<(i32, u64, u64)> {
+        v.into_iter().map(|(q, o, id, _)| (q, o, id)).collect()
+    };
+    let (v1, v2) = (
+        key(read_all(&mut c, "ret", 4).await),
+        key(read_all(&mut c2, "ret", 4).await),
+    );
+    let only1: Vec<_> = v1.iter().filter(|x| !v2.contains(x)).collect();
+    // The joiner holds every message the leader retains, at the same queue offsets and ids
+    // (it may retain more: the snapshot was built before the leader deleted its segments).
+    assert!(
+        only1.is_empty(),
+        "{} vs {}: only on n1 {only1:?}",
+        v1.len(),
+        v2.len()
+    );
+
+    let text = http_get(n2.addrs().metrics.expect("metrics on"), "/metrics");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("raftmq_applied_index"), "{text}");
+    n2.shutdown().await.expect("n2 down");
+    cluster.shutdown_all().await;
+}
+
+#[test]
+fn binary_exit_codes() {
+    let bin = env!("CARGO_BIN_EXE_raftmq-node");
+    let out = std::process::Command::new(bin)
+        .args(["--heartbeat-ms", "5000"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("heartbeat-ms"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("n1");
+    let mut child = std::process::Command::new(bin)
+        .args(["--data-dir", data.to_str().expect("utf-8")])
+        .args([
+            "--raft-listen-addr",
+            "127.0.0.1:0",
+            "--client-listen-addr",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--no-metrics",
+            "--segment-bytes",
+            "65536",
+            "--max-batch-bytes",
+            "16384",
+        ])
+        .args([
+            "--max-message-bytes",
+            "4096",
+            "--grpc-max-message-bytes",
+            "2097152",
+        ])
+        .args(["--cq-units-per-file", "64", "--index-slots-per-file", "64"])
+        .args(["--index-units-per-file", "64"])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let abort = data.join("abort");
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while !abort.exists() {
+        assert!(std::time::Instant::now() < end, "node did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(std::time::Instant::now() < end, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !abort.exists(),
+        "abort marker cleared by the graceful shutdown"
+    );
+}

@@ -1,0 +1,271 @@
+//! Request validation on a single-node cluster: every bad request gets a precise status and
+//! the node keeps serving.
+
+mod common;
+
+use common::msg;
+use common::Cluster;
+use raftmq_node::config::FlushPolicy;
+use raftmq_proto::v1 as pb;
+use tonic::Code;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_precise_statuses() {
+    let cluster = Cluster::start(&[FlushPolicy::Sync], |c| c.topic_auto_create = false).await;
+    cluster.wait_leader().await;
+    let mut c = cluster.grpc(1).await;
+    let base = c.clone();
+    let send = |m: Option<pb::Message>| {
+        let mut c = base.clone();
+        async move { c.send(pb::SendRequest { message: m }).await }
+    };
+
+    let e = send(None).await.expect_err("missing message");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = send(Some(msg("bad topic!", b"x")))
+        .await
+        .expect_err("bad name");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = send(Some(msg("unknown", b"x")))
+        .await
+        .expect_err("unknown topic");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().contains("unknown"), "{e:?}");
+
+    c.create_topic(pb::CreateTopicRequest {
+        config: Some(pb::TopicConfig {
+            name: "t".into(),
+            queue_count: 2,
+            perm: 0,
+        }),
+    })
+    .await
+    .expect("create");
+    let e = c
+        .create_topic(pb::CreateTopicRequest {
+            config: Some(pb::TopicConfig {
+                name: "t".into(),
+                queue_count: 2,
+                perm: 0,
+            }),
+        })
+        .await
+        .expect_err("exists");
+    assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    let e = send(Some(msg("t", &vec![0u8; 17 << 10])))
+        .await
+        .expect_err("too big");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("max-message-bytes"), "{e:?}");
+    let mut m = msg("t", b"x");
+    m.queue_id = Some(5);
+    let e = send(Some(m)).await.expect_err("no such queue");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let mut m = msg("t", b"x");
+    m.queue_id = Some(-7);
+    assert_eq!(
+        send(Some(m)).await.expect_err("negative").code(),
+        Code::InvalidArgument
+    );
+    let batch: Vec<pb::Message> = (0..65).map(|_| msg("t", b"x")).collect();
+    let e = c
+        .send_batch(pb::SendBatchRequest { messages: batch })
+        .await
+        .expect_err("too many");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = c
+        .send_batch(pb::SendBatchRequest { messages: vec![] })
+        .await
+        .expect_err("empty");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+
+    let ok = send(Some(msg("t", b"ok")))
+        .await
+        .expect("valid send")
+        .into_inner();
+    let q = ok.result.expect("result").queue_id;
+
+    let pull = |queue_id: i32, offset: u64| {
+        let mut c = base.clone();
+        async move {
+            c.pull(pb::PullRequest {
+                topic: "t".into(),
+                queue_id,
+                offset,
+                ..Default::default()
+            })
+            .await
+        }
+    };
+    let r = pull(q, 5).await.expect("pull").into_inner();
+    assert_eq!(r.status, pb::PullStatus::OffsetTooBig as i32);
+    let r = pull(q, 1).await.expect("pull").into_inner();
+    assert_eq!(r.status, pb::PullStatus::NoNewMsg as i32);
+    let r = pull(q, 0).await.expect("pull").into_inner();
+    assert_eq!(r.status, pb::PullStatus::Found as i32);
+    let e = pull(-1, 0).await.expect_err("negative queue");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let r = c
+        .pull(pb::PullRequest {
+            topic: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert_eq!(r.status, pb::PullStatus::NoSuchTopic as i32);
+    // Long poll: times out with NO_NEW_MSG, bounded.
+    let r = c
+        .pull(pb::PullRequest {
+            topic: "t".into(),
+            queue_id: q,
+            offset: 1,
+            long_poll_timeout_ms: 200,
+            ..Default::default()
+        })
+        .await
+        .expect("long poll")
+        .into_inner();
+    assert_eq!(r.status, pb::PullStatus::NoNewMsg as i32);
+
+    let e = c
+        .query_by_id(pb::QueryByIdRequest { msg_id: 12345 })
+        .await
+        .expect_err("no message");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+    c.commit_offset(pb::CommitOffsetRequest {
+        group: "g".into(),
+        topic: "t".into(),
+        queue_id: 0,
+        offset: 7,
+    })
+    .await
+    .expect("commit offset");
+    let f = c
+        .fetch_offset(pb::FetchOffsetRequest {
+            group: "g".into(),
+            topic: "t".into(),
+            queue_id: 0,
+        })
+        .await
+        .expect("fetch")
+        .into_inner();
+    assert_eq!(f.offset, Some(7));
+
+    let e = c
+        .change_membership(pb::ChangeMembershipRequest {
+            remove_voters: vec![1],
+            ..Default::default()
+        })
+        .await
+        .expect_err("last voter");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let e = c
+        .change_membership(pb::ChangeMembershipRequest {
+            remove_voters: vec![9],
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown node");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    let e = c
+        .transfer_leader(pb::TransferLeaderRequest {
+            to_node_id: Some(9),
+        })
+        .await
+        .expect_err("unknown node");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    let e = c
+        .transfer_leader(pb::TransferLeaderRequest { to_node_id: None })
+        .await
+        .expect_err("no other voter");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+
+    // Still serving.
+    send(Some(msg("t", b"still"))).await.expect("node alive");
+    cluster.shutdown_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_does_not_reinitialise_and_keeps_data() {
+    let mut cluster = Cluster::start(&[FlushPolicy::Async], |_| {}).await;
+    cluster.wait_leader().await;
+    let mut c = cluster.grpc(1).await;
+    let r = c
+        .send(pb::SendRequest {
+            message: Some(msg("r", b"kept")),
+        })
+        .await
+        .expect("send")
+        .into_inner()
+        .result
+        .expect("result");
+    cluster.stop(1).await;
+    cluster.restart(1).await;
+    cluster.wait_leader().await;
+    let mut c = cluster.grpc(1).await;
+    let m = c
+        .query_by_id(pb::QueryByIdRequest { msg_id: r.msg_id })
+        .await
+        .expect("message kept")
+        .into_inner();
+    assert_eq!(
+        m.message.and_then(|m| m.message).map(|m| m.body),
+        Some(b"kept".to_vec())
+    );
+    let r2 = c
+        .send(pb::SendRequest {
+            message: Some(msg("r", b"more")),
+        })
+        .await
+        .expect("send after restart")
+        .into_inner()
+        .result
+        .expect("result");
+    assert!(r2.msg_id > r.msg_id, "{r2:?} after {r:?}");
+    cluster.shutdown_all().await;
+}
+
+/// Bytes that are not a valid `SendRequest` (field 1 as a varint instead of a message).
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotASendRequest {
+    #[prost(uint64, tag = "1")]
+    message: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
+    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
+    cluster.wait_leader().await;
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.client_addr(1)))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<NotASendRequest, pb::SendReply>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/Send");
+    let e = grpc
+        .unary(
+            tonic::Request::new(NotASendRequest { message: 5 }),
+            path,
+            codec,
+        )
+        .await
+        .expect_err("malformed");
+    assert!(
+        matches!(e.code(), Code::Internal | Code::InvalidArgument),
+        "{e:?}"
+    );
+    assert!(e.message().contains("decode"), "{e:?}");
+    let mut c = cluster.grpc(1).await;
+    c.send(pb::SendRequest {
+        message: Some(msg("after", b"ok")),
+    })
+    .await
+    .expect("still serving");
+    cluster.shutdown_all().await;
+}
