@@ -1,7 +1,8 @@
 //! `raftmq-node`: one broker node. Reads the config (defaults, `--config` TOML, flags; exit
 //! code 2 naming the field when invalid), sets up `tracing` (level from `log-level`, or
 //! `RUST_LOG` when set), starts the node, and on SIGTERM / SIGINT shuts it down gracefully
-//! (leader hand-over, flush, abort marker cleared) and exits 0. Start failures exit 1.
+//! (leader hand-over, flush, abort marker cleared) and exits 0. Start failures, and a fatal
+//! Raft error (e.g. a CommitLog I/O error), exit 1.
 
 use clap::Parser;
 use raftmq_node::config::NodeArgs;
@@ -12,7 +13,12 @@ fn init_tracing(level: &str) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .init();
 }
 
 async fn wait_for_signal() -> std::io::Result<&'static str> {
@@ -28,9 +34,17 @@ async fn wait_for_signal() -> std::io::Result<&'static str> {
 
 async fn run(cfg: raftmq_node::config::NodeConfig) -> anyhow::Result<()> {
     let node = Node::start(cfg).await?;
-    let signal = wait_for_signal().await?;
-    tracing::info!(signal, "signal received; shutting down");
-    node.shutdown().await
+    tokio::select! {
+        signal = wait_for_signal() => {
+            tracing::info!(signal = signal?, "signal received; shutting down");
+            node.shutdown().await
+        }
+        error = node.failed() => {
+            tracing::error!(error = %error, "raft stopped on a fatal error; shutting down");
+            let _ = node.shutdown().await;
+            Err(anyhow::anyhow!("raft stopped on a fatal error: {error}"))
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {

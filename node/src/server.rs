@@ -172,7 +172,7 @@ impl Node {
             parent: &span,
             raft_addr = %addrs.raft,
             client_addr = %addrs.client,
-            metrics_addr = ?addrs.metrics,
+            metrics_addr = %addrs.metrics.map_or_else(|| "off".to_string(), |a| a.to_string()),
             "node started"
         );
         Ok(NodeHandle {
@@ -264,7 +264,7 @@ fn serve(
         async move {
             let r = tonic::transport::Server::builder()
                 .trace_fn(
-                    move |r| tracing::info_span!(parent: &cs, "client", path = %r.uri().path()),
+                    move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
                 )
                 .add_service(client)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
@@ -328,6 +328,22 @@ impl NodeHandle {
         &self.core.config
     }
 
+    /// Resolves when Raft stopped on a fatal error (storage I/O error, panic), with the error.
+    /// The node then refuses writes; the caller should shut it down.
+    pub async fn failed(&self) -> String {
+        use openraft::async_runtime::WatchReceiver;
+        let mut rx = self.core.raft.metrics();
+        loop {
+            let state = rx.borrow_watched().running_state.clone();
+            if let Err(e) = state {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return "raft stopped".into();
+            }
+        }
+    }
+
     /// Graceful shutdown (see the module docs).
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         let core = self.core.clone();
@@ -381,6 +397,12 @@ async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
             let m = rx.borrow_watched();
             (m.state, m.current_term, m.current_leader)
         };
+        let fatal = rx.borrow_watched().running_state.clone().err();
+        if let Some(e) = fatal.filter(|e| !matches!(e, openraft::errors::Fatal::Stopped)) {
+            core.shutting_down.store(true, Ordering::Release);
+            tracing::error!(error = %e, "raft stopped on a fatal error; refusing writes");
+            return;
+        }
         if last != Some(now) {
             let (state, term, leader) = now;
             tracing::info!(?state, term, leader = ?leader, "raft role");

@@ -146,6 +146,12 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         "{text}"
     );
 
+    // Transfer without a target: to the most caught-up other voter.
+    let auto = client.transfer_leader(None).await.expect("auto transfer");
+    assert_ne!(auto, target);
+    let target = cluster.wait_leader().await;
+    assert_eq!(target, auto);
+
     // Graceful stop of the leader hands leadership over; the client keeps sending.
     let mut cluster = cluster;
     let started = Instant::now();

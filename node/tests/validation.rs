@@ -182,6 +182,43 @@ async fn bad_requests_get_precise_statuses() {
         .expect_err("no other voter");
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
 
+    let e = c
+        .change_membership(pb::ChangeMembershipRequest {
+            add_voters: vec![5],
+            ..Default::default()
+        })
+        .await
+        .expect_err("not a learner");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    for (id, raft, client) in [(0, "h:1", "h:2"), (5, "nohost", "h:2"), (5, "h:1", "")] {
+        let e = c
+            .add_learner(pb::AddLearnerRequest {
+                node_id: id,
+                raft_addr: raft.into(),
+                client_addr: client.into(),
+                wait_caught_up: false,
+            })
+            .await
+            .expect_err("bad learner");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    }
+    let e = c
+        .update_topic(pb::UpdateTopicRequest {
+            name: "t".into(),
+            queue_count: Some(1),
+            perm: 0,
+        })
+        .await
+        .expect_err("queues cannot shrink");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = c
+        .delete_topic(pb::DeleteTopicRequest {
+            name: "nope".into(),
+        })
+        .await
+        .expect_err("no topic");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
     // Still serving.
     send(Some(msg("t", b"still"))).await.expect("node alive");
     cluster.shutdown_all().await;
