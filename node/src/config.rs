@@ -163,6 +163,10 @@ pub struct NodeConfig {
     /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     /// Default "info"; e.g. "debug" or "info,raftmq_node=debug".
     pub log_level: String,
+    /// Operator repair: on start, truncate the CommitLog at the first corrupted record even if
+    /// it was flushed, and catch up from the peers, instead of refusing to start. Use only on a
+    /// node whose data a majority still holds. Default false.
+    pub repair_truncate_corruption: bool,
 }
 
 impl Default for NodeConfig {
@@ -198,6 +202,7 @@ impl Default for NodeConfig {
             index_slots_per_file: 5_000_000,
             index_units_per_file: 20_000_000,
             log_level: "info".into(),
+            repair_truncate_corruption: false,
         }
     }
 }

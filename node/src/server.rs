@@ -105,6 +105,7 @@ fn log_config(c: &NodeConfig) -> LogConfig {
                 interval_ms: c.flush_interval_ms,
             },
         },
+        repair_truncate_corruption: c.repair_truncate_corruption,
         ..LogConfig::default()
     }
 }

@@ -119,6 +119,10 @@ pub struct NodeArgs {
     /// Log filter (tracing EnvFilter syntax; RUST_LOG wins). [default info]
     #[arg(long)]
     pub log_level: Option<String>,
+    /// Truncate a corrupted CommitLog at the first bad record and catch up from the peers
+    /// instead of refusing to start (operator repair). [default false]
+    #[arg(long)]
+    pub repair_truncate_corruption: Option<bool>,
 }
 
 macro_rules! override_fields {
@@ -149,7 +153,7 @@ impl NodeArgs {
             max_message_bytes, max_batch_messages, max_batch_bytes, grpc_max_message_bytes,
             topic_auto_create, default_queue_count, file_reserved_hours, disk_clean_ratio,
             disk_reject_ratio, cq_units_per_file, index_slots_per_file, index_units_per_file,
-            log_level;
+            log_level, repair_truncate_corruption;
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
         if self.no_metrics {
             cfg.metrics_addr = None;

@@ -21,6 +21,7 @@
 mod client;
 mod codec;
 mod factory;
+pub mod fault;
 mod server;
 mod snapshot;
 mod split;

@@ -31,6 +31,7 @@ use tonic::Status;
 use tonic::Streaming;
 
 use super::codec;
+use super::fault::PeerFaults;
 use super::snapshot::SnapshotSink;
 
 /// The `RaftPeer` gRPC service of one node.
@@ -48,6 +49,8 @@ where
     cluster_id: String,
     sink: Arc<K>,
     stats: Arc<PeerServiceStats>,
+    /// Injected link faults (tests only; see `fault.rs`).
+    faults: Option<Arc<PeerFaults>>,
 }
 
 /// Requests served by a [`PeerService`], by kind (for metrics and tests).
@@ -76,12 +79,30 @@ where
     /// Serves `raft` (node `node_id` of cluster `cluster_id`); received snapshots are rebuilt
     /// by `sink`.
     pub fn new(raft: Raft<C, SM>, node_id: NodeId, cluster_id: impl Into<String>, sink: K) -> Self {
+        let cluster_id = cluster_id.into();
         Self {
             raft,
             node_id,
-            cluster_id: cluster_id.into(),
+            faults: super::fault::faults_of(&cluster_id),
+            cluster_id,
             sink: Arc::new(sink),
             stats: Arc::default(),
+        }
+    }
+
+    /// Injected faults, before processing a request from `from`.
+    async fn fault_in(&self, from: NodeId) -> Result<(), Status> {
+        match &self.faults {
+            Some(f) => f.inbound(from, self.node_id).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Injected faults, before answering a request from `from`.
+    fn fault_out(&self, from: NodeId) -> Result<(), Status> {
+        match &self.faults {
+            Some(f) => f.outbound(from, self.node_id),
+            None => Ok(()),
         }
     }
 
@@ -102,6 +123,7 @@ where
             node_id: self.node_id,
             cluster_id: self.cluster_id.clone(),
             stats: self.stats.clone(),
+            faults: self.faults.clone(),
         }
     }
 
@@ -124,6 +146,7 @@ struct Checker {
     node_id: NodeId,
     cluster_id: String,
     stats: Arc<PeerServiceStats>,
+    faults: Option<Arc<PeerFaults>>,
 }
 
 impl Checker {
@@ -170,6 +193,20 @@ impl Checker {
         Ok(())
     }
 
+    async fn fault_in(&self, from: NodeId) -> Result<(), Status> {
+        match &self.faults {
+            Some(f) => f.inbound(from, self.node_id).await,
+            None => Ok(()),
+        }
+    }
+
+    fn fault_out(&self, from: NodeId) -> Result<(), Status> {
+        match &self.faults {
+            Some(f) => f.outbound(from, self.node_id),
+            None => Ok(()),
+        }
+    }
+
     fn decode<T: serde::de::DeserializeOwned>(
         &self,
         what: &'static str,
@@ -203,8 +240,11 @@ where
     ) -> Result<Response<RaftReply>, Status> {
         let rpc: AppendEntriesRequest<C> =
             self.decode_request("AppendEntriesRequest", request.get_ref())?;
+        let from = request.get_ref().from_node_id;
+        self.fault_in(from).await?;
         self.stats.append_entries.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.append_entries(rpc).await.map_err(raft_stopped)?;
+        self.fault_out(from)?;
         reply("AppendEntriesResponse", &resp)
     }
 
@@ -223,9 +263,12 @@ where
         let refusal: Arc<Mutex<Option<Status>>> = Arc::new(Mutex::new(None));
         let checker = self.checker();
         let slot = refusal.clone();
+        let peer = Arc::new(AtomicU64::new(0));
+        let peer_in = peer.clone();
         let requests = futures::stream::unfold(Some(input), move |input| {
             let slot = slot.clone();
             let checker = checker.clone();
+            let peer_in = peer_in.clone();
             async move {
                 let mut input = input?;
                 let failed = match input.message().await {
@@ -233,13 +276,17 @@ where
                     Ok(Some(req)) => match checker
                         .decode::<AppendEntriesRequest<C>>("AppendEntriesRequest", &req)
                     {
-                        Ok(rpc) => {
-                            checker
-                                .stats
-                                .stream_append_requests
-                                .fetch_add(1, Ordering::Relaxed);
-                            return Some((rpc, Some(input)));
-                        }
+                        Ok(rpc) => match checker.fault_in(req.from_node_id).await {
+                            Err(status) => status,
+                            Ok(()) => {
+                                peer_in.store(req.from_node_id, Ordering::Relaxed);
+                                checker
+                                    .stats
+                                    .stream_append_requests
+                                    .fetch_add(1, Ordering::Relaxed);
+                                return Some((rpc, Some(input)));
+                            }
+                        },
                         Err(status) => status,
                     },
                     Err(status) => status,
@@ -248,10 +295,15 @@ where
                 None
             }
         });
-        let results = self.raft.stream_append(requests).map(|res| match res {
-            Ok(r) => codec::encode("StreamAppendResult", &r)
-                .map(|payload| RaftReply { payload })
-                .map_err(|e| Status::internal(e.to_string())),
+        let out_checker = self.checker();
+        let results = self.raft.stream_append(requests).map(move |res| match res {
+            Ok(r) => out_checker
+                .fault_out(peer.load(Ordering::Relaxed))
+                .and_then(|()| {
+                    codec::encode("StreamAppendResult", &r)
+                        .map(|payload| RaftReply { payload })
+                        .map_err(|e| Status::internal(e.to_string()))
+                }),
             Err(fatal) => Err(raft_stopped(fatal)),
         });
         let tail = futures::stream::once(async move {
@@ -263,15 +315,21 @@ where
 
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc: VoteRequest<C> = self.decode_request("VoteRequest", request.get_ref())?;
+        let from = request.get_ref().from_node_id;
+        self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.vote(rpc).await.map_err(raft_stopped)?;
+        self.fault_out(from)?;
         reply("VoteResponse", &resp)
     }
 
     async fn pre_vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc: VoteRequest<C> = self.decode_request("PreVoteRequest", request.get_ref())?;
+        let from = request.get_ref().from_node_id;
+        self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
         let resp = self.raft.pre_vote(rpc).await.map_err(raft_stopped)?;
+        self.fault_out(from)?;
         reply("PreVoteResponse", &resp)
     }
 
@@ -281,6 +339,7 @@ where
     ) -> Result<Response<RaftReply>, Status> {
         let rpc: TransferLeaderRequest<C> =
             self.decode_request("TransferLeaderRequest", request.get_ref())?;
+        self.fault_in(request.get_ref().from_node_id).await?;
         let resp = self
             .raft
             .handle_transfer_leader(rpc)
@@ -308,6 +367,7 @@ where
             header.to_node_id,
             header.codec,
         )?;
+        self.fault_in(header.from_node_id).await?;
         let vote: Vote = codec::decode("Vote", &header.vote)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let meta: SnapshotMeta<CommittedLeaderId, NodeId, PeerNode> =

@@ -1,0 +1,360 @@
+//! [`TestCluster`]: n raftmq nodes in this process, on 127.0.0.1 port 0, with crash, restart,
+//! power loss and peer-link faults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use raftmq_client::Client;
+use raftmq_client::ClientOptions;
+use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::MemberSpec;
+use raftmq_node::config::NodeConfig;
+use raftmq_node::network::fault::register_faults;
+use raftmq_node::network::fault::unregister_faults;
+use raftmq_node::network::fault::PeerFaults;
+use raftmq_node::Node;
+use raftmq_node::NodeHandle;
+use raftmq_node::NodeListeners;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// Send timeout of test nodes, ms.
+pub const SEND_TIMEOUT_MS: u64 = 1500;
+/// Flush interval of `async` test nodes, ms.
+pub const FLUSH_INTERVAL_MS: u64 = 50;
+
+/// A test node's config: 64 KiB segments, 300..600 ms election timeouts, small files.
+pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) -> NodeConfig {
+    NodeConfig {
+        node_id: id,
+        cluster_id: cluster_id.into(),
+        data_dir: dir,
+        metrics_addr: None,
+        flush_policy: flush,
+        flush_interval_ms: FLUSH_INTERVAL_MS,
+        segment_bytes: 64 << 10,
+        election_timeout_min_ms: 300,
+        election_timeout_max_ms: 600,
+        heartbeat_ms: 50,
+        send_timeout_ms: SEND_TIMEOUT_MS,
+        max_message_bytes: 16 << 10,
+        max_batch_messages: 64,
+        max_batch_bytes: 32 << 10,
+        grpc_max_message_bytes: 4 << 20,
+        cq_units_per_file: 256,
+        index_slots_per_file: 64,
+        index_units_per_file: 256,
+        log_level: "warn".into(),
+        ..NodeConfig::default()
+    }
+}
+
+/// Binds `addr` (port 0 = any), retrying briefly (a restarted node rebinds its old port).
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    let mut last = None;
+    for _ in 0..50 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(anyhow::anyhow!("cannot bind {addr}: {last:?}"))
+}
+
+/// A unique cluster id per test cluster in this process (fault tables are keyed by it).
+pub fn unique_cluster_id(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A cluster of nodes `1..=n` in this process.
+pub struct TestCluster {
+    /// Holds every node's data dir.
+    pub dir: tempfile::TempDir,
+    /// Each node's config (index = id - 1); restarts reuse it.
+    pub configs: Vec<NodeConfig>,
+    /// Running nodes (None: down).
+    pub nodes: Vec<Option<NodeHandle>>,
+    /// Peer-link faults of this cluster.
+    pub faults: Arc<PeerFaults>,
+    /// Incremented per node on every restart (for [`crate::check::Observation::restarted`]).
+    pub generations: Vec<Arc<AtomicU64>>,
+}
+
+impl TestCluster {
+    /// Starts `flush.len()` nodes bootstrapping one cluster, each with its flush policy;
+    /// `tweak` may change each config before start.
+    pub async fn start(
+        flush: &[FlushPolicy],
+        tweak: impl Fn(&mut NodeConfig),
+    ) -> anyhow::Result<Self> {
+        crate::init_tracing();
+        let dir = tempfile::tempdir()?;
+        let cluster_id = unique_cluster_id("ct");
+        let faults = register_faults(&cluster_id);
+        let any: SocketAddr = "127.0.0.1:0".parse()?;
+        let mut listeners = Vec::new();
+        for _ in flush {
+            listeners.push((bind(any).await?, bind(any).await?));
+        }
+        let mut members = Vec::new();
+        for (i, (r, c)) in listeners.iter().enumerate() {
+            members.push(MemberSpec {
+                id: i as u64 + 1,
+                raft_addr: r.local_addr()?.to_string(),
+                client_addr: c.local_addr()?.to_string(),
+            });
+        }
+        let mut cluster = TestCluster {
+            dir,
+            configs: Vec::new(),
+            nodes: Vec::new(),
+            faults,
+            generations: Vec::new(),
+        };
+        for (i, (r, c)) in listeners.into_iter().enumerate() {
+            let id = i as u64 + 1;
+            let data = cluster.dir.path().join(format!("node-{id}"));
+            let mut cfg = test_config(id, &cluster_id, data, flush[i]);
+            cfg.raft_listen_addr = r.local_addr()?;
+            cfg.client_listen_addr = c.local_addr()?;
+            cfg.initial_members = members.clone();
+            tweak(&mut cfg);
+            cluster.configs.push(cfg);
+            cluster.nodes.push(None);
+            cluster.generations.push(Arc::default());
+            let l = NodeListeners {
+                raft: r,
+                client: c,
+                metrics: None,
+            };
+            let node = Node::start_with_listeners(cluster.configs[i].clone(), l).await?;
+            cluster.nodes[i] = Some(node);
+        }
+        Ok(cluster)
+    }
+
+    /// Node ids `1..=n`.
+    pub fn ids(&self) -> Vec<u64> {
+        (1..=self.configs.len() as u64).collect()
+    }
+
+    /// Running node `id` (panics if it is down: a test bug).
+    pub fn node(&self, id: u64) -> &NodeHandle {
+        self.nodes[id as usize - 1]
+            .as_ref()
+            .expect("node is running")
+    }
+
+    /// Whether node `id` is running.
+    pub fn is_up(&self, id: u64) -> bool {
+        self.nodes[id as usize - 1].is_some()
+    }
+
+    /// Client address of node `id`.
+    pub fn client_addr(&self, id: u64) -> String {
+        self.configs[id as usize - 1].client_listen_addr.to_string()
+    }
+
+    /// Client addresses of every node.
+    pub fn seeds(&self) -> Vec<String> {
+        self.ids().iter().map(|&i| self.client_addr(i)).collect()
+    }
+
+    /// A client library instance seeded with every node; `request_timeout` bounds one attempt.
+    pub fn client(&self, request_timeout: Duration) -> anyhow::Result<Client> {
+        let opts = ClientOptions {
+            request_timeout,
+            connect_timeout: Duration::from_millis(300),
+            max_attempts: 8,
+            backoff_max: Duration::from_millis(300),
+            ..ClientOptions::default()
+        };
+        Ok(Client::new(&self.seeds(), opts)?)
+    }
+
+    /// The leader the running nodes (all of `among`, or all running) agree on, waiting up to
+    /// `timeout`.
+    pub async fn wait_leader_among(&self, among: &[u64], timeout: Duration) -> anyhow::Result<u64> {
+        let end = Instant::now() + timeout;
+        loop {
+            let views: Vec<Option<u64>> = among
+                .iter()
+                .filter(|&&i| self.is_up(i))
+                .map(|&i| self.node(i).core().leader().0)
+                .collect();
+            if let Some(Some(l)) = views.first() {
+                let agreed = views.iter().all(|x| *x == Some(*l));
+                if agreed && among.contains(l) && self.is_up(*l) && self.node(*l).core().is_leader()
+                {
+                    return Ok(*l);
+                }
+            }
+            if Instant::now() > end {
+                anyhow::bail!("no agreed leader among {among:?} within {timeout:?}: {views:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The leader every running node agrees on (10 s).
+    pub async fn wait_leader(&self) -> anyhow::Result<u64> {
+        let up: Vec<u64> = self.ids().into_iter().filter(|&i| self.is_up(i)).collect();
+        self.wait_leader_among(&up, Duration::from_secs(10)).await
+    }
+
+    /// Waits until every running node applied the leader's committed index (converged).
+    pub async fn wait_converged(&self, timeout: Duration) -> anyhow::Result<()> {
+        let leader = self.wait_leader().await?;
+        let end = Instant::now() + timeout;
+        loop {
+            let target = self.node(leader).raft_metrics_committed();
+            let mut behind = Vec::new();
+            for n in self.nodes.iter().flatten() {
+                let applied = n.store().watermarks().applied.map(|l| l.index);
+                if applied < target {
+                    behind.push((n.node_id(), applied));
+                }
+            }
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > end {
+                anyhow::bail!("not converged to {target:?} within {timeout:?}: {behind:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops node `id` gracefully.
+    pub async fn stop(&mut self, id: u64) -> anyhow::Result<()> {
+        let n = self.nodes[id as usize - 1].take().expect("node is running");
+        n.shutdown().await
+    }
+
+    /// Crashes node `id` (no hand-over, no close, no final flush; like kill -9 of the process:
+    /// written bytes stay in the page cache).
+    pub async fn kill(&mut self, id: u64) {
+        let n = self.nodes[id as usize - 1].take().expect("node is running");
+        n.kill().await;
+    }
+
+    /// Crashes node `id` and returns its CommitLog's durable end at the moment of the crash
+    /// (`flushed_phys_end`, read after the log stopped so nothing flushed later is missed).
+    pub async fn kill_reporting_flushed(&mut self, id: u64) -> u64 {
+        let n = self.nodes[id as usize - 1].take().expect("node is running");
+        let log = n.log().clone();
+        n.kill().await;
+        let wm = log.watermarks();
+        drop(log);
+        wm.flushed_phys_end
+    }
+
+    /// Restarts node `id` on its data dir and addresses.
+    pub async fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        let node = self.try_start(id).await?;
+        self.nodes[id as usize - 1] = Some(node);
+        self.generations[id as usize - 1].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Starts node `id` from its config and returns the handle or the start error (a test of
+    /// a refused start inspects the error).
+    pub async fn try_start(&self, id: u64) -> anyhow::Result<NodeHandle> {
+        assert!(!self.is_up(id), "node {id} is already running");
+        let cfg = self.configs[id as usize - 1].clone();
+        let l = NodeListeners {
+            raft: bind(cfg.raft_listen_addr).await?,
+            client: bind(cfg.client_listen_addr).await?,
+            metrics: None,
+        };
+        Node::start_with_listeners(cfg, l).await
+    }
+
+    /// Starts a new node (id `n + 1`) that joins the cluster through node `via`'s client
+    /// address (it becomes a learner; promote it with `change_membership`). Returns its id.
+    pub async fn add_node(&mut self, flush: FlushPolicy, via: u64) -> anyhow::Result<u64> {
+        let id = self.configs.len() as u64 + 1;
+        let any: SocketAddr = "127.0.0.1:0".parse()?;
+        let (r, c) = (bind(any).await?, bind(any).await?);
+        let data = self.dir.path().join(format!("node-{id}"));
+        let mut cfg = test_config(id, &self.configs[0].cluster_id, data, flush);
+        cfg.raft_listen_addr = r.local_addr()?;
+        cfg.client_listen_addr = c.local_addr()?;
+        cfg.join_addr = Some(self.client_addr(via));
+        let l = NodeListeners {
+            raft: r,
+            client: c,
+            metrics: None,
+        };
+        let node = Node::start_with_listeners(cfg.clone(), l).await?;
+        self.configs.push(cfg);
+        self.nodes.push(Some(node));
+        self.generations.push(Arc::default());
+        Ok(id)
+    }
+
+    /// Data dir of node `id`.
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.configs[id as usize - 1].data_dir.clone()
+    }
+
+    /// Cuts every link between `a` and `b`, both ways.
+    pub fn partition_pair(&self, a: u64, b: u64) {
+        self.faults.cut((a, b));
+        self.faults.cut((b, a));
+    }
+
+    /// Splits the cluster into `side` and everyone else (both ways).
+    pub fn partition(&self, side: &[u64]) {
+        for &a in side {
+            for b in self.ids().into_iter().filter(|b| !side.contains(b)) {
+                self.partition_pair(a, b);
+            }
+        }
+    }
+
+    /// Drops only what `from` sends to `to` (requests and responses that travel that way).
+    pub fn cut_one_way(&self, from: u64, to: u64) {
+        self.faults.cut((from, to));
+    }
+
+    /// Removes every fault.
+    pub fn heal(&self) {
+        self.faults.heal();
+    }
+
+    /// Stops every running node gracefully and forgets the fault table.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.heal();
+        for id in self.ids() {
+            if self.is_up(id) {
+                self.stop(id).await?;
+            }
+        }
+        unregister_faults(&self.configs[0].cluster_id);
+        Ok(())
+    }
+}
+
+/// Small helpers on a node handle.
+pub trait NodeHandleExt {
+    /// The committed index Raft reports on this node.
+    fn raft_metrics_committed(&self) -> Option<u64>;
+}
+
+impl NodeHandleExt for NodeHandle {
+    fn raft_metrics_committed(&self) -> Option<u64> {
+        let m = self.core().raft_metrics();
+        m.cluster_committed.or(m.local_committed).map(|l| l.index)
+    }
+}

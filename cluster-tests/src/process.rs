@@ -1,0 +1,226 @@
+//! [`ProcCluster`]: real `raftmq-node` processes on 127.0.0.1, for SIGKILL, SIGSTOP/SIGCONT and
+//! SIGTERM.
+//!
+//! The binary is looked up next to the test executable (`target/<profile>/raftmq-node`, the
+//! parent of the test's `deps/`); if it is missing, it is built with `cargo build -p
+//! raftmq-node` (same target dir and profile) on first use. Each node gets a TOML config in
+//! its data dir; ports are chosen by binding port 0 and releasing it just before the start.
+
+use std::path::PathBuf;
+use std::process::Child;
+use std::process::Command;
+use std::process::ExitStatus;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::MemberSpec;
+use raftmq_node::config::NodeConfig;
+use tokio::time::Instant;
+
+use crate::cluster::test_config;
+use crate::cluster::unique_cluster_id;
+
+/// Path of the `raftmq-node` binary, building it if needed.
+pub fn node_binary() -> anyhow::Result<PathBuf> {
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PATH.get_or_init(|| locate_or_build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn locate_or_build() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or_else(|| anyhow::anyhow!("cannot find the target dir from {}", exe.display()))?;
+    let bin = profile_dir.join("raftmq-node");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = profile_dir
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no target dir above {}", profile_dir.display()))?;
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "raftmq-node", "--bin", "raftmq-node"])
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status()?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build -p raftmq-node failed: {status}"
+    );
+    anyhow::ensure!(bin.exists(), "{} missing after the build", bin.display());
+    Ok(bin)
+}
+
+fn free_port() -> anyhow::Result<std::net::SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?)
+}
+
+/// A cluster of `raftmq-node` processes `1..=n`.
+pub struct ProcCluster {
+    /// Holds the data dirs and configs.
+    pub dir: tempfile::TempDir,
+    /// Each node's config (index = id - 1).
+    pub configs: Vec<NodeConfig>,
+    children: Vec<Option<Child>>,
+    bin: PathBuf,
+}
+
+impl ProcCluster {
+    /// Starts `flush.len()` node processes bootstrapping one cluster.
+    pub fn start(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
+        crate::init_tracing();
+        let bin = node_binary()?;
+        let dir = tempfile::tempdir()?;
+        let cluster_id = unique_cluster_id("proc");
+        let mut members = Vec::new();
+        for i in 0..flush.len() {
+            members.push(MemberSpec {
+                id: i as u64 + 1,
+                raft_addr: free_port()?.to_string(),
+                client_addr: free_port()?.to_string(),
+            });
+        }
+        let mut configs = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            let data = dir.path().join(format!("node-{}", m.id));
+            let mut cfg = test_config(m.id, &cluster_id, data, flush[i]);
+            cfg.raft_listen_addr = m.raft_addr.parse()?;
+            cfg.client_listen_addr = m.client_addr.parse()?;
+            cfg.initial_members = members.clone();
+            configs.push(cfg);
+        }
+        let mut c = Self {
+            dir,
+            children: configs.iter().map(|_| None).collect(),
+            configs,
+            bin,
+        };
+        for id in c.ids() {
+            c.spawn(id)?;
+        }
+        Ok(c)
+    }
+
+    /// Node ids.
+    pub fn ids(&self) -> Vec<u64> {
+        (1..=self.configs.len() as u64).collect()
+    }
+
+    /// Client addresses of every node.
+    pub fn seeds(&self) -> Vec<String> {
+        self.configs
+            .iter()
+            .map(|c| c.client_listen_addr.to_string())
+            .collect()
+    }
+
+    /// Client address of node `id`.
+    pub fn client_addr(&self, id: u64) -> String {
+        self.configs[id as usize - 1].client_listen_addr.to_string()
+    }
+
+    /// Starts (or restarts) node `id`'s process on its data dir.
+    pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        let cfg = &self.configs[id as usize - 1];
+        std::fs::create_dir_all(&cfg.data_dir)?;
+        let path = cfg.data_dir.join("node.toml");
+        std::fs::write(&path, cfg.to_toml_string())?;
+        let child = Command::new(&self.bin)
+            .arg("--config")
+            .arg(&path)
+            .arg("--no-metrics")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        self.children[id as usize - 1] = Some(child);
+        Ok(())
+    }
+
+    fn pid(&self, id: u64) -> i32 {
+        let child = self.children[id as usize - 1]
+            .as_ref()
+            .expect("node process is running");
+        i32::try_from(child.id()).expect("pids fit in i32")
+    }
+
+    fn signal(&self, id: u64, sig: i32) -> anyhow::Result<()> {
+        // SAFETY: kill(2) on a pid of a child this struct owns and has not reaped.
+        let rc = unsafe { libc::kill(self.pid(id), sig) };
+        anyhow::ensure!(
+            rc == 0,
+            "kill({sig}) of node {id}: {}",
+            std::io::Error::last_os_error()
+        );
+        Ok(())
+    }
+
+    /// SIGKILL node `id` and reap it.
+    pub fn kill9(&mut self, id: u64) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGKILL)?;
+        if let Some(mut c) = self.children[id as usize - 1].take() {
+            c.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGSTOP node `id` (it keeps its sockets but answers nothing).
+    pub fn pause(&self, id: u64) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGSTOP)
+    }
+
+    /// SIGCONT node `id`.
+    pub fn resume(&self, id: u64) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGCONT)
+    }
+
+    /// SIGTERM node `id` and wait (up to `timeout`) for its exit status.
+    pub async fn terminate(&mut self, id: u64, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        self.signal(id, libc::SIGTERM)?;
+        let mut child = self.children[id as usize - 1]
+            .take()
+            .expect("node process is running");
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait()? {
+                return Ok(st);
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                anyhow::bail!("node {id} did not exit within {timeout:?} after SIGTERM");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Whether node `id`'s process is running (not reaped).
+    pub fn is_up(&self, id: u64) -> bool {
+        self.children[id as usize - 1].is_some()
+    }
+}
+
+impl Drop for ProcCluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            // SAFETY: as in `signal`; SIGCONT first so a paused child can die.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGCONT);
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
