@@ -1,5 +1,5 @@
 //! `raftmq_client`: the Rust client of raftmq (used by the `raftmq` CLI and the tests), plus the
-//! benchmark figures ([`bench`]) and the invariant checkers ([`check`]) that the failover test and
+//! benchmark figures ([`bench`](mod@bench)) and the invariant checkers ([`check`]) that the failover test and
 //! the cluster tests run over a send history and the queues read back from every node.
 //!
 //! A [`Client`] is given seed addresses (client gRPC ports of any members). It learns the

@@ -1,0 +1,132 @@
+//! The `raftmq` command line: argument definitions and dispatch to one module per command.
+
+pub mod bench;
+pub mod cluster;
+pub mod consume;
+pub mod output;
+pub mod query;
+pub mod send;
+pub mod status;
+pub mod topic;
+pub mod view;
+
+use std::path::PathBuf;
+
+use clap::Args;
+use clap::Parser;
+use clap::Subcommand;
+use raftmq_client::Client;
+use raftmq_client::ClientOptions;
+
+use crate::deploy::manifest::Manifest;
+use crate::failover::FailoverArgs;
+
+const EXAMPLES: &str = "\
+Examples:
+  raftmq cluster up                          start a local 3-node cluster in ./raftmq-data
+  raftmq send --topic orders --body hello    send one message
+  raftmq consume --topic orders              print every message of the topic
+  raftmq cluster kill 1                      SIGKILL node 1 (e.g. the leader)
+  raftmq failover-test --duration 60s        produce while killing leaders, then check
+  raftmq cluster down                        stop every node (data is kept)
+  raftmq send --servers 10.0.0.1:9201 --topic t --body x   use a remote cluster";
+
+/// raftmq: run, use and test a Raft-replicated message broker.
+#[derive(Debug, Parser)]
+#[command(name = "raftmq", version, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Where to find the cluster.
+    #[command(flatten)]
+    pub global: Global,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args, Clone)]
+pub struct Global {
+    /// Manifest of a local cluster (written by `cluster up`).
+    #[arg(
+        long,
+        global = true,
+        env = "RAFTMQ_CLUSTER",
+        default_value = "./raftmq-data/cluster.toml"
+    )]
+    pub cluster: PathBuf,
+    /// Client addresses of cluster members (host:port,...); overrides --cluster.
+    #[arg(long, global = true, env = "RAFTMQ_SERVERS", value_delimiter = ',')]
+    pub servers: Vec<String>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Deploy and administer a local cluster.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
+    /// Send messages.
+    Send(send::SendArgs),
+    /// Read messages of a topic (optionally as a consumer group).
+    Consume(consume::ConsumeArgs),
+    /// Look messages up by id or key.
+    Query(query::QueryArgs),
+    /// Create, update, delete and list topics.
+    #[command(subcommand)]
+    Topic(topic::TopicCmd),
+    /// Measure produce or consume throughput and latency.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+    /// Produce while injecting faults into the local cluster, then check every invariant.
+    FailoverTest(FailoverArgs),
+}
+
+impl Global {
+    /// Seed addresses: --servers, else the manifest's client addresses.
+    pub fn seeds(&self) -> anyhow::Result<Vec<String>> {
+        if !self.servers.is_empty() {
+            return Ok(self.servers.clone());
+        }
+        Ok(Manifest::load(&self.cluster)?.client_addrs())
+    }
+
+    /// The local cluster's manifest (commands that manage processes need one).
+    pub fn manifest(&self) -> anyhow::Result<Manifest> {
+        Manifest::load(&self.cluster)
+    }
+
+    /// A client for the cluster.
+    pub fn client(&self) -> anyhow::Result<Client> {
+        self.client_with(ClientOptions::default())
+    }
+
+    /// A client for the cluster with given options.
+    pub fn client_with(&self, opts: ClientOptions) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.seeds()?, opts)?)
+    }
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let g = cli.global;
+    match cli.command {
+        Command::Cluster(c) => cluster::run(&g, c).await,
+        Command::Send(a) => send::run(&g, a).await,
+        Command::Consume(a) => consume::run(&g, a).await,
+        Command::Query(a) => query::run(&g, a).await,
+        Command::Topic(c) => topic::run(&g, c).await,
+        Command::Bench(c) => bench::run(&g, c).await,
+        Command::FailoverTest(a) => crate::failover::run(&g, a).await,
+    }
+}
+
+/// Parses a duration such as `30s`, `2m`, `500ms`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 30s, 2m, 500ms)"))
+}
+
+#[cfg(test)]
+mod tests;

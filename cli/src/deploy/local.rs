@@ -1,0 +1,276 @@
+//! The life cycle of a local cluster: initialise a directory (configs + manifest), start,
+//! stop, kill and restart node processes, add a node.
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::manifest::Manifest;
+use super::manifest::NodeEntry;
+use super::manifest::MANIFEST_FILE;
+use super::node_config::addrs_from_base;
+use super::node_config::flush_policies;
+use super::node_config::free_addrs;
+use super::node_config::NodeAddrs;
+use super::node_config::NodeToml;
+use super::process;
+
+/// How a new local cluster is laid out.
+#[derive(Clone, Debug)]
+pub struct InitOptions {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Cluster directory.
+    pub dir: PathBuf,
+    /// Base port (0 = free ports).
+    pub base_port: u16,
+    /// `--flush` spec.
+    pub flush: String,
+    /// Segment size.
+    pub segment_bytes: u64,
+    /// Cluster id.
+    pub cluster_id: String,
+}
+
+/// An absolute version of `dir` (created if missing).
+pub fn absolute_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    dir.canonicalize()
+        .with_context(|| format!("cannot resolve {}", dir.display()))
+}
+
+fn node_addrs(base_port: u16, id: u64) -> anyhow::Result<NodeAddrs> {
+    if base_port == 0 {
+        free_addrs(id)
+    } else {
+        addrs_from_base(base_port, id)
+    }
+}
+
+fn write_node(
+    dir: &Path,
+    cluster_id: &str,
+    me: &NodeAddrs,
+    members: &[NodeAddrs],
+    join: Option<String>,
+    flush: &str,
+    segment_bytes: u64,
+) -> anyhow::Result<NodeEntry> {
+    let node_dir = dir.join(format!("node-{}", me.id));
+    std::fs::create_dir_all(&node_dir)
+        .with_context(|| format!("cannot create {}", node_dir.display()))?;
+    let cfg = NodeToml::new(
+        cluster_id,
+        me,
+        members,
+        join,
+        node_dir.clone(),
+        flush,
+        segment_bytes,
+    );
+    let config = node_dir.join("node.toml");
+    std::fs::write(&config, cfg.to_toml()?)
+        .with_context(|| format!("cannot write {}", config.display()))?;
+    Ok(NodeEntry {
+        id: me.id,
+        raft_addr: me.raft.clone(),
+        client_addr: me.client.clone(),
+        metrics_addr: me.metrics.clone(),
+        flush_policy: flush.to_string(),
+        log: node_dir.join("node.log"),
+        config,
+        node_dir,
+        pid: None,
+    })
+}
+
+/// Writes one config per node and the manifest into a new cluster directory.
+pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
+    anyhow::ensure!(
+        (1..=9).contains(&opts.nodes),
+        "--nodes must be 1..=9, got {}",
+        opts.nodes
+    );
+    let dir = absolute_dir(&opts.dir)?;
+    let taken = std::fs::read_dir(&dir)?
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("node-"));
+    anyhow::ensure!(
+        !taken,
+        "{} holds node directories but no {MANIFEST_FILE}; remove it or pick another --dir",
+        dir.display()
+    );
+    let flush = flush_policies(&opts.flush, opts.nodes)?;
+    let ids: Vec<u64> = (1..=opts.nodes as u64).collect();
+    let members = ids
+        .iter()
+        .map(|&id| node_addrs(opts.base_port, id))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut nodes = Vec::new();
+    for (me, flush) in members.iter().zip(&flush) {
+        nodes.push(write_node(
+            &dir,
+            &opts.cluster_id,
+            me,
+            &members,
+            None,
+            flush,
+            opts.segment_bytes,
+        )?);
+    }
+    let m = Manifest {
+        cluster_id: opts.cluster_id.clone(),
+        dir,
+        base_port: opts.base_port,
+        segment_bytes: opts.segment_bytes,
+        nodes,
+    };
+    m.save()?;
+    Ok(m)
+}
+
+/// Starts node `id` unless it runs already; records its pid. Returns whether it was started.
+pub fn start(m: &mut Manifest, id: u64, bin: &Path) -> anyhow::Result<bool> {
+    let node = m.node_mut(id)?;
+    if node.pid.is_some_and(process::is_running) {
+        return Ok(false);
+    }
+    wait_ports_free(node, Duration::from_secs(15));
+    let pid = process::spawn_node(bin, &node.config, &node.log)?;
+    node.pid = Some(pid);
+    m.save()?;
+    Ok(true)
+}
+
+/// Waits until nothing listens on the node's addresses any more. A SIGKILLed process is
+/// reported gone (zombie) while its other threads may still hold its sockets, so a restart
+/// right after a kill could fail with "address in use".
+fn wait_ports_free(node: &NodeEntry, timeout: Duration) {
+    let addrs: Vec<std::net::SocketAddr> = [&node.raft_addr, &node.client_addr, &node.metrics_addr]
+        .iter()
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if addrs.iter().all(|a| std::net::TcpListener::bind(a).is_ok()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Starts every stopped node, then checks none exited at once (bad config, port taken).
+pub fn start_all(m: &mut Manifest, bin: &Path) -> anyhow::Result<Vec<u64>> {
+    let mut started = Vec::new();
+    for id in m.ids() {
+        if start(m, id, bin)? {
+            started.push(id);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for &id in &started {
+        let n = m.node(id)?;
+        if !n.pid.is_some_and(process::is_running) {
+            anyhow::bail!(
+                "node {id} exited at start; last lines of {}:\n{}",
+                n.log.display(),
+                process::log_tail(&n.log, 5)
+            );
+        }
+    }
+    Ok(started)
+}
+
+/// How to stop a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGKILL, no cleanup (a crash).
+    Kill,
+    /// SIGTERM (graceful), SIGKILL after the grace period.
+    Term,
+}
+
+/// Stops node `id` and clears its pid. Returns false when it was not running.
+pub fn stop(m: &mut Manifest, id: u64, how: Stop) -> anyhow::Result<bool> {
+    let node = m.node_mut(id)?;
+    let Some(pid) = node.pid.filter(|&p| process::is_running(p)) else {
+        node.pid = None;
+        m.save()?;
+        return Ok(false);
+    };
+    match how {
+        Stop::Kill => {
+            process::signal(pid, libc::SIGKILL)?;
+            anyhow::ensure!(
+                process::wait_exit(pid, Duration::from_secs(10)),
+                "node {id} (pid {pid}) survived SIGKILL"
+            );
+        }
+        Stop::Term => {
+            if process::terminate(pid, Duration::from_secs(15))? {
+                eprintln!("node {id} did not stop within 15 s of SIGTERM; killed it");
+            }
+        }
+    }
+    node.pid = None;
+    m.save()?;
+    Ok(true)
+}
+
+/// Configures a node with a new id (above every id and every `node-N` directory) to join through `leader_client_addr`, and starts it.
+pub fn add_node(
+    m: &mut Manifest,
+    bin: &Path,
+    leader_client_addr: &str,
+    flush: &str,
+) -> anyhow::Result<NodeEntry> {
+    // A removed node's directory keeps its old Raft state: never reuse its id.
+    let mut id = m.ids().into_iter().max().unwrap_or(0) + 1;
+    while m.dir.join(format!("node-{id}")).exists() {
+        id += 1;
+    }
+    let me = node_addrs(m.base_port, id)?;
+    let entry = write_node(
+        &m.dir.clone(),
+        &m.cluster_id.clone(),
+        &me,
+        &[],
+        Some(leader_client_addr.to_string()),
+        flush,
+        m.segment_bytes,
+    )?;
+    m.nodes.push(entry.clone());
+    m.save()?;
+    start(m, id, bin)?;
+    Ok(m.node(id)?.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_writes_configs_and_manifest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = InitOptions {
+            nodes: 3,
+            dir: tmp.path().join("c"),
+            base_port: 0,
+            flush: "sync,async,async".into(),
+            segment_bytes: 1 << 20,
+            cluster_id: "t".into(),
+        };
+        let m = init(&opts).unwrap();
+        assert_eq!(m.ids(), vec![1, 2, 3]);
+        assert_eq!(m.nodes[2].flush_policy, "async");
+        let cfg = std::fs::read_to_string(&m.nodes[0].config).unwrap();
+        assert!(cfg.contains("node-id = 1"), "{cfg}");
+        assert!(cfg.contains(&m.nodes[2].client_addr), "{cfg}");
+        assert_eq!(Manifest::load(&m.path()).unwrap(), m);
+        // A second init on the same directory refuses instead of overwriting.
+        std::fs::remove_file(m.path()).unwrap();
+        assert!(init(&opts).is_err());
+    }
+}

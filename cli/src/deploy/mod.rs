@@ -1,0 +1,6 @@
+//! Local deployment: the cluster manifest, per-node configs, node processes.
+
+pub mod local;
+pub mod manifest;
+pub mod node_config;
+pub mod process;

@@ -1,0 +1,160 @@
+use raftmq_client::check::Attempt;
+use raftmq_client::check::History;
+use raftmq_client::check::MessageTag;
+use raftmq_client::check::ReplicaRead;
+use raftmq_client::proto::LogId;
+use raftmq_client::proto::SendResult;
+use raftmq_client::proto::StoredMessage;
+use raftmq_client::ClientError;
+
+use super::producer::outcome_of;
+use super::readback::tagged_message;
+use super::readback::to_checked;
+use super::verdict::recovery_times;
+use super::verdict::AckTerm;
+use super::verdict::Fault;
+use super::*;
+
+/// One producer sends `n` messages, all acknowledged at queue 0 offsets 0..n; what a node
+/// would return for them, through the same conversions the test uses.
+fn run_of(n: u64) -> (History, Vec<StoredMessage>) {
+    let mut h = History::default();
+    let mut stored = Vec::new();
+    for seq in 0..n {
+        let tag = MessageTag { producer: 0, seq };
+        let result = SendResult {
+            msg_id: 100 * seq,
+            queue_id: 0,
+            queue_offset: seq,
+            phys_offset: 100 * seq,
+            log_id: Some(LogId {
+                term: 1,
+                index: seq + 1,
+            }),
+        };
+        h.push(Attempt {
+            tag,
+            attempt: 1,
+            outcome: outcome_of(&Ok(result)),
+            started_us: 10 * seq,
+            finished_us: 10 * seq + 5,
+        });
+        let mut m = tagged_message("t", tag, 64);
+        m.queue_id = Some(0);
+        stored.push(StoredMessage {
+            message: Some(m),
+            msg_id: 100 * seq,
+            queue_id: 0,
+            queue_offset: seq,
+            phys_offset: 100 * seq,
+            ..StoredMessage::default()
+        });
+    }
+    (h, stored)
+}
+
+fn replica(node: u64, stored: &[StoredMessage], max: u64) -> ReplicaRead {
+    ReplicaRead {
+        node,
+        ranges: [(0, (0, max))].into_iter().collect(),
+        messages: stored.iter().map(to_checked).collect(),
+    }
+}
+
+#[test]
+fn healthy_history_passes() {
+    let (h, stored) = run_of(20);
+    let replicas: Vec<ReplicaRead> = (1..=3).map(|n| replica(n, &stored, 20)).collect();
+    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[]);
+    assert!(s.is_pass(), "{}", s.render());
+    assert_eq!(s.acknowledged, 20);
+    assert!(s.render().ends_with("verdict: PASS"));
+}
+
+#[test]
+fn deliberately_lost_message_fails() {
+    let (h, stored) = run_of(20);
+    let mut replicas: Vec<ReplicaRead> = (1..=3).map(|n| replica(n, &stored, 20)).collect();
+    // Node 2 lost acknowledged message p0#7 (its later messages survived).
+    replicas[1].messages.retain(|m| {
+        m.tag
+            != Some(MessageTag {
+                producer: 0,
+                seq: 7,
+            })
+    });
+    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[]);
+    assert!(!s.is_pass());
+    assert_eq!(s.verdict, "FAIL");
+    assert_eq!(s.lost, 1);
+    assert_eq!(s.lost_with_later_read, 1);
+    assert!(s.render().contains("LOST on node 2"), "{}", s.render());
+    assert!(s.render().ends_with("verdict: FAIL"));
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["verdict"], "FAIL");
+    assert_eq!(json["lost"], 1);
+    assert!(json.get("report_text").is_none());
+}
+
+#[test]
+fn unknown_outcomes_and_definite_failures_are_kept_apart() {
+    let unknown: Result<SendResult, ClientError> = Err(ClientError::UnknownOutcome {
+        addr: "a".into(),
+        code: tonic::Code::DeadlineExceeded,
+        message: "x".into(),
+    });
+    assert_eq!(outcome_of(&unknown), raftmq_client::check::Outcome::Unknown);
+    let failed: Result<SendResult, ClientError> = Err(ClientError::Unavailable {
+        attempts: 3,
+        last: "x".into(),
+    });
+    assert_eq!(outcome_of(&failed), raftmq_client::check::Outcome::Failed);
+}
+
+#[test]
+fn recovery_is_measured_to_the_first_ack_of_a_later_term() {
+    let faults = vec![
+        Fault {
+            at_us: 1_000_000,
+            action: "kill".into(),
+            node: 1,
+            was_leader: true,
+            term: 3,
+        },
+        Fault {
+            at_us: 5_000_000,
+            action: "kill".into(),
+            node: 2,
+            was_leader: false,
+            term: 4,
+        },
+    ];
+    let acks = vec![
+        AckTerm {
+            finished_us: 1_100_000,
+            term: 3,
+        },
+        AckTerm {
+            finished_us: 2_500_000,
+            term: 4,
+        },
+        AckTerm {
+            finished_us: 3_000_000,
+            term: 4,
+        },
+    ];
+    assert_eq!(recovery_times(&faults, &acks), vec![1500]);
+    let (h, stored) = run_of(2);
+    let s = summarize(
+        "kill-leader",
+        &h,
+        &[replica(1, &stored, 2)],
+        &[],
+        &faults,
+        &acks,
+    );
+    assert_eq!(s.faults, 2);
+    assert_eq!(s.failovers, 1);
+    assert_eq!(s.recovery_ms_p50, Some(1500));
+    assert_eq!(s.recovery_ms_max, Some(1500));
+}
