@@ -133,15 +133,10 @@ async fn repair_truncate_corruption_restores_from_async_peers() -> anyhow::Resul
     repair(cluster, run, f).await
 }
 
-/// BUG (reported): with `sync` peers the repair path crashes the leader. The repaired node's
-/// log is shorter than the leader's recorded matching index for it; openraft accepts that only
-/// with `Config::allow_log_reversion`, which `NodeConfig::raft_config` enables from the
-/// node's *own* flush policy (`flush_policy == Async`), while it is the *leader* that must
-/// allow it. The sync leader's RaftCore panics in `progress/entry/update.rs:104`
-/// ("follower log reversion is not allowed without `allow_log_reversion` enabled"; a
-/// debug_assert: in release the progress would be left inconsistent).
+/// With `sync` peers the repaired node's log is shorter than the leader's recorded matching
+/// index for it; openraft accepts that only with `Config::allow_log_reversion` on the *leader*,
+/// which is why every node enables it (`NodeConfig::raft_config`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "bug: sync leader panics when a repaired follower's log goes backwards (allow_log_reversion)"]
 async fn repair_truncate_corruption_restores_from_sync_peers() -> anyhow::Result<()> {
     let (cluster, run, f) = torn_then_corrupt([FlushPolicy::Sync; 3]).await?;
     repair(cluster, run, f).await

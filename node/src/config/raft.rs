@@ -5,7 +5,6 @@ use std::time::Duration;
 use openraft::SnapshotPolicy;
 
 use super::ConfigError;
-use super::FlushPolicy;
 use super::NodeConfig;
 use crate::network::PeerNetworkOptions;
 
@@ -14,8 +13,11 @@ impl NodeConfig {
     ///
     /// Fixed choices (see DESIGN, openraft section): openraft never snapshots or purges on its
     /// own (`SnapshotPolicy::Never`, a practically unbounded `max_in_snapshot_log_to_keep`;
-    /// retention triggers snapshot and purge); log reversion is allowed on `async` nodes (an
-    /// unsynced tail may vanish in a power loss); leader restore stays off.
+    /// retention triggers snapshot and purge); log reversion is allowed on every node, because
+    /// openraft checks it on the *leader* when a follower's log turns out shorter than the
+    /// leader's record of it (an `async` follower that lost power, or a follower repaired with
+    /// `repair-truncate-corruption`), whatever the leader's own flush policy; leader restore
+    /// stays off.
     pub fn raft_config(&self) -> Result<openraft::Config, ConfigError> {
         let chunk = (self.grpc_max_message_bytes / 2).clamp(64 << 10, 4 << 20);
         let config = openraft::Config {
@@ -28,7 +30,7 @@ impl NodeConfig {
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: u64::MAX / 4,
             snapshot_max_chunk_size: chunk,
-            allow_log_reversion: Some(self.flush_policy == FlushPolicy::Async),
+            allow_log_reversion: Some(true),
             enable_leader_restore: Some(false),
             ..Default::default()
         };
@@ -54,6 +56,7 @@ impl NodeConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::super::FlushPolicy;
     use super::*;
 
     #[test]
@@ -70,7 +73,8 @@ mod tests {
         c.flush_policy = FlushPolicy::Sync;
         assert_eq!(
             c.raft_config().expect("valid").allow_log_reversion,
-            Some(false)
+            Some(true),
+            "a sync leader must accept a follower whose log went back"
         );
         let opts = c.peer_network_options();
         assert_eq!(opts.cluster_id, "raftmq");
