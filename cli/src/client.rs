@@ -292,6 +292,9 @@ impl Client {
                 Verdict::Unknown => {
                     let unknown = (addr.clone(), status.code(), status.message().to_string());
                     if !self.opts.retry_unknown_writes {
+                        // The node may be a frozen or deposed leader: the next call must not go
+                        // straight back to it, so forget it as leader before returning.
+                        self.demote(&addr);
                         let (addr, code, message) = unknown;
                         return Err(ClientError::UnknownOutcome {
                             addr,
