@@ -53,8 +53,20 @@ fn newest_ts(
     Ok(newest)
 }
 
+/// Used share of a file system as `df` computes it: used / (used + available to users).
+/// Blocks reserved for root and blocks the file system never offers (quotas, thin devices) count
+/// neither as used nor as free, so the ratio matches what an operator reads in `df`.
+pub fn usage_ratio(blocks: u64, free: u64, available: u64) -> f64 {
+    let used = blocks.saturating_sub(free);
+    let denominator = used.saturating_add(available);
+    if denominator == 0 {
+        return 0.0;
+    }
+    used as f64 / denominator as f64
+}
+
 impl Store {
-    /// Disk usage of the data dir's file system, 0..1 (statvfs).
+    /// Disk usage of the data dir's file system, 0..1 (statvfs), computed as `df` shows it.
     pub fn disk_usage(&self) -> Result<f64> {
         if let Some(u) = *self.shared.disk_usage_override.lock() {
             return Ok(u);
@@ -72,10 +84,7 @@ impl Store {
                 std::io::Error::last_os_error(),
             ));
         }
-        if s.f_blocks == 0 {
-            return Ok(0.0);
-        }
-        Ok(1.0 - s.f_bavail as f64 / s.f_blocks as f64)
+        Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
     }
 
     /// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
@@ -173,5 +182,20 @@ impl Store {
         crate::snapshot::trim_current(&self.shared, &st, new_min)?;
         debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::usage_ratio;
+
+    #[test]
+    fn usage_is_computed_like_df() {
+        // 252 G device, 38 G used, 54 G available to users (the rest reserved or never offered):
+        // df says 41%, not 1 - 54/252 = 79%.
+        let ratio = usage_ratio(252, 252 - 38, 54);
+        assert!((ratio - 38.0 / 92.0).abs() < 1e-9, "{ratio}");
+        assert_eq!(usage_ratio(0, 0, 0), 0.0);
+        assert_eq!(usage_ratio(100, 0, 0), 1.0, "full with nothing available");
     }
 }
