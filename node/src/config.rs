@@ -10,10 +10,10 @@
 //! CommitLog, so it must never change once a data dir exists.
 
 mod args;
+#[cfg(test)]
+mod config_tests;
 mod member;
 mod raft;
-#[cfg(test)]
-mod tests;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -50,6 +50,37 @@ fn tmp_path(path: &Path) -> PathBuf {
 
 /// If `name` in `dir` is a leftover `.tmp` file of an interrupted [`MappedFile::create`],
 /// removes it and returns true.
+/// Creates `dir` if needed and lists the numbers of its files named by a 20-digit number
+/// (ConsumeQueue start offsets, IndexFile sequence numbers), sorted; leftover `.tmp` files of an
+/// interrupted creation are removed. Any other file is a corruption error naming `what`.
+pub(crate) fn list_numbered_files(dir: &Path, what: &str) -> Result<Vec<u64>> {
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
+    let mut numbers = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
+        let name = entry.file_name();
+        if let Some(n) = name.to_str() {
+            if remove_if_tmp(dir, n)? {
+                continue;
+            }
+        }
+        let number = name
+            .to_str()
+            .and_then(crate::consume_queue::format::parse_file_name)
+            .ok_or_else(|| {
+                StoreError::corruption(
+                    dir.display().to_string(),
+                    0,
+                    format!("unexpected file {name:?} in {what} dir"),
+                )
+            })?;
+        numbers.push(number);
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
 pub(crate) fn remove_if_tmp(dir: &Path, name: &str) -> Result<bool> {
     if !name.ends_with(TMP_SUFFIX) {
         return Ok(false);

@@ -173,4 +173,4 @@ impl ReplicaRead {
 }
 
 #[cfg(test)]
-mod tests;
+mod check_tests;

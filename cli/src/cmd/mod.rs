@@ -129,4 +129,4 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 }
 
 #[cfg(test)]
-mod tests;
+mod cmd_tests;

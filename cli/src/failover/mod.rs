@@ -310,4 +310,4 @@ async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummar
 }
 
 #[cfg(test)]
-mod tests;
+mod failover_tests;

@@ -28,7 +28,7 @@ mod split;
 mod streams;
 
 #[cfg(test)]
-mod tests;
+mod network_tests;
 
 use std::time::Duration;
 

@@ -121,7 +121,7 @@ mod tests {
     use raftmq_raft_log::types::Vote;
 
     use super::*;
-    use crate::network::tests::TestConfig;
+    use crate::network::network_tests::TestConfig;
 
     fn log_id(index: u64) -> LogId {
         LogId {

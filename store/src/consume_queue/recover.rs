@@ -4,13 +4,12 @@ use std::path::Path;
 
 use crate::consume_queue::config::ConsumeQueueConfig;
 use crate::consume_queue::format::file_name;
-use crate::consume_queue::format::parse_file_name;
 use crate::consume_queue::format::CQ_UNIT_LEN;
 use crate::consume_queue::queue::ConsumeQueue;
 use crate::consume_queue::segment::Segment;
 use crate::error::Result;
 use crate::error::StoreError;
-use crate::mapped_file::remove_if_tmp;
+use crate::mapped_file::list_numbered_files;
 use crate::mapped_file::MappedFile;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
@@ -38,28 +37,8 @@ impl ConsumeQueue {
         cfg: &ConsumeQueueConfig,
     ) -> Result<Self> {
         cfg.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
         let upf = u64::from(cfg.units_per_file);
-        let mut starts = Vec::new();
-        let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
-            let name = entry.file_name();
-            if let Some(n) = name.to_str() {
-                if remove_if_tmp(dir, n)? {
-                    continue;
-                }
-            }
-            let start = name.to_str().and_then(parse_file_name).ok_or_else(|| {
-                StoreError::corruption(
-                    dir.display().to_string(),
-                    0,
-                    format!("unexpected file {name:?} in ConsumeQueue dir"),
-                )
-            })?;
-            starts.push(start);
-        }
-        starts.sort_unstable();
+        let starts = list_numbered_files(dir, "ConsumeQueue")?;
         let mut segments = Vec::with_capacity(starts.len());
         for (k, start) in starts.iter().enumerate() {
             let path = dir.join(file_name(*start));

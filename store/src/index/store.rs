@@ -4,13 +4,12 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use crate::consume_queue::format::file_name;
-use crate::consume_queue::format::parse_file_name;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::hash::key_hash;
 use crate::index::config::IndexConfig;
 use crate::index::file::IndexFile;
-use crate::mapped_file::remove_if_tmp;
+use crate::mapped_file::list_numbered_files;
 use crate::mapped_file::sync_dir;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
@@ -50,27 +49,7 @@ impl IndexStore {
     /// the index is derived data, so the caller may wipe `dir` and re-dispatch.
     pub fn open_with_hasher(dir: &Path, cfg: IndexConfig, hasher: KeyHashFn) -> Result<Self> {
         cfg.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
-        let mut seqs = Vec::new();
-        let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
-        for entry in rd {
-            let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
-            let name = entry.file_name();
-            if let Some(n) = name.to_str() {
-                if remove_if_tmp(dir, n)? {
-                    continue;
-                }
-            }
-            let seq = name.to_str().and_then(parse_file_name).ok_or_else(|| {
-                StoreError::corruption(
-                    dir.display().to_string(),
-                    0,
-                    format!("unexpected file {name:?} in index dir"),
-                )
-            })?;
-            seqs.push(seq);
-        }
-        seqs.sort_unstable();
+        let seqs = list_numbered_files(dir, "index")?;
         let mut files = Vec::with_capacity(seqs.len());
         for (i, seq) in seqs.iter().enumerate() {
             let last = i + 1 == seqs.len();
