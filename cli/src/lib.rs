@@ -1,6 +1,7 @@
 //! `raftmq_client`: the Rust client of raftmq (used by the `raftmq` CLI and the tests), plus the
 //! benchmark figures ([`bench`](mod@bench)) and the invariant checkers ([`check`]) that the failover test and
-//! the cluster tests run over a send history and the queues read back from every node.
+//! the cluster tests run over a send history and the queues read back from every node, and
+//! [`ports`] for picking local ports that local clusters and tests bind.
 //!
 //! A [`Client`] is given seed addresses (client gRPC ports of any members). It learns the
 //! other members and the leader from `ClusterStatus`, sends writes to the leader, and follows
@@ -24,6 +25,7 @@ mod client;
 #[cfg(test)]
 mod client_tests;
 mod error;
+pub mod ports;
 
 pub use client::Client;
 pub use client::ClientOptions;

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use raftmq_client::ports::free_addr;
 use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 use raftmq_node::config::FlushPolicy;
@@ -101,10 +102,11 @@ impl TestCluster {
         let dir = tempfile::tempdir()?;
         let cluster_id = unique_cluster_id("ct");
         let faults = register_faults(&cluster_id);
-        let any: SocketAddr = "127.0.0.1:0".parse()?;
+        // Ports outside the ephemeral range: a restarted node rebinds its old port, which a
+        // peer connection's source port could otherwise have taken meanwhile.
         let mut listeners = Vec::new();
         for _ in flush {
-            listeners.push((bind(any).await?, bind(any).await?));
+            listeners.push((bind(free_addr()?).await?, bind(free_addr()?).await?));
         }
         let mut members = Vec::new();
         for (i, (r, c)) in listeners.iter().enumerate() {
@@ -284,8 +286,7 @@ impl TestCluster {
     /// address (it becomes a learner; promote it with `change_membership`). Returns its id.
     pub async fn add_node(&mut self, flush: FlushPolicy, via: u64) -> anyhow::Result<u64> {
         let id = self.configs.len() as u64 + 1;
-        let any: SocketAddr = "127.0.0.1:0".parse()?;
-        let (r, c) = (bind(any).await?, bind(any).await?);
+        let (r, c) = (bind(free_addr()?).await?, bind(free_addr()?).await?);
         let data = self.dir.path().join(format!("node-{id}"));
         let mut cfg = test_config(id, &self.configs[0].cluster_id, data, flush);
         cfg.raft_listen_addr = r.local_addr()?;

@@ -4,7 +4,8 @@
 //! The binary is looked up next to the test executable (`target/<profile>/raftmq-node`, the
 //! parent of the test's `deps/`); if it is missing, it is built with `cargo build -p
 //! raftmq-node` (same target dir and profile) on first use. Each node gets a TOML config in
-//! its data dir; ports are chosen by binding port 0 and releasing it just before the start.
+//! its data dir; ports are picked below the kernel's ephemeral range, so neither a second
+//! pick nor a peer connection's source port can take a node's port before it (re)binds it.
 
 use std::path::PathBuf;
 use std::process::Child;
@@ -14,6 +15,7 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use raftmq_client::ports::free_addr;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
@@ -59,11 +61,6 @@ fn locate_or_build() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-fn free_port() -> anyhow::Result<std::net::SocketAddr> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?)
-}
-
 /// A cluster of `raftmq-node` processes `1..=n`.
 pub struct ProcCluster {
     /// Holds the data dirs and configs.
@@ -85,8 +82,8 @@ impl ProcCluster {
         for i in 0..flush.len() {
             members.push(MemberSpec {
                 id: i as u64 + 1,
-                raft_addr: free_port()?.to_string(),
-                client_addr: free_port()?.to_string(),
+                raft_addr: free_addr()?.to_string(),
+                client_addr: free_addr()?.to_string(),
             });
         }
         let mut configs = Vec::new();
@@ -146,7 +143,31 @@ impl ProcCluster {
             .stderr(Stdio::inherit())
             .spawn()?;
         self.children[id as usize - 1] = Some(child);
-        Ok(())
+        self.wait_listening(id, Duration::from_secs(30))
+    }
+
+    /// Waits until node `id` accepts connections on its client port; fails at once, with its
+    /// exit status, if the process exits first (bad config, port taken, refused recovery).
+    fn wait_listening(&mut self, id: u64, timeout: Duration) -> anyhow::Result<()> {
+        let addr = self.configs[id as usize - 1].client_listen_addr;
+        let start = std::time::Instant::now();
+        loop {
+            let child = self.children[id as usize - 1]
+                .as_mut()
+                .expect("node process was just spawned");
+            if let Some(st) = child.try_wait()? {
+                self.children[id as usize - 1] = None;
+                anyhow::bail!("node {id} exited at start with {st} (its stderr is above)");
+            }
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                start.elapsed() < timeout,
+                "node {id} is not listening on {addr} after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn pid(&self, id: u64) -> i32 {

@@ -76,10 +76,9 @@ async fn sigstop_leader_then_sigcont_and_sigkill() -> anyhow::Result<()> {
         .wait_more_acked(50, Duration::from_secs(30))
         .await?;
 
-    // Pause the leader past the election timeout: the other two elect a new leader.
-    // (Acks are awaited only after SIGCONT: the client library keeps its leader hint on a node
-    // whose send timed out with an unknown outcome, so while the old leader is frozen every
-    // producer send goes to it and times out; reported as a client bug.)
+    // Pause the leader past the election timeout: the other two elect a new leader, and the
+    // producers (whose sends to the frozen node time out with an unknown outcome) move to it
+    // and are acknowledged again while the old leader is still frozen.
     cluster.pause(old)?;
     let others: Vec<(u64, String)> = nodes(&cluster)
         .into_iter()
@@ -107,7 +106,9 @@ async fn sigstop_leader_then_sigcont_and_sigkill() -> anyhow::Result<()> {
         }
     }
     let elected = elected.expect("the majority elects a new leader while the old one is paused");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    run.producers
+        .wait_more_acked(30, Duration::from_secs(30))
+        .await?;
     cluster.resume(old)?;
     tracing::info!(old, elected, "new leader elected during the pause");
     run.producers

@@ -116,16 +116,10 @@ pub fn addrs_from_base(base: u16, id: u64) -> anyhow::Result<NodeAddrs> {
     })
 }
 
-/// Three free ports on 127.0.0.1 for node `id` (asked of the OS by binding port 0; a port
-/// could in principle be taken again before the node binds it).
+/// Three free ports on 127.0.0.1 for node `id`, picked outside the kernel's ephemeral range
+/// and never twice in one process (see [`raftmq_client::ports`]).
 pub fn free_addrs(id: u64) -> anyhow::Result<NodeAddrs> {
-    let mut ports = Vec::new();
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        ports.push(l.local_addr()?.port());
-        held.push(l);
-    }
+    let ports = raftmq_client::ports::free_ports(3)?;
     Ok(NodeAddrs {
         id,
         raft: format!("127.0.0.1:{}", ports[0]),

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use raftmq_client::ports;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
@@ -46,6 +47,11 @@ pub fn test_config(id: u64, dir: &Path, flush: FlushPolicy) -> NodeConfig {
     }
 }
 
+/// A free address on 127.0.0.1 outside the ephemeral port range.
+pub fn free_addr() -> SocketAddr {
+    ports::free_addr().expect("a free port")
+}
+
 /// Binds `addr` (port 0 = any), retrying briefly (a restarted node rebinds its old port).
 pub async fn bind(addr: SocketAddr) -> TcpListener {
     for _ in 0..50 {
@@ -79,10 +85,11 @@ impl Cluster {
     pub async fn start(flush: &[FlushPolicy], tweak: impl Fn(&mut NodeConfig)) -> Cluster {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
-        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        // Ports outside the ephemeral range: a restarted node rebinds its old port, which a
+        // peer connection's source port could otherwise have taken meanwhile.
         let mut listeners = Vec::new();
         for _ in flush {
-            listeners.push((bind(any).await, bind(any).await));
+            listeners.push((bind(free_addr()).await, bind(free_addr()).await));
         }
         let members: Vec<MemberSpec> = listeners
             .iter()
