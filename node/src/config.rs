@@ -167,6 +167,13 @@ pub struct NodeConfig {
     /// it was flushed, and catch up from the peers, instead of refusing to start. Use only on a
     /// node whose data a majority still holds. Default false.
     pub repair_truncate_corruption: bool,
+    /// Operator override after a whole-cluster power loss with `async` flush: forget which
+    /// committed entries this node lost, so it votes as plain Raft would. Without it, a node
+    /// that lost committed entries votes only for a candidate that still holds them (so two
+    /// such nodes cannot elect each other and overwrite what a third committed); if *no*
+    /// member holds them, no leader can be elected until this is set. Those entries are then
+    /// gone. Default false.
+    pub accept_lost_commits: bool,
 }
 
 impl Default for NodeConfig {
@@ -203,6 +210,7 @@ impl Default for NodeConfig {
             index_units_per_file: 20_000_000,
             log_level: "info".into(),
             repair_truncate_corruption: false,
+            accept_lost_commits: false,
         }
     }
 }

@@ -106,6 +106,7 @@ fn log_config(c: &NodeConfig) -> LogConfig {
             },
         },
         repair_truncate_corruption: c.repair_truncate_corruption,
+        accept_lost_commits: c.accept_lost_commits,
         ..LogConfig::default()
     }
 }
@@ -163,6 +164,16 @@ impl Node {
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
         ));
+        if log.lost_commit_floor().is_some() {
+            tasks.push(tokio::spawn(
+                resume_elections_when_caught_up(
+                    core.clone(),
+                    log.lost_commit_floor_reader(),
+                    stop_rx.clone(),
+                )
+                .instrument(span.clone()),
+            ));
+        }
         if let Some(t) = crate::bootstrap::bootstrap(&core, stop_rx)
             .instrument(span.clone())
             .await?
@@ -196,7 +207,14 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         .with_context(|| format!("cannot open the commitlog in {}", dir.display()))?;
     let (store, sm) = raftmq_store::open(&dir, store_config(&config), log.clone())
         .with_context(|| format!("cannot open the store in {}", dir.display()))?;
-    let raft_config = Arc::new(config.raft_config()?);
+    let mut raft_config = config.raft_config()?;
+    if let Some(floor) = log.lost_commit_floor() {
+        // It lacks committed entries: standing for election could let another such node
+        // elect it (see `PeerService`'s vote guard). Elections resume once it caught up.
+        tracing::warn!(lost_commit_floor = %floor, last_log_id = ?log.watermarks().appended, "this node lost committed entries in a crash; it will not stand for election until it has them again from a peer");
+        raft_config.enable_elect = false;
+    }
+    let raft_config = Arc::new(raft_config);
     let network =
         PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, config.peer_network_options());
     let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)
@@ -237,6 +255,7 @@ fn serve(
         core.config.cluster_id.clone(),
         FileSnapshotSink(core.store.snapshot_receiver(snapshot_max)),
     )
+    .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
     .into_server(max);
     let client = ClientService::new(core.clone()).into_server();
     let mut out = Vec::new();
@@ -408,6 +427,29 @@ async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
             let (state, term, leader) = now;
             tracing::info!(?state, term, leader = ?leader, "raft role");
             last = Some(now);
+        }
+        if *stop.borrow() || rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A node that lost committed entries starts with elections off; this turns them back on once
+/// its committed index has reached what it had lost (the log store then clears the floor).
+async fn resume_elections_when_caught_up(
+    core: Arc<NodeCore>,
+    floor: impl Fn() -> Option<raftmq_raft_log::types::LogId>,
+    stop: watch::Receiver<bool>,
+) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut rx = core.raft.metrics();
+    loop {
+        if floor().is_none() {
+            core.raft.runtime_config().elect(true);
+            tracing::info!(
+                "caught up past the lost committed entries: standing for election again"
+            );
+            return;
         }
         if *stop.borrow() || rx.changed().await.is_err() {
             return;

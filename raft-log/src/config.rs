@@ -36,6 +36,11 @@ pub struct LogConfig {
     pub repair_truncate_corruption: bool,
     /// Preallocate the next segment in the background. Default true.
     pub preallocate: bool,
+    /// On open, forget the lost-commit floor (see [`crate::LogStore::lost_commit_floor`]) so
+    /// the node votes as plain Raft would again. Only for when every member lost the same
+    /// committed entries (a whole-cluster power loss with `async` flush): those entries are
+    /// then gone for good. Default false.
+    pub accept_lost_commits: bool,
 }
 
 impl Default for LogConfig {
@@ -45,6 +50,7 @@ impl Default for LogConfig {
             flush: FlushPolicy::Sync,
             repair_truncate_corruption: false,
             preallocate: true,
+            accept_lost_commits: false,
         }
     }
 }

@@ -1,7 +1,8 @@
-//! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint and
-//! log start. Vote, committed id, purged id and log start are flushed before the setter
-//! returns; the flush checkpoint is written without a flush (sled persists it within its own
-//! flush interval) because a stale checkpoint is only more conservative.
+//! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint,
+//! log start and the lost-commit floor. Vote, committed id, purged id, log start and the floor
+//! are flushed before the setter returns; the flush checkpoint is written without a flush (sled
+//! persists it within its own flush interval) because a stale checkpoint is only more
+//! conservative.
 
 use std::path::Path;
 
@@ -20,6 +21,7 @@ const KEY_COMMITTED: &str = "committed";
 const KEY_PURGED: &str = "purged";
 const KEY_CHECKPOINT: &str = "flush-checkpoint";
 const KEY_LOG_START: &str = "log-start";
+const KEY_LOST_COMMIT: &str = "lost-commit-floor";
 
 /// The last flushed position recorded by the flusher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +129,18 @@ impl Meta {
     /// Saves the log start durably.
     pub fn set_log_start(&self, p: PhysOffset) -> LogResult<()> {
         self.put(KEY_LOG_START, &p, true)
+    }
+
+    /// The committed log id this node held before a crash lost the entries up to it, if it
+    /// has not caught up past it since.
+    pub fn lost_commit_floor(&self) -> LogResult<Option<LogId>> {
+        self.get::<Option<LogId>>(KEY_LOST_COMMIT)
+            .map(Option::flatten)
+    }
+
+    /// Records (or clears, `None`) the lost-commit floor durably.
+    pub fn set_lost_commit_floor(&self, f: &Option<LogId>) -> LogResult<()> {
+        self.put(KEY_LOST_COMMIT, f, true)
     }
 
     /// Flushes everything.

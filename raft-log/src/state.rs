@@ -32,6 +32,9 @@ pub struct State {
     pub committed: Option<LogId>,
     /// Persisted vote.
     pub vote: Option<Vote>,
+    /// Persisted: the committed log id held before a crash lost entries up to it; cleared once
+    /// the committed id reaches it again.
+    pub lost_commit_floor: Option<LogId>,
     /// What the last successful flush covered.
     pub flushed: FlushCheckpoint,
     /// Set by the first I/O error: the log accepts no more writes.

@@ -260,6 +260,23 @@ impl<C> LogStore<C> {
     pub fn vote(&self) -> Option<Vote> {
         self.inner.state.lock().vote
     }
+
+    /// The lost-commit floor: after a crash lost entries this node had known as committed (an
+    /// `async` node's unflushed tail), the committed log id it had, until the committed id
+    /// reaches it again. While it is set the node must not help elect a candidate whose last
+    /// log id is below it (see the node's vote guard): with plain Raft, two such nodes could
+    /// elect each other and overwrite entries a third node committed.
+    pub fn lost_commit_floor(&self) -> Option<LogId> {
+        self.inner.state.lock().lost_commit_floor
+    }
+
+    /// A reader of [`Self::lost_commit_floor`] that does not keep the log open (it answers
+    /// `None` once the log is gone), for long-lived holders such as a gRPC service whose
+    /// connection tasks can outlive the node.
+    pub fn lost_commit_floor_reader(&self) -> impl Fn() -> Option<LogId> + Send + Sync + 'static {
+        let weak = Arc::downgrade(&self.inner);
+        move || weak.upgrade()?.state.lock().lost_commit_floor
+    }
 }
 
 pub(crate) fn open_state(
@@ -299,10 +316,20 @@ pub(crate) fn open_state(
         (None, Some(_)) => rec.start,
     };
     let mut committed = meta.committed()?;
+    let mut floor = meta.lost_commit_floor()?;
     let last_id = std::cmp::max(last.map(|l| LogId::new_term_index(l.term, l.index)), purged);
     if committed.is_some() && committed.map(|c| c.index) > last_id.map(|l| l.index) {
-        tracing::error!(committed = ?committed, last_log_id = ?last_id, "committed index lies past the recovered log end (data was not durable); lowering it");
+        tracing::error!(committed = ?committed, last_log_id = ?last_id, "committed entries were lost: the committed index lies past the recovered log end (they were not flushed); lowering it, and voting only for candidates that hold them until this node has them again");
+        floor = std::cmp::max(floor, committed);
+        // The floor first: it keeps what the lowered committed id forgets.
+        meta.set_lost_commit_floor(&floor)?;
         committed = last_id;
+        meta.set_committed(&committed)?;
+    }
+    if floor.is_some() && config.accept_lost_commits {
+        tracing::warn!(lost_commit_floor = ?floor, "accept-lost-commits: forgetting the committed entries this node lost; it votes as plain Raft again");
+        floor = None;
+        meta.set_lost_commit_floor(&floor)?;
     }
     let unsynced_from = checkpoint.phys_end.clamp(rec.start, rec.end);
     let flushed = crate::meta::FlushCheckpoint {
@@ -318,6 +345,7 @@ pub(crate) fn open_state(
         purged_phys_end,
         committed,
         vote: meta.vote()?,
+        lost_commit_floor: floor,
         flushed,
         failed: None,
         closed: false,

@@ -135,7 +135,18 @@ impl<C> LogStore<C> {
             return Ok(());
         }
         self.inner.meta.set_committed(&committed)?;
-        self.inner.state.lock().committed = committed;
+        let floor = {
+            let mut st = self.inner.state.lock();
+            st.committed = committed;
+            st.lost_commit_floor
+        };
+        if let (Some(f), Some(c)) = (floor, committed) {
+            if c.index >= f.index {
+                self.inner.meta.set_lost_commit_floor(&None)?;
+                self.inner.state.lock().lost_commit_floor = None;
+                tracing::info!(lost_commit_floor = %f, committed = %c, "caught up past the committed entries lost in the crash; voting as usual again");
+            }
+        }
         Ok(())
     }
 

@@ -191,6 +191,73 @@ fn committed_past_the_recovered_end_is_lowered() {
     assert_eq!(s.committed(), Some(LogId::new_term_index(1, 4)));
 }
 
+/// Lost committed entries leave a durable floor (the committed id held before the crash)
+/// until the committed id reaches it again; the node's vote guard reads it.
+#[test]
+fn lost_committed_entries_leave_a_floor_until_caught_up() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), None);
+    fill(&s, 1, 4, 100);
+    s.flush().unwrap();
+    fill(&s, 5, 8, 100);
+    s.save_committed(Some(LogId::new_term_index(1, 8))).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    let floor = Some(LogId::new_term_index(1, 8));
+    assert_eq!(s.lost_commit_floor(), floor);
+
+    // It survives another crash before the node caught up, even though the committed id
+    // persisted meanwhile is lower.
+    fill(&s, 5, 6, 100);
+    s.flush().unwrap();
+    s.save_committed(Some(LogId::new_term_index(1, 6))).unwrap();
+    assert_eq!(s.lost_commit_floor(), floor);
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), floor);
+
+    // Committed reaches the floor: cleared, durably.
+    fill(&s, 7, 9, 100);
+    s.flush().unwrap();
+    s.save_committed(Some(LogId::new_term_index(1, 8))).unwrap();
+    assert_eq!(s.lost_commit_floor(), None);
+    drop(s);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), None);
+}
+
+/// The operator override forgets the floor on open.
+#[test]
+fn accept_lost_commits_forgets_the_floor() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 4, 100);
+    s.flush().unwrap();
+    fill(&s, 5, 8, 100);
+    s.save_committed(Some(LogId::new_term_index(1, 8))).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert!(s.lost_commit_floor().is_some());
+    drop(s);
+    let accept = LogConfig {
+        accept_lost_commits: true,
+        ..lazy()
+    };
+    let s = open(&dir, &env, accept).unwrap();
+    assert_eq!(s.lost_commit_floor(), None);
+    drop(s);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), None);
+    assert_eq!(indexes(&s), (1..=4).collect::<Vec<_>>());
+}
+
 #[test]
 fn real_files_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();

@@ -123,6 +123,10 @@ pub struct NodeArgs {
     /// instead of refusing to start (operator repair). [default false]
     #[arg(long)]
     pub repair_truncate_corruption: Option<bool>,
+    /// After a whole-cluster power loss with `async` flush: forget the committed entries this
+    /// node lost so a leader can be elected without them (they are gone). [default false]
+    #[arg(long)]
+    pub accept_lost_commits: Option<bool>,
 }
 
 macro_rules! override_fields {
@@ -153,7 +157,7 @@ impl NodeArgs {
             max_message_bytes, max_batch_messages, max_batch_bytes, grpc_max_message_bytes,
             topic_auto_create, default_queue_count, file_reserved_hours, disk_clean_ratio,
             disk_reject_ratio, cq_units_per_file, index_slots_per_file, index_units_per_file,
-            log_level, repair_truncate_corruption;
+            log_level, repair_truncate_corruption, accept_lost_commits;
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
         if self.no_metrics {
             cfg.metrics_addr = None;

@@ -35,6 +35,7 @@ use std::time::Duration;
 pub use client::PeerNetwork;
 pub use codec::CodecError;
 pub use factory::PeerNetworkFactory;
+pub use server::FloorFn;
 pub use server::PeerService;
 pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;

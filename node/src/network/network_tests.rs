@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
+use openraft::async_runtime::WatchReceiver;
 use openraft::errors::RPCError;
 use openraft::network::RPCOption;
 use openraft::network::RaftNetworkFactory;
@@ -287,6 +288,15 @@ async fn start_node(id: NodeId, cluster_id: &str) -> TestNode {
 }
 
 async fn start_node_with_limit(id: NodeId, cluster_id: &str, max_message_bytes: usize) -> TestNode {
+    start_node_with(id, cluster_id, max_message_bytes, None).await
+}
+
+async fn start_node_with(
+    id: NodeId,
+    cluster_id: &str,
+    max_message_bytes: usize,
+    floor: Option<FloorFn>,
+) -> TestNode {
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
     let addr = incoming.local_addr().expect("local addr");
     let config = Config {
@@ -307,7 +317,10 @@ async fn start_node_with_limit(id: NodeId, cluster_id: &str, max_message_bytes: 
     let raft = Raft::new(id, config, network, MemLog::default(), sm.clone())
         .await
         .expect("raft starts");
-    let svc = PeerService::new(raft.clone(), id, cluster_id, MemorySnapshotSink::default());
+    let mut svc = PeerService::new(raft.clone(), id, cluster_id, MemorySnapshotSink::default());
+    if let Some(f) = floor {
+        svc = svc.with_lost_commit_floor(f);
+    }
     let stats = svc.stats();
     let svc = svc.into_server(max_message_bytes);
     let server = tokio::spawn(async move {
@@ -502,6 +515,50 @@ async fn mismatched_cluster_id_is_refused_naming_both_ids() {
         .vote(vote, RPCOption::new(Duration::from_secs(2)))
         .await
         .expect("vote answered");
+
+    n1.raft.shutdown().await.expect("shutdown");
+    n1.server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_lost_commit_floor_votes_only_for_candidates_holding_it() {
+    let floor = LogId::new_term_index(2, 10);
+    let n1 = start_node_with(
+        1,
+        "floor",
+        DEFAULT_MAX_MESSAGE_BYTES,
+        Some(Arc::new(move || Some(floor))),
+    )
+    .await;
+    let mut factory =
+        PeerNetworkFactory::<TestConfig, Cursor<Vec<u8>>>::new(9, PeerNetworkOptions::new("floor"));
+    let mut net = factory.new_client(1, &n1.peer()).await;
+    let opt = || RPCOption::new(Duration::from_secs(2));
+    // Below the floor (Raft order: term first): refused, answering the floor as last log id.
+    for (term, last) in [
+        (5, None),
+        (6, Some(LogId::new_term_index(1, 50))),
+        (7, Some(LogId::new_term_index(2, 9))),
+    ] {
+        let req = VoteRequest::<TestConfig>::new(Vote::new(term, 9), last);
+        let pre = net
+            .pre_vote(req.clone(), opt())
+            .await
+            .expect("pre-vote answered");
+        assert!(
+            !pre.vote_granted,
+            "pre-vote below the floor granted: {last:?}"
+        );
+        let resp = net.vote(req, opt()).await.expect("vote answered");
+        assert!(!resp.vote_granted, "vote below the floor granted: {last:?}");
+        assert_eq!(resp.last_log_id, Some(floor));
+    }
+    // Raft never saw them: its vote is unchanged.
+    assert_ne!(n1.raft.metrics().borrow_watched().vote, Vote::new(7, 9));
+    // At the floor (or a later term): Raft decides, and grants (its own log is empty).
+    let req = VoteRequest::<TestConfig>::new(Vote::new(8, 9), Some(floor));
+    let resp = net.vote(req, opt()).await.expect("vote answered");
+    assert!(resp.vote_granted, "{resp:?}");
 
     n1.raft.shutdown().await.expect("shutdown");
     n1.server.abort();

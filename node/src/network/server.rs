@@ -7,9 +7,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 
+use openraft::async_runtime::WatchReceiver;
 use openraft::raft::AppendEntriesRequest;
 use openraft::raft::TransferLeaderRequest;
 use openraft::raft::VoteRequest;
+use openraft::raft::VoteResponse;
 use openraft::storage::RaftStateMachine;
 use openraft::storage::Snapshot;
 use openraft::storage::SnapshotMeta;
@@ -20,6 +22,7 @@ use raftmq_proto::v1::RaftReply;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_proto::v1::SnapshotChunk;
 use raftmq_raft_log::types::CommittedLeaderId;
+use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
@@ -34,11 +37,19 @@ use super::codec;
 use super::fault::PeerFaults;
 use super::snapshot::SnapshotSink;
 
+/// Reads a node's lost-commit floor (see `LogStore::lost_commit_floor`).
+pub type FloorFn = Arc<dyn Fn() -> Option<LogId> + Send + Sync>;
+
 /// The `RaftPeer` gRPC service of one node.
 ///
-/// Invariant: a request whose `cluster_id` differs from this node's, or whose `to_node_id`
-/// is not this node, is refused with FAILED_PRECONDITION naming both values and never
-/// reaches Raft.
+/// Invariants:
+/// - A request whose `cluster_id` differs from this node's, or whose `to_node_id` is not this
+///   node, is refused with FAILED_PRECONDITION naming both values and never reaches Raft.
+/// - While this node has a lost-commit floor (it crashed and lost entries it had known as
+///   committed), a Vote or PreVote whose candidate's last log id is below that floor is
+///   rejected here, as if this node's last log id were the floor: the candidate lacks
+///   committed entries, and Raft's own check (which compares with the shortened log) would
+///   let two such nodes elect each other and overwrite a third node's committed entries.
 pub struct PeerService<C, SM, K>
 where
     C: LogTypes,
@@ -51,6 +62,8 @@ where
     stats: Arc<PeerServiceStats>,
     /// Injected link faults (tests only; see `fault.rs`).
     faults: Option<Arc<PeerFaults>>,
+    /// This node's lost-commit floor, if the vote guard is on.
+    lost_commit_floor: Option<FloorFn>,
 }
 
 /// Requests served by a [`PeerService`], by kind (for metrics and tests).
@@ -87,7 +100,34 @@ where
             cluster_id,
             sink: Arc::new(sink),
             stats: Arc::default(),
+            lost_commit_floor: None,
         }
+    }
+
+    /// Turns on the vote guard: `floor` reads this node's lost-commit floor.
+    pub fn with_lost_commit_floor(mut self, floor: FloorFn) -> Self {
+        self.lost_commit_floor = Some(floor);
+        self
+    }
+
+    /// The rejection of a vote request whose candidate lacks entries this node had known as
+    /// committed before losing them; `None` lets Raft decide.
+    fn refuse_below_floor(&self, what: &str, rpc: &VoteRequest<C>) -> Option<VoteResponse<C>> {
+        let floor = self.lost_commit_floor.as_ref().and_then(|f| f())?;
+        if rpc.last_log_id.as_ref() >= Some(&floor) {
+            return None;
+        }
+        tracing::warn!(
+            candidate_vote = %rpc.vote,
+            candidate_last_log_id = ?rpc.last_log_id,
+            lost_commit_floor = %floor,
+            "{what} refused: the candidate lacks committed entries this node lost in a crash \
+             (set accept-lost-commits only if no member holds them any more)"
+        );
+        let vote = self.raft.metrics().borrow_watched().vote;
+        // Our floor as the last log id: the candidate's next election waits a little, as
+        // for any voter with a greater log.
+        Some(VoteResponse::new(vote, Some(floor), false))
     }
 
     /// Injected faults, before processing a request from `from`.
@@ -318,7 +358,10 @@ where
         let from = request.get_ref().from_node_id;
         self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
-        let resp = self.raft.vote(rpc).await.map_err(raft_stopped)?;
+        let resp = match self.refuse_below_floor("vote", &rpc) {
+            Some(refusal) => refusal,
+            None => self.raft.vote(rpc).await.map_err(raft_stopped)?,
+        };
         self.fault_out(from)?;
         reply("VoteResponse", &resp)
     }
@@ -328,7 +371,10 @@ where
         let from = request.get_ref().from_node_id;
         self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
-        let resp = self.raft.pre_vote(rpc).await.map_err(raft_stopped)?;
+        let resp = match self.refuse_below_floor("pre-vote", &rpc) {
+            Some(refusal) => refusal,
+            None => self.raft.pre_vote(rpc).await.map_err(raft_stopped)?,
+        };
         self.fault_out(from)?;
         reply("PreVoteResponse", &resp)
     }
@@ -340,6 +386,13 @@ where
         let rpc: TransferLeaderRequest<C> =
             self.decode_request("TransferLeaderRequest", request.get_ref())?;
         self.fault_in(request.get_ref().from_node_id).await?;
+        if let Some(floor) = self.lost_commit_floor.as_ref().and_then(|f| f()) {
+            return Err(Status::failed_precondition(format!(
+                "node {} lost committed entries up to {floor} in a crash and cannot lead \
+                 until it has them again",
+                self.node_id
+            )));
+        }
         let resp = self
             .raft
             .handle_transfer_leader(rpc)
