@@ -176,8 +176,8 @@ fn truncate_refuses_committed_entries() {
     assert_eq!(indexes(&s), (1..=6).collect::<Vec<_>>());
 }
 
-#[test]
-fn committed_past_the_recovered_end_is_lowered() {
+/// Entries 1..=8 appended and committed, only 1..=4 flushed, then a crash: reopened.
+fn lose_committed_tail() -> (tempfile::TempDir, MemEnv, Store) {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 4, 100);
@@ -188,6 +188,12 @@ fn committed_past_the_recovered_end_is_lowered() {
     drop(s);
     env.crash(CrashMode::DropUnsynced);
     let s = open(&dir, &env, lazy()).unwrap();
+    (dir, env, s)
+}
+
+#[test]
+fn committed_past_the_recovered_end_is_lowered() {
+    let (dir, env, s) = lose_committed_tail();
     assert_eq!(s.committed(), Some(LogId::new_term_index(1, 4)));
 }
 
@@ -234,16 +240,7 @@ fn lost_committed_entries_leave_a_floor_until_caught_up() {
 /// The operator override forgets the floor on open.
 #[test]
 fn accept_lost_commits_forgets_the_floor() {
-    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
-    let s = open(&dir, &env, lazy()).unwrap();
-    fill(&s, 1, 4, 100);
-    s.flush().unwrap();
-    fill(&s, 5, 8, 100);
-    s.save_committed(Some(LogId::new_term_index(1, 8))).unwrap();
-    s.halt_without_flush();
-    drop(s);
-    env.crash(CrashMode::DropUnsynced);
-    let s = open(&dir, &env, lazy()).unwrap();
+    let (dir, env, s) = lose_committed_tail();
     assert!(s.lost_commit_floor().is_some());
     drop(s);
     let accept = LogConfig {
