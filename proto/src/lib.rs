@@ -10,8 +10,12 @@
 //!   transport between peers. openraft's messages travel as opaque bytes (codec named in each
 //!   request); every request names its cluster id and target node, which the server checks.
 //!
+//! Both use [`codec::StrictProstCodec`]: an undecodable message answers INVALID_ARGUMENT.
+//!
 //! Invariant: field numbers are never reused; a breaking change gets a new package
 //! (`raftmq.v2`) served beside the old one.
+
+pub mod codec;
 
 /// Generated code of package `raftmq.v1`.
 #[allow(clippy::all, missing_docs)]
