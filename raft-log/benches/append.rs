@@ -4,7 +4,8 @@
 //!
 //! Environment: `RAFTLOG_BENCH_DIR` (default: a temp dir), `RAFTLOG_BENCH_SECS` (per run,
 //! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy),
-//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite; default: by policy).
+//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite; default: by policy),
+//! `RAFTLOG_BENCH_SIZE` / `RAFTLOG_BENCH_APPENDERS` (run only that entry size / appender count).
 //! Each configuration runs 3 times alternating with its raw baseline; medians are printed.
 
 use std::fs::OpenOptions;
@@ -205,12 +206,24 @@ fn main() {
         ("async", FlushPolicy::Async { interval_ms: 200 }),
     ];
     let only = std::env::var("RAFTLOG_BENCH_POLICY").ok();
+    let only_size: Option<usize> = std::env::var("RAFTLOG_BENCH_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let only_appenders: Option<usize> = std::env::var("RAFTLOG_BENCH_APPENDERS")
+        .ok()
+        .and_then(|s| s.parse().ok());
     for (name, policy) in policies {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        for size in SIZES {
-            for appenders in APPENDERS {
+        for size in SIZES
+            .into_iter()
+            .filter(|s| only_size.is_none_or(|o| o == *s))
+        {
+            for appenders in APPENDERS
+                .into_iter()
+                .filter(|a| only_appenders.is_none_or(|o| o == *a))
+            {
                 // Log and raw runs alternate, ROUNDS times each; the median of each is shown.
                 let (mut logs, mut raws, mut pres) = (Vec::new(), Vec::new(), Vec::new());
                 let sync_every = if name == "sync" { appenders } else { 0 };

@@ -257,7 +257,10 @@ impl Env for FsEnv {
         if let Some(dir) = path.parent() {
             self.sync_dir(dir)?;
         }
-        map_segment(file, true, self.mapped_writes)
+        // Prefault only when appends store into the mapping. With pwrite, a populated shared
+        // mapping makes every write slower (measured: 1 KiB pwrite into a populated segment
+        // ≈ 3x slower than into an unmapped-so-far page).
+        map_segment(file, self.mapped_writes, self.mapped_writes)
     }
 
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
