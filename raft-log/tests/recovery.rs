@@ -193,7 +193,7 @@ fn lose_committed_tail() -> (tempfile::TempDir, MemEnv, Store) {
 
 #[test]
 fn committed_past_the_recovered_end_is_lowered() {
-    let (dir, env, s) = lose_committed_tail();
+    let (_dir, _env, s) = lose_committed_tail();
     assert_eq!(s.committed(), Some(LogId::new_term_index(1, 4)));
 }
 
