@@ -4,6 +4,7 @@
 
 use std::io;
 
+use raftmq_raft_log::types::LogId;
 use raftmq_store::snapshot::PartialSnapshot;
 use raftmq_store::SnapshotFile;
 use raftmq_store::SnapshotReceiver;
@@ -38,5 +39,13 @@ impl SnapshotSink<SnapshotFile> for FileSnapshotSink {
 
     async fn finish(&self, p: PartialSnapshot) -> io::Result<SnapshotFile> {
         self.0.finish(p)
+    }
+
+    async fn verify(&self, data: SnapshotFile, last: Option<LogId>) -> io::Result<SnapshotFile> {
+        let rx = self.0.clone();
+        tokio::task::spawn_blocking(move || rx.verify(data, last))
+            .await
+            .map_err(io::Error::other)?
+            .map_err(io::Error::from)
     }
 }

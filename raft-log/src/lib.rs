@@ -34,6 +34,8 @@
 //! - Snapshot install (DLedger-style segment copy): [`LogStore::export_segments`]`(from_phys)
 //!   -> Result<Vec<SegmentBytes>>` on the sender, [`LogStore::replace_from_bytes`]`(segments,
 //!   purged: LogId)` on the receiver; the log may therefore start at any segment-aligned offset.
+//!   [`LogStore::pin_range`]`(start, end) -> Result<PinnedRange>` holds committed bytes open
+//!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
 //! **Invariants** (checked by `State::validate` after every change in debug builds):
 //! - The same entries give identical bytes at identical physical offsets on every node
@@ -82,6 +84,7 @@ mod flusher;
 mod import;
 mod import_files;
 mod meta;
+mod pinned;
 mod recovery;
 mod segments;
 mod state;
@@ -96,6 +99,7 @@ pub use flusher::FlushCallback;
 pub use format::payload_offset;
 pub use format::ENTRY_HEADER_LEN;
 pub use import::SegmentBytes;
+pub use pinned::PinnedRange;
 pub use raft_index::EntryLocation;
 pub use store::LogStore;
 pub use store::Watermarks;

@@ -166,6 +166,10 @@ impl Store {
     pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {
         // Under the write lock, so a reader that finds a record gone sees the new minimum.
         let mut st = self.shared.state.write();
+        // The stored snapshot first: it must never name a deleted segment (a crash between
+        // the two steps leaves a trimmed snapshot over a log that still has them: harmless).
+        let log_min = self.shared.log.watermarks().min_phys_offset;
+        crate::snapshot::trim_current(&self.shared, &st, plan.delete_below_phys.max(log_min))?;
         let new_min = self
             .shared
             .log
@@ -179,7 +183,6 @@ impl Store {
             index_files,
             "retention applied"
         );
-        crate::snapshot::trim_current(&self.shared, &st, new_min)?;
         debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
         Ok(())
     }

@@ -54,6 +54,9 @@ pub(crate) struct Shared {
     pub applied_tx: tokio::sync::watch::Sender<u64>,
     /// CRC32 of CommitLog segment prefixes `(start, len)` already computed for snapshots.
     pub segment_crcs: Mutex<std::collections::HashMap<(PhysOffset, u64), u32>>,
+    /// Serialises changes to `snapshots/` (new file, removal of the others) with the choice
+    /// of the current snapshot. Lock order: `state` before this.
+    pub snapshot_files: Mutex<()>,
     /// Test hook: a fixed disk usage ratio instead of statvfs.
     pub disk_usage_override: Mutex<Option<f64>>,
     pub closed: AtomicBool,
@@ -101,6 +104,7 @@ pub fn open_with_hasher(
         state: RwLock::new(state),
         applied_tx,
         segment_crcs: Mutex::new(Default::default()),
+        snapshot_files: Mutex::new(()),
         disk_usage_override: Mutex::new(None),
         closed: AtomicBool::new(false),
     });

@@ -4,71 +4,20 @@
 
 mod common;
 
+use common::all_messages;
+use common::fill;
 use common::msg;
 use common::open_node;
 use common::small_config;
-use common::Node;
+use common::transfer;
 use openraft::storage::RaftSnapshotBuilder;
 use openraft::storage::RaftStateMachine;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::ApplyResponse;
-use raftmq_store::PullRequest;
 use raftmq_store::SnapshotFile;
 
 const SEG: u64 = 4096;
-
-fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
-    let (min, max) = n.store.queue_offsets(topic, q);
-    let mut out = Vec::new();
-    let mut o = min;
-    while o < max {
-        let r = n
-            .store
-            .pull(&PullRequest {
-                topic: topic.into(),
-                queue_id: q,
-                offset: o,
-                max_count: 32,
-                max_bytes: u64::MAX,
-                tag_expr: "*".into(),
-            })
-            .expect("pull");
-        for m in &r.messages {
-            out.push((m.queue_offset, m.msg_id, m.message.body.clone()));
-        }
-        o = r.next_offset;
-    }
-    out
-}
-
-async fn transfer(from: &SnapshotFile, to: &Node) -> SnapshotFile {
-    let rx = to.store.snapshot_receiver(1 << 30);
-    let mut p = rx.begin().expect("begin");
-    let mut off = 0u64;
-    loop {
-        let c = from.read_chunk(off, 1000).expect("read");
-        if c.is_empty() {
-            break;
-        }
-        rx.write_chunk(&mut p, off, &c).expect("write");
-        off += c.len() as u64;
-    }
-    assert!(
-        rx.write_chunk(&mut p, off + 1, b"x").is_err(),
-        "gap refused"
-    );
-    rx.finish(p).expect("finish")
-}
-
-fn fill(a: &mut Node, count: u64) {
-    for i in 0..count {
-        a.send(vec![
-            msg("t", (i % 3) as u32, i, "tag", &format!("key{i}"), 1000 + i),
-            msg("t", 0, 10_000 + i, "", "", 1000 + i),
-        ]);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_between_two_stores_with_retention() {

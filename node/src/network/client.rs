@@ -124,7 +124,10 @@ impl Ctx {
                 tracing::debug!(target_node = self.target, error = %what, "peer rpc failed");
                 RPCError::Network(NetworkError::from_string(what))
             }
-            Code::FailedPrecondition | Code::InvalidArgument | Code::Unimplemented => {
+            Code::FailedPrecondition
+            | Code::InvalidArgument
+            | Code::Unimplemented
+            | Code::DataLoss => {
                 tracing::warn!(target_node = self.target, error = %what, "peer refused rpc");
                 RPCError::Unreachable(Unreachable::from_string(what))
             }

@@ -12,9 +12,13 @@
 //! - **delay**: the receiver waits before handing the request to Raft.
 //! - **lose responses**: the request is processed, then its answer is replaced by
 //!   UNAVAILABLE, so the sender cannot know that it took effect.
+//! - **corrupt snapshots**: the next snapshots received over the link get one bit flipped in
+//!   their first chunk past offset 0 (a segment part), as a bad disk or wire would.
 
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::OnceLock;
@@ -30,6 +34,8 @@ pub type Link = (NodeId, NodeId);
 #[derive(Debug, Default)]
 pub struct PeerFaults {
     state: Mutex<FaultState>,
+    /// Snapshot chunks corrupted so far (never reset).
+    snapshots_corrupted: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -37,6 +43,7 @@ struct FaultState {
     cut: HashSet<Link>,
     delay: HashMap<Link, Duration>,
     lose_responses: HashSet<Link>,
+    corrupt_snapshots: HashMap<Link, u32>,
 }
 
 impl PeerFaults {
@@ -66,6 +73,36 @@ impl PeerFaults {
             st.lose_responses.insert(link);
         } else {
             st.lose_responses.remove(&link);
+        }
+    }
+
+    /// Corrupts the next `count` snapshots received over `link` (see the module docs).
+    pub fn corrupt_snapshots(&self, link: Link, count: u32) {
+        self.state().corrupt_snapshots.insert(link, count);
+    }
+
+    /// How many snapshots were corrupted so far.
+    pub fn snapshots_corrupted(&self) -> u64 {
+        self.snapshots_corrupted.load(Ordering::Relaxed)
+    }
+
+    /// Receiver side, at the start of a snapshot: whether to corrupt this one.
+    pub(super) fn take_snapshot_corruption(&self, from: NodeId, to: NodeId) -> bool {
+        let mut st = self.state();
+        match st.corrupt_snapshots.get_mut(&(from, to)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Receiver side: flips one bit of `data`, a chunk of a snapshot being corrupted.
+    pub(super) fn corrupt_chunk(&self, data: &mut [u8]) {
+        if let Some(b) = data.get_mut(data.len() / 2) {
+            *b ^= 1;
+            self.snapshots_corrupted.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -432,7 +432,15 @@ where
         let mut partial = self.sink.begin().await.map_err(io_err)?;
         let mut received: u64 = 0;
         let mut chunk = first;
+        let mut corrupt = self
+            .faults
+            .as_ref()
+            .filter(|f| f.take_snapshot_corruption(header.from_node_id, self.node_id));
         loop {
+            if let (Some(f), true) = (corrupt, chunk.offset > 0 && !chunk.data.is_empty()) {
+                f.corrupt_chunk(&mut chunk.data);
+                corrupt = None;
+            }
             if chunk.offset != received {
                 return Err(Status::invalid_argument(format!(
                     "snapshot chunk at offset {}, expected {received}",
@@ -456,6 +464,15 @@ where
                 .ok_or_else(|| Status::aborted("snapshot stream ended before its last chunk"))?;
         }
         let data = self.sink.finish(partial).await.map_err(io_err)?;
+        // Refuse a bad snapshot here, before openraft: an install error would stop Raft.
+        let data = match self.sink.verify(data, meta.last_log_id).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(from_node = header.from_node_id, bytes = received, error = %e,
+                    "snapshot refused; the leader will send again");
+                return Err(Status::data_loss(format!("snapshot refused: {e}")));
+            }
+        };
         let snapshot = Snapshot {
             meta,
             snapshot: data,

@@ -13,6 +13,8 @@ use std::future::Future;
 use std::io;
 use std::io::Cursor;
 
+use raftmq_raft_log::types::LogId;
+
 /// Sender side: a snapshot readable by byte offset.
 pub trait SnapshotSource: Send + 'static {
     /// Reads at most `max_bytes` starting at byte `offset` of the snapshot. An empty result
@@ -51,6 +53,21 @@ pub trait SnapshotSink<SD>: Send + Sync + 'static {
 
     /// All chunks arrived: produce the snapshot data to install.
     fn finish(&self, partial: Self::Partial) -> impl Future<Output = io::Result<SD>> + Send;
+
+    /// Checks a finished snapshot that should end at `last_log_id` before it is handed to
+    /// openraft. An error refuses it: the sender is told and sends again, nothing is
+    /// installed. The default accepts everything (an in-memory snapshot has no parts).
+    fn verify(
+        &self,
+        data: SD,
+        last_log_id: Option<LogId>,
+    ) -> impl Future<Output = io::Result<SD>> + Send
+    where
+        SD: Send,
+    {
+        let _ = last_log_id;
+        async move { Ok(data) }
+    }
 }
 
 /// Receives snapshots into memory as `Cursor<Vec<u8>>`, refusing any larger than a limit.

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::io::Write;
 use std::path::Path;
-use std::path::PathBuf;
 
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
@@ -16,13 +15,15 @@ use crate::sm::state::DispatchState;
 use crate::snapshot::format::Manifest;
 use crate::snapshot::format::QueueManifest;
 use crate::snapshot::format::SegmentManifest;
+use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
 use crate::snapshot::format::SNAPSHOT_MAGIC;
+use crate::snapshot::next_path;
 use crate::snapshot::remove_others;
-use crate::snapshot::snapshot_name;
 use crate::snapshot::snapshots_dir;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
+use raftmq_raft_log::PinnedRange;
 
 /// Log bytes are read in pieces of at most this size.
 const CHUNK_BYTES: u64 = 4 << 20;
@@ -97,9 +98,17 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
             .ok_or_else(|| StoreError::NotFound {
                 what: format!("consume queue {}/{}", qm.topic, qm.queue_id),
             })?;
+        // Exactly the units the manifest names: the live queue may hold more by now.
         let mut o = qm.min_offset;
         while o < qm.max_offset {
-            let units: Vec<CqUnit> = q.read(o, CHUNK_UNITS)?;
+            let want = (qm.max_offset - o).min(CHUNK_UNITS as u64) as usize;
+            let units: Vec<CqUnit> = q.read(o, want)?;
+            if units.is_empty() {
+                return Err(StoreError::invalid(format!(
+                    "consume queue {}/{} has no unit at {o} for the snapshot",
+                    qm.topic, qm.queue_id
+                )));
+            }
             for u in &units {
                 w.write(path, &u.encode())?;
             }
@@ -110,7 +119,7 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
 }
 
 /// CRC32 of the log bytes `[start, start + len)` (one segment), cached per `(start, len)`.
-fn segment_crc(shared: &Shared, start: PhysOffset, len: u64) -> Result<u32> {
+fn segment_crc(shared: &Shared, pinned: &PinnedRange, start: PhysOffset, len: u64) -> Result<u32> {
     if let Some(c) = shared.segment_crcs.lock().get(&(start, len)) {
         return Ok(*c);
     }
@@ -118,7 +127,7 @@ fn segment_crc(shared: &Shared, start: PhysOffset, len: u64) -> Result<u32> {
     let mut pos = start;
     while pos < start + len {
         let n = CHUNK_BYTES.min(start + len - pos);
-        h.update(&shared.log.read_at(pos, n as u32)?);
+        h.update(&pinned.read_at(pos, n as u32)?);
         pos += n;
     }
     let crc = h.finalize();
@@ -128,11 +137,13 @@ fn segment_crc(shared: &Shared, start: PhysOffset, len: u64) -> Result<u32> {
     Ok(crc)
 }
 
-/// Writes the prefix of a snapshot described by `m` (units read from `st`) as the current
-/// snapshot file; returns its path.
-fn write_prefix(dir: &Path, m: &Manifest, st: &DispatchState) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
-    let path = dir.join(snapshot_name(m.last_log_id));
+/// Writes the prefix of a snapshot described by `m` (units read from `st`) as a new file
+/// and makes it the current snapshot; returns it, opened. Snapshot files are never rewritten.
+fn write_prefix(shared: &Shared, m: &Manifest, st: &DispatchState) -> Result<SnapshotFile> {
+    let dir = snapshots_dir(&shared.data_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
+    let _files = shared.snapshot_files.lock();
+    let path = next_path(&dir, m.last_log_id)?;
     let tmp = path.with_extension("tmp");
     let f = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
     let mut w = CrcWriter {
@@ -154,26 +165,62 @@ fn write_prefix(dir: &Path, m: &Manifest, st: &DispatchState) -> Result<PathBuf>
         .into_inner()
         .map_err(|e| StoreError::io("flush", &tmp, e.into_error()))?;
     f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
+    drop(f);
     std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
-    sync_dir(dir)?;
-    remove_others(dir, &path)?;
-    Ok(path)
+    sync_dir(&dir)?;
+    remove_others(&dir, &path)?;
+    let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
+    debug_assert_eq!(
+        file.len(),
+        SNAPSHOT_HEADER_LEN + mbytes.len() as u64 + m.units_bytes() + 4,
+        "the prefix holds exactly the units its manifest names"
+    );
+    Ok(file)
+}
+
+/// Drops from `m` what lies below `min_phys` (retention moved the log start there): the
+/// segments below it and the units pointing below it.
+fn fit_to_log_start(m: &mut Manifest, st: &DispatchState, min_phys: PhysOffset) {
+    m.segments.retain(|s| s.start >= min_phys);
+    m.queues
+        .retain_mut(|qm| match st.cqs.get(&qm.topic, qm.queue_id) {
+            Some(q) if qm.max_offset <= q.max_offset() => {
+                let first = q.first_offset_at_or_after_phys(min_phys);
+                qm.min_offset = qm.min_offset.max(first).min(qm.max_offset);
+                true
+            }
+            _ => false,
+        });
 }
 
 /// Builds a snapshot of the applied state and makes it the current one. Cost: the
 /// ConsumeQueue units (the segments are served from the log when the snapshot is read).
 pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
-    let dir = snapshots_dir(&shared.data_dir);
-    let mut m = manifest(shared, &shared.state.read());
-    // Segment CRCs outside the lock (committed bytes never change); full segments are cached.
-    for s in &mut m.segments {
-        s.crc = segment_crc(shared, s.start, s.len)?;
+    // The manifest and the pin under one lock: retention cannot delete in between.
+    let (mut m, pinned) = {
+        let st = shared.state.read();
+        let m = manifest(shared, &st);
+        let pinned = match (m.segments.first(), m.segments.last()) {
+            (Some(f), Some(l)) => Some(shared.log.pin_range(f.start, l.start + l.len)?),
+            _ => None,
+        };
+        (m, pinned)
+    };
+    // Segment CRCs outside the lock, from the pinned bytes; full segments are cached.
+    if let Some(p) = &pinned {
+        for s in &mut m.segments {
+            s.crc = segment_crc(shared, p, s.start, s.len)?;
+        }
     }
     let st = shared.state.read();
-    let path = write_prefix(&dir, &m, &st)?;
+    // Retention may have run meanwhile: the stored snapshot must not name deleted segments.
+    fit_to_log_start(&mut m, &st, shared.log.watermarks().min_phys_offset);
+    let file = write_prefix(shared, &m, &st)?;
     drop(st);
-    let file = SnapshotFile::with_log(&path, shared.log.clone(), m.segments.clone())
-        .map_err(|e| StoreError::io("open", &path, e))?;
+    let file = match pinned {
+        Some(p) if !m.segments.is_empty() => file.with_tail(p, m.segments.clone()),
+        _ => file,
+    };
     tracing::info!(last_log_id = ?m.last_log_id, bytes = file.len(), segments = m.segments.len(),
         queues = m.queues.len(), "snapshot built");
     Ok(Snapshot {
@@ -185,27 +232,21 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
     })
 }
 
-/// Retention moved the log start to `new_min`: rewrites the current snapshot (same last log
-/// id) without the deleted segments and the units pointing into them, so it stays sendable.
+/// Retention is about to move the log start to `new_min`: writes a new current snapshot (same
+/// last log id) without the segments below it and the units pointing into them, so the stored
+/// snapshot stays sendable once they are gone. Called before the segments are deleted; a
+/// snapshot already opened (being sent) keeps its own file and pinned segments.
 pub(crate) fn trim_current(shared: &Shared, st: &DispatchState, new_min: PhysOffset) -> Result<()> {
     let Some(cur) = crate::snapshot::current(shared)? else {
         return Ok(());
     };
-    let old = crate::snapshot::read_manifest(&cur.snapshot)?;
-    if old.segments.first().is_none_or(|s| s.start >= new_min) {
+    let mut m = crate::snapshot::read_manifest(&cur.snapshot)?;
+    drop(cur);
+    if m.segments.first().is_none_or(|s| s.start >= new_min) {
         return Ok(());
     }
-    let mut m = old;
-    m.segments.retain(|s| s.start >= new_min);
-    m.queues
-        .retain_mut(|qm| match st.cqs.get(&qm.topic, qm.queue_id) {
-            Some(q) => {
-                qm.min_offset = qm.min_offset.max(q.min_offset()).min(qm.max_offset);
-                qm.max_offset <= q.max_offset()
-            }
-            None => false,
-        });
-    write_prefix(&snapshots_dir(&shared.data_dir), &m, st)?;
-    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min, "snapshot trimmed after retention");
+    fit_to_log_start(&mut m, st, new_min);
+    write_prefix(shared, &m, st)?;
+    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min, "snapshot trimmed for retention");
     Ok(())
 }

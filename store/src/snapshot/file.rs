@@ -16,12 +16,15 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
-use crate::raft_types::LogStore;
+use crate::error::StoreError;
 use crate::snapshot::format::SegmentManifest;
+use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::PinnedRange;
 
-/// Segment bytes served from the live CommitLog.
+/// Segment bytes served from the CommitLog, pinned when the snapshot was opened: retention
+/// deleting segments meanwhile changes nothing this snapshot reads.
 struct Tail {
-    log: LogStore,
+    pinned: PinnedRange,
     segments: Vec<SegmentManifest>,
 }
 
@@ -56,15 +59,14 @@ impl SnapshotFile {
         })
     }
 
-    /// Opens a stored prefix whose segment part is read from `log`.
-    pub(crate) fn with_log(
-        path: &Path,
-        log: LogStore,
-        segments: Vec<SegmentManifest>,
-    ) -> io::Result<SnapshotFile> {
-        let mut f = SnapshotFile::open(path)?;
-        f.tail = Some(Tail { log, segments });
-        Ok(f)
+    /// Makes this stored prefix a whole snapshot: its segment part is read from `pinned`,
+    /// which must cover every segment in `segments`.
+    pub(crate) fn with_tail(mut self, pinned: PinnedRange, segments: Vec<SegmentManifest>) -> Self {
+        debug_assert!(segments
+            .iter()
+            .all(|s| s.start >= pinned.start() && s.start + s.len <= pinned.end()));
+        self.tail = Some(Tail { pinned, segments });
+        self
     }
 
     /// Path of the file part.
@@ -108,7 +110,7 @@ impl SnapshotFile {
             if offset < at + s.len {
                 let rel = offset - at;
                 let n = (s.len - rel).min(max_bytes as u64).min(u64::from(u32::MAX));
-                return Ok(tail.log.read_at(s.start + rel, n as u32)?);
+                return Ok(tail.pinned.read_at(s.start + rel, n as u32)?);
             }
             at += s.len;
         }
@@ -129,16 +131,19 @@ pub struct PartialSnapshot {
 pub struct SnapshotReceiver {
     dir: PathBuf,
     max_snapshot_bytes: u64,
+    segment_bytes: u64,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl SnapshotReceiver {
-    /// A receiver writing under `dir`, refusing snapshots above `max_snapshot_bytes`.
-    pub fn new(dir: PathBuf, max_snapshot_bytes: u64) -> Self {
+    /// A receiver writing under `dir`, refusing snapshots above `max_snapshot_bytes`, for a
+    /// node whose CommitLog segments are `segment_bytes` long.
+    pub fn new(dir: PathBuf, max_snapshot_bytes: u64, segment_bytes: u64) -> Self {
         SnapshotReceiver {
             dir,
             max_snapshot_bytes,
+            segment_bytes,
         }
     }
 
@@ -181,5 +186,29 @@ impl SnapshotReceiver {
         p.file.sync_all()?;
         drop(p.file);
         SnapshotFile::open(&p.path)
+    }
+
+    /// Checks a received snapshot that should end at `last_log_id` before it is handed to
+    /// openraft (every part's CRC, lengths, manifest consistency; see `snapshot/verify.rs`).
+    /// A bad one is removed and refused with an error naming what is wrong; the caller
+    /// answers the sender with it, so the leader sends again and nothing was installed.
+    pub fn verify(
+        &self,
+        file: SnapshotFile,
+        last_log_id: Option<LogId>,
+    ) -> Result<SnapshotFile, StoreError> {
+        match crate::snapshot::verify::verify(&file, last_log_id, self.segment_bytes) {
+            Ok(_) => Ok(file),
+            Err(e) => {
+                let path = file.path().to_owned();
+                drop(file);
+                if path.parent() == Some(self.dir.as_path()) {
+                    if let Err(rm) = std::fs::remove_file(&path) {
+                        tracing::warn!(path = %path.display(), error = %rm, "cannot remove a refused snapshot");
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Byte layout of a snapshot (`<data_dir>/snapshots/snapshot-<term>-<index>.snap`).
+//! Byte layout of a snapshot (`<data_dir>/snapshots/snapshot-<term>-<index>-<seq>.snap`).
 //! All integers little-endian. Version 1:
 //!
 //! | offset        | size          | field        | meaning                                     |
@@ -13,9 +13,10 @@
 //! The segments are the retained CommitLog up to the physical end of the snapshot's last
 //! entry, byte-identical (same physical offsets); the last one is partial, the installer pads
 //! it to the segment size. Each segment's CRC is in the manifest (checked while staging,
-//! before the receiver's log takes the bytes over). On disk a node keeps only the prefix (up to the CRC): the segment part is
-//! served from its own CommitLog (committed bytes never change) when the snapshot is sent, so
-//! a snapshot never doubles the disk usage of the retained log.
+//! before the receiver's log takes the bytes over). On disk a node keeps only the prefix (up to
+//! the CRC): the segment part is served from its own CommitLog (committed bytes never change,
+//! and they are pinned while a snapshot is sent) so a snapshot never doubles the disk usage of
+//! the retained log.
 
 use serde::Deserialize;
 use serde::Serialize;

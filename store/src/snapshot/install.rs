@@ -17,9 +17,12 @@ use crate::sm::state::DispatchState;
 use crate::snapshot::format::Manifest;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
 use crate::snapshot::format::SNAPSHOT_MAGIC;
+use crate::snapshot::next_path;
 use crate::snapshot::remove_others;
-use crate::snapshot::snapshot_name;
 use crate::snapshot::snapshots_dir;
+use crate::snapshot::verify::read_segment_checked;
+use crate::snapshot::verify::verify;
+use crate::snapshot::verify::Verified;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
@@ -30,8 +33,8 @@ fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreErr
     StoreError::corruption(f.path().display().to_string(), offset, reason)
 }
 
-fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
-    if offset + len > f.len() {
+pub(crate) fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
+    if offset.checked_add(len).is_none_or(|end| end > f.len()) {
         return Err(corrupt(
             f,
             offset,
@@ -72,27 +75,6 @@ pub(crate) fn crc_offset(f: &SnapshotFile, m: &Manifest) -> Result<u64> {
     Ok(SNAPSHOT_HEADER_LEN + mlen + m.units_bytes())
 }
 
-/// Checks the CRC of the prefix (header, manifest, units).
-fn check_crc(f: &SnapshotFile, body: u64) -> Result<()> {
-    let mut h = crc32fast::Hasher::new();
-    let mut pos = 0;
-    while pos < body {
-        let n = CHUNK.min(body - pos);
-        h.update(&read_at(f, pos, n)?);
-        pos += n;
-    }
-    let stored = u32::from_le_bytes(read_at(f, body, 4)?.try_into().expect("4 bytes"));
-    let actual = h.finalize();
-    if stored != actual {
-        return Err(corrupt(
-            f,
-            body,
-            format!("crc {stored:#010x}, computed {actual:#010x}"),
-        ));
-    }
-    Ok(())
-}
-
 /// Writes the snapshot's segments (their bytes start at `pos`) as full-size, allocated
 /// (`posix_fallocate`, so a full disk fails here rather than on a later write into a hole),
 /// fsynced files under `staged`. Memory stays bounded by one chunk.
@@ -117,25 +99,11 @@ fn stage_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64, staged: &Path) -
             let e = std::io::Error::from_raw_os_error(rc);
             return Err(StoreError::io("fallocate", &path, e));
         }
-        let mut off = 0;
-        let mut h = crc32fast::Hasher::new();
-        while off < s.len {
-            let n = CHUNK.min(s.len - off);
-            let bytes = read_at(f, pos, n)?;
-            h.update(&bytes);
-            out.write_all_at(&bytes, off)
-                .map_err(|e| StoreError::io("write", &path, e))?;
-            off += n;
-            pos += n;
-        }
-        let crc = h.finalize();
-        if crc != s.crc {
-            let reason = format!(
-                "segment {} crc {crc:#010x}, manifest says {:#010x}",
-                s.start, s.crc
-            );
-            return Err(corrupt(f, pos - s.len, reason));
-        }
+        read_segment_checked(f, s, pos, |off, bytes| {
+            out.write_all_at(bytes, off)
+                .map_err(|e| StoreError::io("write", &path, e))
+        })?;
+        pos += s.len;
         out.sync_all()
             .map_err(|e| StoreError::io("fsync", &path, e))?;
     }
@@ -188,62 +156,51 @@ fn reset_dispatch(
     Ok(())
 }
 
-/// Stores the first `prefix` bytes of `file` at `path` (the current snapshot; its segments
-/// are served from the log from now on). A received file is moved and truncated.
-fn keep_prefix(file: &SnapshotFile, path: &Path, prefix: u64) -> Result<()> {
-    let incoming = path.parent().map(|d| d.join("incoming"));
-    if file.path().parent() == incoming.as_deref() {
-        std::fs::rename(file.path(), path).map_err(|e| StoreError::io("rename", path, e))?;
+/// Publishes the first `prefix` bytes of `file` as the current snapshot (its segments are
+/// served from the log from now on): a received file is cut to its prefix, fsynced, then
+/// renamed into place; a local one is copied through a temp file. The file is complete
+/// before it has its name, and never changes after.
+fn keep_prefix(shared: &Shared, file: &SnapshotFile, m: &Manifest, prefix: u64) -> Result<()> {
+    let dir = snapshots_dir(&shared.data_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
+    let _files = shared.snapshot_files.lock();
+    let path = next_path(&dir, m.last_log_id)?;
+    let incoming = dir.join("incoming");
+    if file.path().parent() == Some(incoming.as_path()) {
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .open(path)
-            .map_err(|e| StoreError::io("open", path, e))?;
+            .open(file.path())
+            .map_err(|e| StoreError::io("open", file.path(), e))?;
         f.set_len(prefix)
             .and_then(|()| f.sync_all())
-            .map_err(|e| StoreError::io("truncate", path, e))?;
-        return Ok(());
+            .map_err(|e| StoreError::io("truncate", file.path(), e))?;
+        std::fs::rename(file.path(), &path).map_err(|e| StoreError::io("rename", &path, e))?;
+    } else {
+        let tmp = path.with_extension("tmp");
+        let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
+        let mut pos = 0;
+        while pos < prefix {
+            let n = CHUNK.min(prefix - pos);
+            out.write_all_at(&read_at(file, pos, n)?, pos)
+                .map_err(|e| StoreError::io("write", &tmp, e))?;
+            pos += n;
+        }
+        out.sync_all()
+            .map_err(|e| StoreError::io("fsync", &tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
     }
-    let tmp = path.with_extension("tmp");
-    let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
-    let mut pos = 0;
-    while pos < prefix {
-        let n = CHUNK.min(prefix - pos);
-        out.write_all_at(&read_at(file, pos, n)?, pos)
-            .map_err(|e| StoreError::io("write", &tmp, e))?;
-        pos += n;
-    }
-    out.sync_all()
-        .map_err(|e| StoreError::io("fsync", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename", path, e))
+    sync_dir(&dir)?;
+    remove_others(&dir, &path)
 }
 
-/// Installs `file` as the state at `meta.last_log_id`.
+/// Installs `file` as the state at `meta.last_log_id`. The whole snapshot is verified first
+/// (see [`super::verify`]), so a bad one changes nothing.
 pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) -> Result<()> {
-    let m = read_manifest(&file)?;
-    let crc_at = crc_offset(&file, &m)?;
-    check_crc(&file, crc_at)?;
-    let segments_at = crc_at + 4;
-    if file.len() != segments_at + m.segments_bytes() {
-        return Err(corrupt(
-            &file,
-            segments_at,
-            format!(
-                "{} bytes, the manifest describes {}",
-                file.len(),
-                segments_at + m.segments_bytes()
-            ),
-        ));
-    }
-    if m.last_log_id != meta.last_log_id {
-        return Err(corrupt(
-            &file,
-            0,
-            format!(
-                "snapshot holds {:?}, meta says {:?}",
-                m.last_log_id, meta.last_log_id
-            ),
-        ));
-    }
+    let segment_bytes = shared.log.config().segment_bytes;
+    let Verified {
+        manifest: m,
+        segments_at,
+    } = verify(&file, meta.last_log_id, segment_bytes)?;
     let log_has_last = m.last_log_id.is_none_or(|l| {
         shared
             .log
@@ -271,13 +228,9 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
     });
     shared.checkpoint_locked(&mut st)?;
     debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
+    // Still under the state lock: retention cannot trim the old snapshot in between.
+    keep_prefix(shared, &file, &m, segments_at)?;
     drop(st);
-    let dir = snapshots_dir(&shared.data_dir);
-    let path = dir.join(snapshot_name(m.last_log_id));
-    std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
-    keep_prefix(&file, &path, segments_at)?;
-    sync_dir(&dir)?;
-    remove_others(&dir, &path)?;
     tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
         segments = m.segments.len(), "snapshot installed");
     Ok(())

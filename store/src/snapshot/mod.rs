@@ -7,16 +7,27 @@
 //! retention purges only whole segments, the Raft log still holds every retained message, so
 //! the segments are the messages.
 //!
-//! - Build: writes only the prefix (manifest with per-segment CRCs, units, prefix CRC) under
-//!   `snapshots/`; the segment bytes are read from the CommitLog when the snapshot is sent
-//!   (committed bytes never change). Cost: the units, plus CRCs of segments not seen before.
-//! - Retention: deleting segments rewrites the current snapshot's prefix (same last log id)
-//!   without them, so it stays sendable.
-//! - Install: checks the prefix CRC, stages each segment as a fallocated file checking its
+//! - Files: every snapshot is its own file `snapshots/snapshot-<term>-<index>-<seq>.snap`,
+//!   written once (temp file, fsync, rename, dir fsync) and never changed; the highest `seq`
+//!   is the current one, the others are removed (a sender still holding one keeps reading its
+//!   open file). Changes to the directory and the choice of the current file happen under
+//!   `Shared::snapshot_files`.
+//! - Build: writes only the prefix (manifest with per-segment CRCs, exactly the units it
+//!   names, prefix CRC); the segment bytes are pinned in the CommitLog
+//!   ([`raftmq_raft_log::PinnedRange`]) when the manifest is taken or the current snapshot
+//!   is opened, so a snapshot being built or sent reads the same bytes even if retention
+//!   deletes its segments meanwhile (their disk space is freed when it is dropped).
+//! - Retention: before deleting segments it writes a new current snapshot (same last log id)
+//!   without them and without the units pointing into them, so the stored one never names a
+//!   deleted segment.
+//! - Receive: [`SnapshotReceiver::verify`] checks the whole transfer (prefix CRC, lengths,
+//!   manifest consistency, each segment's CRC, units inside the segments) before openraft
+//!   sees it; the transport refuses a bad one and the leader sends again.
+//! - Install: verifies again, stages each segment as a fallocated, fsynced file checking its
 //!   CRC, then raft-log `replace_from_files` takes them over (byte-identical, same physical
 //!   offsets; skipped when the local log already holds the last entry); the ConsumeQueues are
 //!   rewritten from the units, the index rebuilt from the records, the dispatch checkpoint
-//!   written, and the file is truncated to its prefix.
+//!   written, and the prefix published (cut, fsync, rename).
 //! - Not crash-atomic: a crash between the log swap and the checkpoint leaves a log whose
 //!   purge point is past the checkpoint; the node must install again (see raft-log docs).
 
@@ -24,6 +35,7 @@ mod build;
 pub mod file;
 pub mod format;
 mod install;
+mod verify;
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -49,15 +61,52 @@ pub fn snapshots_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("snapshots")
 }
 
-/// File name of the snapshot ending at `last`.
-pub fn snapshot_name(last: Option<LogId>) -> String {
+/// File name of the `seq`-th snapshot written on this node, ending at `last`. Every snapshot
+/// gets its own file, written once (temp file, fsync, rename) and never changed: retention
+/// trimming the current snapshot writes a new file with the same `last` and a higher `seq`.
+pub fn snapshot_name(last: Option<LogId>, seq: u64) -> String {
     match last {
-        Some(l) => format!("snapshot-{:020}-{:020}.snap", l.leader_id.term, l.index),
-        None => "snapshot-none.snap".to_owned(),
+        Some(l) => format!(
+            "snapshot-{:020}-{:020}-{seq:020}.snap",
+            l.leader_id.term, l.index
+        ),
+        None => format!("snapshot-none-{seq:020}.snap"),
     }
 }
 
-/// Removes every snapshot file in `dir` except `keep`.
+/// The `seq` of a snapshot file name (its last dash-separated field).
+fn snapshot_seq(name: &str) -> Option<u64> {
+    let body = name.strip_prefix("snapshot-")?.strip_suffix(".snap")?;
+    body.rsplit('-').next()?.parse().ok()
+}
+
+/// The stored snapshots as `(seq, path)`, oldest first.
+fn stored(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    if !dir.exists() {
+        return Ok(out);
+    }
+    let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
+    for e in rd {
+        let name = e
+            .map_err(|e| StoreError::io("read dir", dir, e))?
+            .file_name();
+        if let Some(seq) = snapshot_seq(&name.to_string_lossy()) {
+            out.push((seq, dir.join(name)));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Path of the next snapshot ending at `last`. The caller holds `Shared::snapshot_files`.
+pub(crate) fn next_path(dir: &Path, last: Option<LogId>) -> Result<PathBuf> {
+    let seq = stored(dir)?.last().map_or(1, |(s, _)| s + 1);
+    Ok(dir.join(snapshot_name(last, seq)))
+}
+
+/// Removes every snapshot file in `dir` except `keep` (a snapshot being sent keeps its open
+/// file; its name goes). The caller holds `Shared::snapshot_files`.
 pub(crate) fn remove_others(dir: &Path, keep: &Path) -> Result<()> {
     let rd = std::fs::read_dir(dir).map_err(|e| StoreError::io("read dir", dir, e))?;
     for e in rd {
@@ -85,35 +134,19 @@ pub(crate) fn remove_leftovers(data_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The newest snapshot built or installed, if any.
+/// The newest snapshot built or installed, if any. Its segment bytes are pinned in the
+/// CommitLog now, so what it serves never changes while it is being sent.
 pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     let dir = snapshots_dir(&shared.data_dir);
-    if !dir.exists() {
-        return Ok(None);
-    }
-    let mut names = Vec::new();
-    let rd = std::fs::read_dir(&dir).map_err(|e| StoreError::io("read dir", &dir, e))?;
-    for e in rd {
-        let name = e
-            .map_err(|e| StoreError::io("read dir", &dir, e))?
-            .file_name();
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("snapshot-") && name.ends_with(".snap") {
-            names.push(name);
-        }
-    }
-    // Zero-padded names sort by (term, index); "snapshot-none" sorts last but is the oldest.
-    names.sort_by_key(|n| (!n.starts_with("snapshot-none"), n.clone()));
-    let Some(name) = names.pop() else {
+    let _files = shared.snapshot_files.lock();
+    let Some((_, path)) = stored(&dir)?.pop() else {
         return Ok(None);
     };
-    let path = dir.join(name);
+    // One open: the manifest, the prefix and the tail all come from this file.
     let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
     let m = read_manifest(&file)?;
-    // A stored prefix: the segment part comes from our log.
     let file = if file.len() == install::crc_offset(&file, &m)? + 4 {
-        SnapshotFile::with_log(&path, shared.log.clone(), m.segments.clone())
-            .map_err(|e| StoreError::io("open", &path, e))?
+        with_pinned_tail(shared, file, &m)?
     } else {
         file
     };
@@ -126,6 +159,28 @@ pub(crate) fn current(shared: &Shared) -> Result<Option<Snapshot>> {
     }))
 }
 
+/// A stored prefix made whole: its segments pinned in the local CommitLog.
+pub(crate) fn with_pinned_tail(
+    shared: &Shared,
+    file: SnapshotFile,
+    m: &format::Manifest,
+) -> Result<SnapshotFile> {
+    let (Some(first), Some(last)) = (m.segments.first(), m.segments.last()) else {
+        return Ok(file);
+    };
+    let pinned = shared
+        .log
+        .pin_range(first.start, last.start + last.len)
+        .map_err(|e| {
+            StoreError::corruption(
+                file.path().display().to_string(),
+                0,
+                format!("snapshot segments not in the local log: {e}"),
+            )
+        })?;
+    Ok(file.with_tail(pinned, m.segments.clone()))
+}
+
 impl Store {
     /// A receiver for snapshots sent by the leader (the node's transport sink delegates to
     /// it), writing under `<data_dir>/snapshots/incoming`.
@@ -133,6 +188,7 @@ impl Store {
         SnapshotReceiver::new(
             snapshots_dir(&self.shared.data_dir).join("incoming"),
             max_snapshot_bytes,
+            self.shared.log.config().segment_bytes,
         )
     }
 }

@@ -14,6 +14,8 @@ use raftmq_store::message::Message;
 use raftmq_store::topic::TopicConfig;
 use raftmq_store::ApplyResponse;
 use raftmq_store::LogStore;
+use raftmq_store::PullRequest;
+use raftmq_store::SnapshotFile;
 use raftmq_store::StateMachine;
 use raftmq_store::Store;
 use raftmq_store::StoreConfig;
@@ -124,4 +126,70 @@ pub fn raw_entry(term: u64, index: u64, bytes: Vec<u8>) -> LogEntry {
         log_id: LogId::new_term_index(term, index),
         payload: Payload::Normal(AppPayload(bytes)),
     }
+}
+
+/// Every message of `topic`/`q` as (queue offset, message id, body).
+pub fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
+    let (min, max) = n.store.queue_offsets(topic, q);
+    let mut out = Vec::new();
+    let mut o = min;
+    while o < max {
+        let r = n
+            .store
+            .pull(&PullRequest {
+                topic: topic.into(),
+                queue_id: q,
+                offset: o,
+                max_count: 32,
+                max_bytes: u64::MAX,
+                tag_expr: "*".into(),
+            })
+            .expect("pull");
+        for m in &r.messages {
+            out.push((m.queue_offset, m.msg_id, m.message.body.clone()));
+        }
+        o = r.next_offset;
+    }
+    out
+}
+
+/// Moves a snapshot to `to`'s receiver in 1000-byte chunks (checking a gap is refused).
+pub async fn transfer(from: &SnapshotFile, to: &Node) -> SnapshotFile {
+    let rx = to.store.snapshot_receiver(1 << 30);
+    let mut p = rx.begin().expect("begin");
+    let mut off = 0u64;
+    loop {
+        let c = from.read_chunk(off, 1000).expect("read");
+        if c.is_empty() {
+            break;
+        }
+        rx.write_chunk(&mut p, off, &c).expect("write");
+        off += c.len() as u64;
+    }
+    assert!(
+        rx.write_chunk(&mut p, off + 1, b"x").is_err(),
+        "gap refused"
+    );
+    rx.finish(p).expect("finish")
+}
+
+/// `count` batches of two messages over queues 0..3 of topic `t`.
+pub fn fill(a: &mut Node, count: u64) {
+    for i in 0..count {
+        a.send(vec![
+            msg("t", (i % 3) as u32, i, "tag", &format!("key{i}"), 1000 + i),
+            msg("t", 0, 10_000 + i, "", "", 1000 + i),
+        ]);
+    }
+}
+
+/// Builds a snapshot of `n`'s applied state (openraft's builder).
+pub async fn build_snapshot(n: &mut Node) -> raftmq_store::sm::machine::Snapshot {
+    use openraft::storage::RaftSnapshotBuilder;
+    use openraft::storage::RaftStateMachine;
+    n.sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .expect("build")
 }

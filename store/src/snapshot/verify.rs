@@ -1,0 +1,199 @@
+//! Checking a received snapshot before anything is installed from it: a snapshot that fails
+//! here is refused (the transport answers the leader with an error, openraft sends again),
+//! so a bad transfer never reaches the state machine, never stops Raft and never leaves a
+//! half-installed node.
+//!
+//! Checked, in this order, none of it trusting the bytes: magic and manifest length, the
+//! manifest's own consistency (queue ranges, segment size, segments aligned, contiguous, full
+//! but the last, ending at the snapshot's log end), the prefix CRC, the total length, each
+//! segment's CRC, and that every ConsumeQueue unit decodes and points inside the segments.
+
+use crate::consume_queue::format::CQ_UNIT_LEN;
+use crate::consume_queue::CqUnit;
+use crate::error::Result;
+use crate::error::StoreError;
+use crate::snapshot::format::Manifest;
+use crate::snapshot::format::SegmentManifest;
+use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
+use crate::snapshot::install::read_at;
+use crate::snapshot::install::read_manifest;
+use crate::snapshot::SnapshotFile;
+use raftmq_raft_log::types::LogId;
+
+/// Log bytes and units are read in pieces of at most this size.
+const CHUNK: u64 = 4 << 20;
+
+fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::corruption(f.path().display().to_string(), offset, reason)
+}
+
+/// A snapshot that passed [`verify`].
+#[derive(Debug)]
+pub(crate) struct Verified {
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Offset of the first segment byte (just past the prefix CRC).
+    pub segments_at: u64,
+}
+
+/// Checks the manifest alone: ranges, sizes and the segment layout.
+fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<()> {
+    let bad = |reason: String| Err(corrupt(f, SNAPSHOT_HEADER_LEN, reason));
+    if m.segment_bytes != segment_bytes {
+        return bad(format!(
+            "segment size {}, this node uses {segment_bytes}",
+            m.segment_bytes
+        ));
+    }
+    if let Some(q) = m.queues.iter().find(|q| q.min_offset > q.max_offset) {
+        return bad(format!(
+            "queue {}/{} range [{}, {}) is reversed",
+            q.topic, q.queue_id, q.min_offset, q.max_offset
+        ));
+    }
+    let units: Option<u64> = m.queues.iter().try_fold(0u64, |acc, q| {
+        (q.max_offset - q.min_offset)
+            .checked_mul(CQ_UNIT_LEN as u64)
+            .and_then(|b| acc.checked_add(b))
+    });
+    if units.is_none_or(|u| u > f.len()) {
+        return bad("queue units larger than the snapshot".into());
+    }
+    for (i, s) in m.segments.iter().enumerate() {
+        let last = i + 1 == m.segments.len();
+        let follows = i == 0 || s.start == m.segments[i - 1].start + segment_bytes;
+        let full_or_last = s.len == segment_bytes || (last && s.len <= segment_bytes);
+        if s.start % segment_bytes != 0 || !follows || !full_or_last || s.len == 0 {
+            return bad(format!(
+                "segment {} (+{}) is not aligned, contiguous and full",
+                s.start, s.len
+            ));
+        }
+    }
+    let seg_end = m.segments.last().map(|s| s.start + s.len);
+    match (seg_end, m.log_end_phys) {
+        (None, _) => Ok(()),
+        (Some(e), Some(end)) if e == end => Ok(()),
+        (e, end) => bad(format!("segments end at {e:?}, the log end is {end:?}")),
+    }
+}
+
+/// Checks the CRC of the prefix `[0, body)` against the 4 bytes at `body`.
+fn check_prefix_crc(f: &SnapshotFile, body: u64) -> Result<()> {
+    let mut h = crc32fast::Hasher::new();
+    let mut pos = 0;
+    while pos < body {
+        let n = CHUNK.min(body - pos);
+        h.update(&read_at(f, pos, n)?);
+        pos += n;
+    }
+    let stored = u32::from_le_bytes(read_at(f, body, 4)?.try_into().expect("4 bytes"));
+    let actual = h.finalize();
+    if stored != actual {
+        return Err(corrupt(
+            f,
+            body,
+            format!("prefix crc {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads segment `s` of the snapshot (its bytes start at `pos`) in chunks, handing each to
+/// `each` with its offset inside the segment, and checks the CRC the manifest gives it.
+pub(crate) fn read_segment_checked(
+    f: &SnapshotFile,
+    s: &SegmentManifest,
+    pos: u64,
+    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut h = crc32fast::Hasher::new();
+    let mut off = 0;
+    while off < s.len {
+        let n = CHUNK.min(s.len - off);
+        let bytes = read_at(f, pos + off, n)?;
+        h.update(&bytes);
+        each(off, &bytes)?;
+        off += n;
+    }
+    let crc = h.finalize();
+    if crc != s.crc {
+        let reason = format!(
+            "segment {} crc {crc:#010x}, manifest says {:#010x}",
+            s.start, s.crc
+        );
+        return Err(corrupt(f, pos, reason));
+    }
+    Ok(())
+}
+
+/// Checks each segment's CRC (their bytes start at `pos`).
+fn check_segments(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
+    for s in &m.segments {
+        read_segment_checked(f, s, pos, |_, _| Ok(()))?;
+        pos += s.len;
+    }
+    Ok(())
+}
+
+/// Checks that every unit decodes and its record lies inside the snapshot's segments.
+fn check_units(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
+    let (Some(first), Some(end)) = (m.segments.first(), m.log_end_phys) else {
+        return Ok(());
+    };
+    for q in &m.queues {
+        let mut left = q.max_offset - q.min_offset;
+        while left > 0 {
+            let n = left.min(CHUNK / CQ_UNIT_LEN as u64);
+            let bytes = read_at(f, pos, n * CQ_UNIT_LEN as u64)?;
+            for (i, b) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
+                let at = pos + (i * CQ_UNIT_LEN) as u64;
+                let u = CqUnit::decode(b).ok_or_else(|| corrupt(f, at, "bad unit"))?;
+                if u.size == 0 || u.phys_offset < first.start || u.end_phys() > end {
+                    let reason = format!(
+                        "unit of {}/{} points at {}+{}, outside the segments [{}, {end})",
+                        q.topic, q.queue_id, u.phys_offset, u.size, first.start
+                    );
+                    return Err(corrupt(f, at, reason));
+                }
+            }
+            pos += n * CQ_UNIT_LEN as u64;
+            left -= n;
+        }
+    }
+    Ok(())
+}
+
+/// Checks a whole snapshot (see the module docs) that should end at `last_log_id`, for a node
+/// whose CommitLog segments are `segment_bytes` long.
+pub(crate) fn verify(
+    f: &SnapshotFile,
+    last_log_id: Option<LogId>,
+    segment_bytes: u64,
+) -> Result<Verified> {
+    let m = read_manifest(f)?;
+    if m.last_log_id != last_log_id {
+        let reason = format!(
+            "snapshot holds {:?}, its meta says {last_log_id:?}",
+            m.last_log_id
+        );
+        return Err(corrupt(f, SNAPSHOT_HEADER_LEN, reason));
+    }
+    check_manifest(f, &m, segment_bytes)?;
+    let mlen = u64::from_le_bytes(read_at(f, 8, 8)?.try_into().expect("8 bytes"));
+    let units_at = SNAPSHOT_HEADER_LEN + mlen;
+    let crc_at = units_at + m.units_bytes();
+    check_prefix_crc(f, crc_at)?;
+    let segments_at = crc_at + 4;
+    let expected = segments_at + m.segments_bytes();
+    if f.len() != expected {
+        let reason = format!("{} bytes, the manifest describes {expected}", f.len());
+        return Err(corrupt(f, segments_at, reason));
+    }
+    check_segments(f, &m, segments_at)?;
+    check_units(f, &m, units_at)?;
+    Ok(Verified {
+        manifest: m,
+        segments_at,
+    })
+}
