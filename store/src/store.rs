@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub segment_crcs: Mutex<std::collections::HashMap<(PhysOffset, u64), u32>>,
     /// Test hook: a fixed disk usage ratio instead of statvfs.
     pub disk_usage_override: Mutex<Option<f64>>,
+    /// Last statvfs answer of the send-path disk check, and when it was taken.
+    pub disk_usage_cache: Mutex<Option<(std::time::Instant, f64)>>,
     pub closed: AtomicBool,
 }
 
@@ -102,6 +104,7 @@ pub fn open_with_hasher(
         applied_tx,
         segment_crcs: Mutex::new(Default::default()),
         disk_usage_override: Mutex::new(None),
+        disk_usage_cache: Mutex::new(None),
         closed: AtomicBool::new(false),
     });
     Ok((
