@@ -62,8 +62,69 @@ impl fmt::Display for PeerNode {
 
 /// Application data of a normal entry: bytes the state machine encoded (a message batch or an
 /// admin command). The log stores them verbatim; their layout is the `store` crate's format.
-#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+///
+/// serde sees it as a byte string (`serialize_bytes`), not as a sequence of `u8`: formats with
+/// a native byte string (postcard on the peer wire) copy it in one go instead of visiting every
+/// byte. In postcard both forms are the same bytes (varint length, then the raw bytes), so the
+/// peer wire format is unchanged; self-describing formats without byte strings (JSON) still
+/// write an array of numbers, and both forms are accepted when reading.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct AppPayload(pub Vec<u8>);
+
+impl Serialize for AppPayload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_newtype_struct("AppPayload", &Bytes(&self.0))
+    }
+}
+
+/// A byte slice serialized as a byte string.
+struct Bytes<'a>(&'a [u8]);
+
+impl Serialize for Bytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for AppPayload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_newtype_struct("AppPayload", PayloadVisitor)
+    }
+}
+
+/// Reads an [`AppPayload`]: the newtype wrapper, then a byte string or a sequence of `u8`.
+struct PayloadVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
+    type Value = AppPayload;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("entry payload bytes")
+    }
+
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> Result<AppPayload, D::Error> {
+        d.deserialize_byte_buf(PayloadVisitor)
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<AppPayload, E> {
+        Ok(AppPayload(v.to_vec()))
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<AppPayload, E> {
+        Ok(AppPayload(v))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AppPayload, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+        while let Some(b) = seq.next_element::<u8>()? {
+            out.push(b);
+        }
+        Ok(AppPayload(out))
+    }
+}
 
 impl fmt::Debug for AppPayload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -125,5 +186,18 @@ pub(crate) mod test_types {
     #[test]
     fn test_config_is_log_types() {
         _assert_log_types::<TestConfig>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppPayload;
+
+    #[test]
+    fn app_payload_in_json_is_an_array_of_numbers() {
+        let json = serde_json::to_string(&AppPayload(vec![1, 2, 255])).expect("encodes");
+        assert_eq!(json, "[1,2,255]");
+        let back: AppPayload = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(back.0, vec![1, 2, 255]);
     }
 }

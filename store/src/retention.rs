@@ -19,6 +19,9 @@ use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 use raftmq_raft_log::types::LogId;
 
+/// How long the send path reuses a disk usage reading (see [`Store::check_disk`]).
+pub const DISK_CHECK_TTL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What retention will delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetentionPlan {
@@ -87,6 +90,22 @@ impl Store {
         Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
     }
 
+    /// [`Store::disk_usage`], reusing an answer younger than [`DISK_CHECK_TTL`].
+    fn cached_disk_usage(&self) -> Result<f64> {
+        if self.shared.disk_usage_override.lock().is_some() {
+            return self.disk_usage();
+        }
+        let now = std::time::Instant::now();
+        if let Some((at, u)) = *self.shared.disk_usage_cache.lock() {
+            if now.duration_since(at) < DISK_CHECK_TTL {
+                return Ok(u);
+            }
+        }
+        let u = self.disk_usage()?;
+        *self.shared.disk_usage_cache.lock() = Some((now, u));
+        Ok(u)
+    }
+
     /// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
     #[doc(hidden)]
     pub fn set_disk_usage_override(&self, usage: Option<f64>) {
@@ -95,8 +114,11 @@ impl Store {
 
     /// `DiskFull` once disk usage passes `disk-reject-ratio`: the leader refuses sends before
     /// the log hits an I/O error (which would stop the Raft core).
+    ///
+    /// Called on every send, so the statvfs answer is reused for [`DISK_CHECK_TTL`]: at the
+    /// reject ratio's margin (10% of the disk by default) a send burst that long cannot fill it.
     pub fn check_disk(&self) -> Result<()> {
-        let u = self.disk_usage()?;
+        let u = self.cached_disk_usage()?;
         let max = self.shared.config.disk_reject_ratio;
         if u > max {
             return Err(StoreError::DiskFull {

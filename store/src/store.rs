@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub snapshot_files: Mutex<()>,
     /// Test hook: a fixed disk usage ratio instead of statvfs.
     pub disk_usage_override: Mutex<Option<f64>>,
+    /// Last statvfs answer of the send-path disk check, and when it was taken.
+    pub disk_usage_cache: Mutex<Option<(std::time::Instant, f64)>>,
     pub closed: AtomicBool,
 }
 
@@ -106,6 +108,7 @@ pub fn open_with_hasher(
         segment_crcs: Mutex::new(Default::default()),
         snapshot_files: Mutex::new(()),
         disk_usage_override: Mutex::new(None),
+        disk_usage_cache: Mutex::new(None),
         closed: AtomicBool::new(false),
     });
     Ok((

@@ -67,4 +67,19 @@ mod tests {
         assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &longer).is_err());
         assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &bytes[..2]).is_err());
     }
+
+    /// `AppPayload` goes on the wire as a byte string; in postcard that must stay the same
+    /// bytes as the sequence of `u8` older builds sent, both ways.
+    #[test]
+    fn app_payload_bytes_match_the_u8_sequence_form() {
+        use raftmq_raft_log::types::AppPayload;
+        for len in [0usize, 1, 127, 128, 1024, 70_000] {
+            let raw: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let as_bytes = encode("p", &AppPayload(raw.clone())).expect("encodes");
+            let as_seq = encode("p", &raw).expect("encodes");
+            assert_eq!(as_bytes, as_seq, "len {len}");
+            let back: AppPayload = decode("p", &as_seq).expect("decodes");
+            assert_eq!(back.0, raw);
+        }
+    }
 }
