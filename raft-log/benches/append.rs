@@ -4,8 +4,11 @@
 //!
 //! Environment: `RAFTLOG_BENCH_DIR` (default: a temp dir), `RAFTLOG_BENCH_SECS` (per run,
 //! default 1), `RAFTLOG_BENCH_POLICY` (`sync` or `async`: run only that policy),
-//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite; default: by policy),
+//! `RAFTLOG_BENCH_MAPPED` (`1`: store into the mapping, `0`: pwrite, the default),
 //! `RAFTLOG_BENCH_SIZE` / `RAFTLOG_BENCH_APPENDERS` (run only that entry size / appender count).
+//! `RAFTLOG_BENCH_MODE=direct`: every appender calls `append_entries` itself, one entry per
+//! call, under a lock; by default appenders hand entries to one writer task that appends what
+//! is queued as one batch with one callback, as openraft's RaftCore drives the log.
 //! Each configuration runs 3 times alternating with its raw baseline; medians are printed.
 
 use std::fs::OpenOptions;
@@ -27,6 +30,8 @@ const SIZES: [usize; 3] = [128, 1024, 16 * 1024];
 const APPENDERS: [usize; 2] = [1, 64];
 const SEGMENT_BYTES: u64 = 128 << 20;
 const ROUNDS: usize = 3;
+/// Most entries the writer task appends in one call (openraft's batches are bounded too).
+const MAX_BATCH: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Figure {
@@ -79,31 +84,85 @@ async fn bench_log(
     while !next.exists() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let next = Arc::new(parking_lot::Mutex::new(1u64));
     let payload = Arc::new(vec![0x5au8; size]);
     let start = Instant::now();
     let deadline = start + budget;
     let mut tasks = Vec::new();
-    for _ in 0..appenders {
-        let (store, next, payload) = (store.clone(), next.clone(), payload.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                {
-                    // Appends are serial (as openraft issues them); no await while held.
-                    let mut idx = next.lock();
-                    let cb = Box::new(move |r: std::io::Result<()>| drop(tx.send(r)));
-                    store
-                        .append_entries(vec![entry(*idx, &payload)], cb)
-                        .expect("append");
-                    *idx += 1;
+    if std::env::var("RAFTLOG_BENCH_MODE").is_ok_and(|m| m == "direct") {
+        // Every appender calls `append_entries` itself, one entry at a time, under a lock
+        // that keeps indexes contiguous.
+        let next = Arc::new(parking_lot::Mutex::new(1u64));
+        for _ in 0..appenders {
+            let (store, next, payload) = (store.clone(), next.clone(), payload.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    {
+                        let mut idx = next.lock();
+                        let cb = Box::new(move |r: std::io::Result<()>| drop(tx.send(r)));
+                        store
+                            .append_entries(vec![entry(*idx, &payload)], cb)
+                            .expect("append");
+                        *idx += 1;
+                    }
+                    rx.await.expect("callback").expect("flushed");
+                    n += 1;
                 }
-                rx.await.expect("callback").expect("flushed");
-                n += 1;
+                n
+            }));
+        }
+    } else {
+        // As openraft drives the log: appenders hand their payloads to one writer task (the
+        // RaftCore), which appends whatever is queued as one batch with one callback.
+        type Done = tokio::sync::oneshot::Sender<std::io::Result<()>>;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, Done)>();
+        let writer_store = store.clone();
+        tokio::spawn(async move {
+            let mut next = 1u64;
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(item) => batch.push(item),
+                        Err(_) => break,
+                    }
+                }
+                let mut entries = Vec::with_capacity(batch.len());
+                let mut dones = Vec::with_capacity(batch.len());
+                for (p, done) in batch {
+                    entries.push(LogEntry {
+                        log_id: LogId::new_term_index(1, next),
+                        payload: Payload::Normal(AppPayload(p)),
+                    });
+                    dones.push(done);
+                    next += 1;
+                }
+                let cb = Box::new(move |r: std::io::Result<()>| {
+                    for d in dones {
+                        let r = match &r {
+                            Ok(()) => Ok(()),
+                            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                        };
+                        let _ = d.send(r);
+                    }
+                });
+                writer_store.append_entries(entries, cb).expect("append");
             }
-            n
-        }));
+        });
+        for _ in 0..appenders {
+            let (tx, payload) = (tx.clone(), payload.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    let (done, rx) = tokio::sync::oneshot::channel();
+                    tx.send((payload.to_vec(), done)).expect("writer runs");
+                    rx.await.expect("callback").expect("flushed");
+                    n += 1;
+                }
+                n
+            }));
+        }
     }
     let mut appends = 0;
     for t in tasks {
@@ -261,5 +320,5 @@ fn main() {
     println!();
     println!("raw sync = sequential write (growing file) + one fdatasync per batch of <appenders> entries;");
     println!("raw prealloc = the same into a fallocated file (like the log's segments);");
-    println!("raw async = plain page-cache writes, never flushed (the log's async policy msyncs every 200 ms).");
+    println!("raw async = plain page-cache writes, never flushed (the log's async policy fdatasyncs every 200 ms).");
 }

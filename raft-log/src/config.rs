@@ -10,10 +10,10 @@ use crate::format::ENTRY_HEADER_LEN;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "mode")]
 pub enum FlushPolicy {
-    /// Group commit: an append's callback completes after the msync that covers it.
+    /// Group commit: an append's callback completes after the fdatasync that covers it.
     #[default]
     Sync,
-    /// The callback completes once the bytes are in the mapping; a flush runs every
+    /// The callback completes once the bytes are in the page cache; a flush runs every
     /// `interval_ms`, on segment roll and on shutdown.
     Async {
         /// Milliseconds between background flushes. Default 500, range 1..=60000.

@@ -65,19 +65,23 @@ pub trait Env: Send + Sync {
 /// The real environment: `std::fs` and memmap2.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FsEnv {
-    /// Write segments by storing into the mapping and flush with msync (best for `async`);
-    /// else pwrite + fdatasync (best for `sync`). See the `MmapSegment` docs in `env.rs`.
+    /// Write segments by storing into the mapping and flush with msync; else (the default for
+    /// both policies) pwrite + fdatasync. See the `MmapSegment` docs in `env.rs`.
     pub mapped_writes: bool,
 }
 
-/// A segment file, always read through a shared mapping. How it is written depends on the
-/// flush policy ([`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4):
+/// A segment file, always read through a shared mapping and written with pwrite (unless
+/// [`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4, 2 cores):
 ///
-/// - `sync` (pwrite + fdatasync): a first store through a mapping after writeback goes
-///   through `page_mkwrite`, which journals an mtime update, so every flush then commits the
-///   journal: 1 KiB store + msync ≈ 1,200/s against pwrite + fdatasync ≈ 5,000/s.
-/// - `async` (store into the mapping + msync): overwriting preallocated pages with `pwrite`
-///   costs ≈ 8 µs per call against ≈ 0.7 µs for a store, and flushes are rare.
+/// - `sync`: a first store through a mapping after writeback goes through `page_mkwrite`,
+///   which journals an mtime update, so every flush then commits the journal: 1 KiB store +
+///   msync ≈ 1,200/s against pwrite + fdatasync ≈ 5,000/s.
+/// - `async`: a store into a fresh page of a preallocated file costs a read fault that
+///   zero-fills the page and a write fault (`page_mkwrite`); prefaulting the mapping
+///   (MAP_POPULATE) only moves that cost to another thread, and makes every *pwrite* into the
+///   populated pages ≈ 3x slower. pwrite of whole batches into unmapped-so-far pages is the
+///   cheapest: 1 KiB x 64 appenders reached 72% of raw page-cache write bandwidth against
+///   36% for stores into the mapping (`cargo bench -p raftmq-raft-log`).
 ///
 /// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
 struct MmapSegment {

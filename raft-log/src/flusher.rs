@@ -1,9 +1,9 @@
 //! The flusher thread: group commit for `sync`, periodic flush for `async`.
 //!
 //! An append queues a [`FlushWaiter`] with the physical end of its bytes; one flush cycle
-//! msyncs the whole dirty range `[flushed end, append position)` once and completes every
-//! waiter it covers, so under load many appends share one msync. A failed msync stops the
-//! log: every waiter (and every later append) gets the error.
+//! flushes the whole dirty range `[flushed end, append position)` once (fdatasync; msync with
+//! mapped writes) and completes every waiter it covers, so under load many appends share one
+//! flush. A failed flush stops the log: every waiter (and every later append) gets the error.
 
 use std::collections::VecDeque;
 use std::io;

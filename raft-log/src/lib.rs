@@ -51,7 +51,8 @@
 //! **Durability.**
 //! - `sync`: an append's callback completes only after the fdatasync covering its bytes (group
 //!   commit: one flush covers every append queued before it). `async`: the callback completes
-//!   once the bytes are in the page cache; msync every `interval-ms`, on segment roll, on close.
+//!   once the bytes are in the page cache; fdatasync every `interval-ms`, on segment roll, on
+//!   close.
 //! - `save_vote`, `save_committed`, `purge` and the log start are sled-flushed before returning.
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
@@ -62,9 +63,10 @@
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
-//! **Write method** (measured on ext4, see `env.rs`): under `sync` records are written with
-//! `pwrite` and flushed with `fdatasync`; under `async` they are stored into the mapping and
-//! flushed with `msync`. Readers always read through the mapping.
+//! **Write method** (measured on ext4, see `env.rs`): under both policies the records of one
+//! append call are written with one `pwrite` and flushed with `fdatasync` (storing into fresh
+//! mapped pages costs a zero-fill and two faults per page). Readers always read through the
+//! mapping (one page cache).
 //!
 //! **Known limits.** Open validates every retained record (CRCs included): open time grows
 //! with the retained log. The in-memory index costs 32 bytes per retained entry. Vote and

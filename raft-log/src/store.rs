@@ -102,8 +102,15 @@ impl<C> Clone for LogStore<C> {
 impl<C> LogStore<C> {
     /// Opens (or creates) the log under `dir` on the real file system; recovery runs here.
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
-        let mapped_writes = matches!(config.flush, FlushPolicy::Async { .. });
-        Self::open_with_env(dir, config, Arc::new(FsEnv { mapped_writes }))
+        // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
+        // zero-fill and two faults per page.
+        Self::open_with_env(
+            dir,
+            config,
+            Arc::new(FsEnv {
+                mapped_writes: false,
+            }),
+        )
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always

@@ -30,7 +30,7 @@ struct Encoded<'a> {
 
 impl<C> LogStore<C> {
     /// Appends entries (readable when this returns). `on_durable` is called once they are
-    /// durable under the node's flush policy (`sync`: after the msync covering them; `async`:
+    /// durable under the node's flush policy (`sync`: after the flush covering them; `async`:
     /// at once), or with the error if flushing fails. Returns the physical end of the append.
     ///
     /// On error the callback is completed with the error as well.
