@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub disk_usage_override: Mutex<Option<f64>>,
     /// Last statvfs answer of the send-path disk check, and when it was taken.
     pub disk_usage_cache: Mutex<Option<(std::time::Instant, f64)>>,
+    /// Test hook: where snapshot install stops with an error, as a crash there would.
+    pub install_stop: Mutex<Option<crate::snapshot::InstallStop>>,
     pub closed: AtomicBool,
 }
 
@@ -77,7 +79,8 @@ fn abort_path(data_dir: &Path) -> PathBuf {
 /// Opens the state machine over an opened CommitLog (same data dir). Recovery happens here:
 /// if the abort marker is present (unclean shutdown), ConsumeQueue and index units at or past
 /// the recovered CommitLog end are cut; openraft then re-applies the committed entries after
-/// the checkpoint's last applied id, which re-dispatch handles idempotently.
+/// the checkpoint's last applied id, which re-dispatch handles idempotently. A snapshot install
+/// interrupted after its log swap is run again from its pending file (see `snapshot::intent`).
 pub fn open(data_dir: &Path, config: StoreConfig, log: LogStore) -> Result<(Store, StateMachine)> {
     open_with_hasher(data_dir, config, log, crate::hash::key_hash)
 }
@@ -94,7 +97,9 @@ pub fn open_with_hasher(
     std::fs::create_dir_all(data_dir).map_err(|e| StoreError::io("create dir", data_dir, e))?;
     let unclean = abort_path(data_dir).exists();
     crate::snapshot::remove_leftovers(data_dir)?;
-    let state = recover_state(data_dir, &config, &log, hasher, unclean)?;
+    // An interrupted install swapped the log under the old checkpoint: it is finished below.
+    let install_pending = crate::snapshot::intent_path(data_dir).exists();
+    let state = recover_state(data_dir, &config, &log, hasher, unclean, install_pending)?;
     create_abort_marker(data_dir)?;
     tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
         "store opened");
@@ -109,8 +114,10 @@ pub fn open_with_hasher(
         snapshot_files: Mutex::new(()),
         disk_usage_override: Mutex::new(None),
         disk_usage_cache: Mutex::new(None),
+        install_stop: Mutex::new(None),
         closed: AtomicBool::new(false),
     });
+    crate::snapshot::resume_install(&shared)?;
     Ok((
         Store {
             shared: shared.clone(),
@@ -120,13 +127,15 @@ pub fn open_with_hasher(
 }
 
 /// Opens ConsumeQueues and index, loads the checkpoint and, after an unclean shutdown, cuts
-/// units at or past the recovered CommitLog end.
+/// units at or past the recovered CommitLog end. With `install_pending` the checkpoint may
+/// describe the log an interrupted install replaced; the install is run again right after.
 fn recover_state(
     data_dir: &Path,
     config: &StoreConfig,
     log: &LogStore,
     hasher: KeyHashFn,
     unclean: bool,
+    install_pending: bool,
 ) -> Result<DispatchState> {
     let mut cqs =
         ConsumeQueueSet::open(&data_dir.join("consumequeue"), config.consume_queue.clone())?;
@@ -145,7 +154,7 @@ fn recover_state(
             "unclean shutdown: units past the recovered commitlog end cut"
         );
     }
-    if checkpoint.dispatched_phys_end > w.appended_phys_end {
+    if !install_pending && checkpoint.dispatched_phys_end > w.appended_phys_end {
         return Err(StoreError::corruption(
             crate::sm::checkpoint::checkpoint_path(data_dir)
                 .display()

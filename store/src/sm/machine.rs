@@ -184,9 +184,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> std::result::Result<(), io::Error> {
         // Copies the retained log: off the async worker threads.
         let (shared, meta) = (self.shared.clone(), meta.clone());
-        tokio::task::spawn_blocking(move || crate::snapshot::install(&shared, &meta, snapshot))
-            .await
-            .map_err(io::Error::other)??;
+        tokio::task::spawn_blocking(move || {
+            crate::snapshot::install(&shared, meta.last_log_id, snapshot)
+        })
+        .await
+        .map_err(io::Error::other)??;
         self.shared.notify_applied();
         Ok(())
     }

@@ -12,11 +12,12 @@ use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
 use crate::message::MessageView;
 use crate::sm::checkpoint::Checkpoint;
-use crate::sm::machine::SnapshotMeta;
 use crate::sm::state::DispatchState;
 use crate::snapshot::format::Manifest;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
 use crate::snapshot::format::SNAPSHOT_MAGIC;
+use crate::snapshot::intent::pending_path;
+use crate::snapshot::intent::InstallIntent;
 use crate::snapshot::next_path;
 use crate::snapshot::remove_others;
 use crate::snapshot::snapshots_dir;
@@ -26,6 +27,7 @@ use crate::snapshot::verify::Verified;
 use crate::snapshot::SnapshotFile;
 use crate::store::Shared;
 use crate::types::PhysOffset;
+use raftmq_raft_log::types::LogId;
 
 const CHUNK: u64 = 4 << 20;
 
@@ -156,6 +158,23 @@ fn reset_dispatch(
     Ok(())
 }
 
+/// Writes the first `len` bytes of `file` to `path` through a temp file (fsync, rename); the
+/// caller fsyncs the directory.
+fn copy_prefix(file: &SnapshotFile, len: u64, path: &Path) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
+    let mut pos = 0;
+    while pos < len {
+        let n = CHUNK.min(len - pos);
+        out.write_all_at(&read_at(file, pos, n)?, pos)
+            .map_err(|e| StoreError::io("write", &tmp, e))?;
+        pos += n;
+    }
+    out.sync_all()
+        .map_err(|e| StoreError::io("fsync", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename", path, e))
+}
+
 /// Publishes the first `prefix` bytes of `file` as the current snapshot (its segments are
 /// served from the log from now on): a received file is cut to its prefix, fsynced, then
 /// renamed into place; a local one is copied through a temp file. The file is complete
@@ -176,46 +195,73 @@ fn keep_prefix(shared: &Shared, file: &SnapshotFile, m: &Manifest, prefix: u64) 
             .map_err(|e| StoreError::io("truncate", file.path(), e))?;
         std::fs::rename(file.path(), &path).map_err(|e| StoreError::io("rename", &path, e))?;
     } else {
-        let tmp = path.with_extension("tmp");
-        let out = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
-        let mut pos = 0;
-        while pos < prefix {
-            let n = CHUNK.min(prefix - pos);
-            out.write_all_at(&read_at(file, pos, n)?, pos)
-                .map_err(|e| StoreError::io("write", &tmp, e))?;
-            pos += n;
-        }
-        out.sync_all()
-            .map_err(|e| StoreError::io("fsync", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename", &path, e))?;
+        copy_prefix(file, prefix, &path)?;
     }
     sync_dir(&dir)?;
     remove_others(&dir, &path)
 }
 
-/// Installs `file` as the state at `meta.last_log_id`. The whole snapshot is verified first
-/// (see [`super::verify`]), so a bad one changes nothing.
-pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) -> Result<()> {
+/// Test hook: the step after which [`install`] stops with an error, as a crash there would
+/// (the test then drops the store without closing it and opens it again).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstallStop {
+    /// The pending file and the install intent are durable; the log is not swapped yet.
+    AfterIntent,
+    /// The log is swapped; the ConsumeQueues and the checkpoint are the old ones.
+    AfterLogSwap,
+    /// The checkpoint is written; the snapshot is not published, the intent not removed.
+    AfterCheckpoint,
+}
+
+fn stop_here(shared: &Shared, at: InstallStop) -> Result<()> {
+    if *shared.install_stop.lock() == Some(at) {
+        return Err(StoreError::invalid(format!(
+            "test hook: install stopped {at:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Installs `file` as the state at `last_log_id`. The whole snapshot is verified first
+/// (see [`super::verify`]), so a bad one changes nothing. When the log must be replaced, the
+/// install intent (see [`super::intent`]) is durable before the swap and removed only after
+/// the checkpoint and the published snapshot are: a crash in between is finished at open.
+pub(crate) fn install(
+    shared: &Shared,
+    last_log_id: Option<LogId>,
+    file: SnapshotFile,
+) -> Result<()> {
     let segment_bytes = shared.log.config().segment_bytes;
     let Verified {
         manifest: m,
         segments_at,
-    } = verify(&file, meta.last_log_id, segment_bytes)?;
+    } = verify(&file, last_log_id, segment_bytes)?;
     let log_has_last = m.last_log_id.is_none_or(|l| {
         shared
             .log
             .entry_location(l.index)
             .is_some_and(|loc| loc.term == l.leader_id.term)
     });
+    // Resumed at open (see [`super::intent::resume`]): the intent is already recorded.
+    let mut intent = file.path() == pending_path(&shared.data_dir);
+    let mut file = file;
     if let (false, Some(last), Some(end), false) = (
         log_has_last,
         m.last_log_id,
         m.log_end_phys,
         m.segments.is_empty(),
     ) {
+        let record = InstallIntent {
+            last_log_id: m.last_log_id,
+        };
+        file = record.record(&shared.data_dir, file, |f, to| copy_prefix(f, f.len(), to))?;
+        intent = true;
+        stop_here(shared, InstallStop::AfterIntent)?;
         let staged = snapshots_dir(&shared.data_dir).join("staged");
         stage_segments(&file, &m, segments_at, &staged)?;
         shared.log.replace_from_files(&staged, last, end)?;
+        stop_here(shared, InstallStop::AfterLogSwap)?;
     }
     let mut st = shared.state.write();
     reset_dispatch(shared, &mut st, &file, &m)?;
@@ -228,9 +274,14 @@ pub(crate) fn install(shared: &Shared, meta: &SnapshotMeta, file: SnapshotFile) 
     });
     shared.checkpoint_locked(&mut st)?;
     debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
+    stop_here(shared, InstallStop::AfterCheckpoint)?;
     // Still under the state lock: retention cannot trim the old snapshot in between.
     keep_prefix(shared, &file, &m, segments_at)?;
     drop(st);
+    drop(file);
+    if intent {
+        InstallIntent::clear(&shared.data_dir)?;
+    }
     tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
         segments = m.segments.len(), "snapshot installed");
     Ok(())

@@ -27,14 +27,16 @@
 //!   CRC, then raft-log `replace_from_files` takes them over (byte-identical, same physical
 //!   offsets; skipped when the local log already holds the last entry); the ConsumeQueues are
 //!   rewritten from the units, the index rebuilt from the records, the dispatch checkpoint
-//!   written, and the prefix published (cut, fsync, rename).
-//! - Not crash-atomic: a crash between the log swap and the checkpoint leaves a log whose
-//!   purge point is past the checkpoint; the node must install again (see raft-log docs).
+//!   written, and the prefix published (cut or copied, fsync, rename).
+//! - Crashes: an install that swaps the log records an intent first (`intent.rs`); a crash
+//!   before the install ends is finished at open from the kept file, so the checkpoint never
+//!   stays below the log's purge point.
 
 mod build;
 pub mod file;
 pub mod format;
 mod install;
+mod intent;
 mod verify;
 
 use std::path::Path;
@@ -47,6 +49,9 @@ pub use file::SnapshotFile;
 pub use file::SnapshotReceiver;
 pub(crate) use install::install;
 pub use install::read_manifest;
+pub use install::InstallStop;
+pub(crate) use intent::intent_path;
+pub(crate) use intent::resume as resume_install;
 
 use crate::error::Result;
 use crate::error::StoreError;
@@ -182,6 +187,12 @@ pub(crate) fn with_pinned_tail(
 }
 
 impl Store {
+    /// Test hook: make snapshot install stop with an error at `at` (see [`InstallStop`]).
+    #[doc(hidden)]
+    pub fn set_install_stop(&self, at: Option<InstallStop>) {
+        *self.shared.install_stop.lock() = at;
+    }
+
     /// A receiver for snapshots sent by the leader (the node's transport sink delegates to
     /// it), writing under `<data_dir>/snapshots/incoming`.
     pub fn snapshot_receiver(&self, max_snapshot_bytes: u64) -> SnapshotReceiver {
