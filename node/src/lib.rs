@@ -36,6 +36,7 @@ pub mod retention;
 pub mod server;
 pub mod service;
 mod snapshot_io;
+mod watchers;
 
 pub use server::Node;
 pub use server::NodeAddrs;

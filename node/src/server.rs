@@ -158,7 +158,8 @@ impl Node {
         let (stop_tx, stop_rx) = watch::channel(false);
         let servers = serve(&core, listeners, stop_rx.clone(), &span);
         let mut tasks = vec![tokio::spawn(
-            log_role_changes(core.clone(), stop_rx.clone()).instrument(span.clone()),
+            crate::watchers::log_role_changes(core.clone(), stop_rx.clone())
+                .instrument(span.clone()),
         )];
         tasks.push(tokio::spawn(
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
@@ -166,7 +167,7 @@ impl Node {
         ));
         if log.lost_commit_floor().is_some() {
             tasks.push(tokio::spawn(
-                resume_elections_when_caught_up(
+                crate::watchers::resume_elections_when_caught_up(
                     core.clone(),
                     log.lost_commit_floor_reader(),
                     stop_rx.clone(),
@@ -403,56 +404,6 @@ impl NodeHandle {
             {
                 s.abort();
             }
-        }
-    }
-}
-
-/// Logs (info) every change of role, term or known leader.
-async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
-    use openraft::async_runtime::WatchReceiver;
-    let mut rx = core.raft.metrics();
-    let mut last = None;
-    loop {
-        let now = {
-            let m = rx.borrow_watched();
-            (m.state, m.current_term, m.current_leader)
-        };
-        let fatal = rx.borrow_watched().running_state.clone().err();
-        if let Some(e) = fatal.filter(|e| !matches!(e, openraft::errors::Fatal::Stopped)) {
-            core.shutting_down.store(true, Ordering::Release);
-            tracing::error!(error = %e, "raft stopped on a fatal error; refusing writes");
-            return;
-        }
-        if last != Some(now) {
-            let (state, term, leader) = now;
-            tracing::info!(?state, term, leader = ?leader, "raft role");
-            last = Some(now);
-        }
-        if *stop.borrow() || rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// A node that lost committed entries starts with elections off; this turns them back on once
-/// its committed index has reached what it had lost (the log store then clears the floor).
-async fn resume_elections_when_caught_up(
-    core: Arc<NodeCore>,
-    floor: impl Fn() -> Option<raftmq_raft_log::types::LogId>,
-    stop: watch::Receiver<bool>,
-) {
-    use openraft::async_runtime::WatchReceiver;
-    let mut rx = core.raft.metrics();
-    loop {
-        if floor().is_none() {
-            core.raft.runtime_config().elect(true);
-            tracing::info!(
-                "caught up past the lost committed entries: standing for election again"
-            );
-            return;
-        }
-        if *stop.borrow() || rx.changed().await.is_err() {
-            return;
         }
     }
 }

@@ -18,6 +18,7 @@
 //! Invariant: a request is processed only by a node whose cluster id and node id match the
 //! request's; see [`PeerService`].
 
+mod checker;
 mod client;
 mod codec;
 mod factory;
@@ -26,6 +27,7 @@ mod server;
 mod snapshot;
 mod split;
 mod streams;
+mod vote_guard;
 
 #[cfg(test)]
 mod network_tests;
@@ -35,12 +37,13 @@ use std::time::Duration;
 pub use client::PeerNetwork;
 pub use codec::CodecError;
 pub use factory::PeerNetworkFactory;
-pub use server::FloorFn;
 pub use server::PeerService;
 pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;
 pub use snapshot::SnapshotSink;
 pub use snapshot::SnapshotSource;
+pub use vote_guard::FloorFn;
+pub use vote_guard::VoteGuard;
 
 /// Default gRPC message size limit for peer traffic: 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;

@@ -11,7 +11,6 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::raft::AppendEntriesRequest;
 use openraft::raft::TransferLeaderRequest;
 use openraft::raft::VoteRequest;
-use openraft::raft::VoteResponse;
 use openraft::storage::RaftStateMachine;
 use openraft::storage::Snapshot;
 use openraft::storage::SnapshotMeta;
@@ -22,7 +21,6 @@ use raftmq_proto::v1::RaftReply;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_proto::v1::SnapshotChunk;
 use raftmq_raft_log::types::CommittedLeaderId;
-use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
@@ -33,23 +31,21 @@ use tonic::Response;
 use tonic::Status;
 use tonic::Streaming;
 
+use super::checker::fault_in;
+use super::checker::fault_out;
+use super::checker::Checker;
 use super::codec;
 use super::fault::PeerFaults;
 use super::snapshot::SnapshotSink;
-
-/// Reads a node's lost-commit floor (see `LogStore::lost_commit_floor`).
-pub type FloorFn = Arc<dyn Fn() -> Option<LogId> + Send + Sync>;
+use super::vote_guard::FloorFn;
+use super::vote_guard::VoteGuard;
 
 /// The `RaftPeer` gRPC service of one node.
 ///
 /// Invariants:
 /// - A request whose `cluster_id` differs from this node's, or whose `to_node_id` is not this
 ///   node, is refused with FAILED_PRECONDITION naming both values and never reaches Raft.
-/// - While this node has a lost-commit floor (it crashed and lost entries it had known as
-///   committed), a Vote or PreVote whose candidate's last log id is below that floor is
-///   rejected here, as if this node's last log id were the floor: the candidate lacks
-///   committed entries, and Raft's own check (which compares with the shortened log) would
-///   let two such nodes elect each other and overwrite a third node's committed entries.
+/// - Votes, pre-votes and leader transfers pass the [`VoteGuard`] first.
 pub struct PeerService<C, SM, K>
 where
     C: LogTypes,
@@ -63,7 +59,7 @@ where
     /// Injected link faults (tests only; see `fault.rs`).
     faults: Option<Arc<PeerFaults>>,
     /// This node's lost-commit floor, if the vote guard is on.
-    lost_commit_floor: Option<FloorFn>,
+    vote_guard: VoteGuard,
 }
 
 /// Requests served by a [`PeerService`], by kind (for metrics and tests).
@@ -100,50 +96,27 @@ where
             cluster_id,
             sink: Arc::new(sink),
             stats: Arc::default(),
-            lost_commit_floor: None,
+            vote_guard: VoteGuard::default(),
         }
     }
 
     /// Turns on the vote guard: `floor` reads this node's lost-commit floor.
     pub fn with_lost_commit_floor(mut self, floor: FloorFn) -> Self {
-        self.lost_commit_floor = Some(floor);
+        self.vote_guard = VoteGuard::new(floor);
         self
     }
 
-    /// The rejection of a vote request whose candidate lacks entries this node had known as
-    /// committed before losing them; `None` lets Raft decide.
-    fn refuse_below_floor(&self, what: &str, rpc: &VoteRequest<C>) -> Option<VoteResponse<C>> {
-        let floor = self.lost_commit_floor.as_ref().and_then(|f| f())?;
-        if rpc.last_log_id.as_ref() >= Some(&floor) {
-            return None;
-        }
-        tracing::warn!(
-            candidate_vote = %rpc.vote,
-            candidate_last_log_id = ?rpc.last_log_id,
-            lost_commit_floor = %floor,
-            "{what} refused: the candidate lacks committed entries this node lost in a crash \
-             (set accept-lost-commits only if no member holds them any more)"
-        );
-        let vote = self.raft.metrics().borrow_watched().vote;
-        // Our floor as the last log id: the candidate's next election waits a little, as
-        // for any voter with a greater log.
-        Some(VoteResponse::new(vote, Some(floor), false))
+    /// This node's current vote.
+    fn current_vote(&self) -> Vote {
+        self.raft.metrics().borrow_watched().vote
     }
 
-    /// Injected faults, before processing a request from `from`.
     async fn fault_in(&self, from: NodeId) -> Result<(), Status> {
-        match &self.faults {
-            Some(f) => f.inbound(from, self.node_id).await,
-            None => Ok(()),
-        }
+        fault_in(&self.faults, from, self.node_id).await
     }
 
-    /// Injected faults, before answering a request from `from`.
     fn fault_out(&self, from: NodeId) -> Result<(), Status> {
-        match &self.faults {
-            Some(f) => f.outbound(from, self.node_id),
-            None => Ok(()),
-        }
+        fault_out(&self.faults, from, self.node_id)
     }
 
     /// Counters of the requests this service has served.
@@ -177,83 +150,6 @@ where
         req: &RaftRequest,
     ) -> Result<T, Status> {
         self.checker().decode(what, req)
-    }
-}
-
-/// The addressing checks of this node, detached from the service so streams can own it.
-#[derive(Clone)]
-struct Checker {
-    node_id: NodeId,
-    cluster_id: String,
-    stats: Arc<PeerServiceStats>,
-    faults: Option<Arc<PeerFaults>>,
-}
-
-impl Checker {
-    /// Checks the addressing fields every request carries.
-    fn check(&self, cluster_id: &str, from: NodeId, to: NodeId, codec: i32) -> Result<(), Status> {
-        let res = self.check_fields(cluster_id, from, to, codec);
-        if res.is_err() {
-            self.stats.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        res
-    }
-
-    fn check_fields(
-        &self,
-        cluster_id: &str,
-        from: NodeId,
-        to: NodeId,
-        codec: i32,
-    ) -> Result<(), Status> {
-        if cluster_id != self.cluster_id {
-            tracing::warn!(
-                from_node = from,
-                their_cluster = cluster_id,
-                "peer request from another cluster refused"
-            );
-            return Err(Status::failed_precondition(format!(
-                "cluster id mismatch: request from node {from} is for cluster {cluster_id:?}, \
-                 but node {} belongs to cluster {:?}",
-                self.node_id, self.cluster_id
-            )));
-        }
-        if to != self.node_id {
-            return Err(Status::failed_precondition(format!(
-                "node id mismatch: request from node {from} is for node {to}, but this is node {}",
-                self.node_id
-            )));
-        }
-        if codec != codec::CODEC as i32 {
-            return Err(Status::failed_precondition(format!(
-                "unsupported payload codec {codec} from node {from}; this node speaks {:?}",
-                codec::CODEC
-            )));
-        }
-        Ok(())
-    }
-
-    async fn fault_in(&self, from: NodeId) -> Result<(), Status> {
-        match &self.faults {
-            Some(f) => f.inbound(from, self.node_id).await,
-            None => Ok(()),
-        }
-    }
-
-    fn fault_out(&self, from: NodeId) -> Result<(), Status> {
-        match &self.faults {
-            Some(f) => f.outbound(from, self.node_id),
-            None => Ok(()),
-        }
-    }
-
-    fn decode<T: serde::de::DeserializeOwned>(
-        &self,
-        what: &'static str,
-        req: &RaftRequest,
-    ) -> Result<T, Status> {
-        self.check(&req.cluster_id, req.from_node_id, req.to_node_id, req.codec)?;
-        codec::decode(what, &req.payload).map_err(|e| Status::invalid_argument(e.to_string()))
     }
 }
 
@@ -358,7 +254,7 @@ where
         let from = request.get_ref().from_node_id;
         self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
-        let resp = match self.refuse_below_floor("vote", &rpc) {
+        let resp = match self.vote_guard.refuse("vote", &rpc, || self.current_vote()) {
             Some(refusal) => refusal,
             None => self.raft.vote(rpc).await.map_err(raft_stopped)?,
         };
@@ -371,7 +267,10 @@ where
         let from = request.get_ref().from_node_id;
         self.fault_in(from).await?;
         self.stats.votes.fetch_add(1, Ordering::Relaxed);
-        let resp = match self.refuse_below_floor("pre-vote", &rpc) {
+        let resp = match self
+            .vote_guard
+            .refuse("pre-vote", &rpc, || self.current_vote())
+        {
             Some(refusal) => refusal,
             None => self.raft.pre_vote(rpc).await.map_err(raft_stopped)?,
         };
@@ -386,12 +285,8 @@ where
         let rpc: TransferLeaderRequest<C> =
             self.decode_request("TransferLeaderRequest", request.get_ref())?;
         self.fault_in(request.get_ref().from_node_id).await?;
-        if let Some(floor) = self.lost_commit_floor.as_ref().and_then(|f| f()) {
-            return Err(Status::failed_precondition(format!(
-                "node {} lost committed entries up to {floor} in a crash and cannot lead \
-                 until it has them again",
-                self.node_id
-            )));
+        if let Some(refusal) = self.vote_guard.refuse_transfer(self.node_id) {
+            return Err(refusal);
         }
         let resp = self
             .raft
