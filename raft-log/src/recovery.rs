@@ -257,7 +257,9 @@ fn follows(
     if h.index == prev.index + 1 {
         return Ok(true);
     }
-    let gap_ok = purged.is_some_and(|p| prev.index <= p.index && h.index > p.index);
+    // Every missing index (prev.index + 1 ..= h.index - 1) must be purged. `h` itself may be
+    // purged too: a purge can pass the first entry after the gap.
+    let gap_ok = purged.is_some_and(|p| h.index > prev.index && h.index - 1 <= p.index);
     if gap_ok {
         Ok(false)
     } else {

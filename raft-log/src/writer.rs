@@ -262,7 +262,10 @@ impl Inner {
         for e in entries {
             let (index, term) = (e.log_id.index, *e.log_id.leader_id);
             let follows = match prev {
-                Some((pi, _)) => index == pi + 1 || (purged.is_some_and(|p| pi <= p && index > p)),
+                // After a gap every missing index must be purged (recovery checks the same).
+                Some((pi, _)) => {
+                    index == pi + 1 || purged.is_some_and(|p| pi < p && index == p + 1)
+                }
                 None => purged.is_none_or(|p| index > p),
             };
             if !follows {
