@@ -15,20 +15,15 @@ use crate::client::Kind;
 impl Client {
     /// Sends one message; returns after the quorum ack. Not resent after an unknown outcome
     /// unless [`ClientOptions::retry_unknown_writes`](crate::ClientOptions::retry_unknown_writes).
+    ///
+    /// Concurrent sends to one node share one `SendStream` call: one
+    /// HTTP/2 stream, one frame per message, each answered on its own.
     pub async fn send(&self, message: Message) -> Result<SendResult, ClientError> {
-        let reply = self
-            .call(
-                Kind::Write,
-                SendRequest {
-                    message: Some(message),
-                },
-                Duration::ZERO,
-                |mut c, r| async move { c.send(r).await },
-            )
-            .await?;
-        reply
-            .result
-            .ok_or_else(|| ClientError::InvalidArgument("server sent no SendResult".into()))
+        self.retry(Kind::Write, |addr| {
+            let m = message.clone();
+            async move { self.send_attempt(&addr, m).await }
+        })
+        .await
     }
 
     /// Sends messages as one Raft entry (all or none); one result per message, in order.

@@ -1,6 +1,7 @@
 //! [`Client`]: the raftmq client over the `RaftMq` gRPC service.
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -16,6 +17,7 @@ use tonic::Status;
 use crate::error::classify;
 use crate::error::ClientError;
 use crate::error::Verdict;
+use crate::send_stream::SendMux;
 
 /// Client settings.
 #[derive(Clone, Debug)]
@@ -73,6 +75,10 @@ pub(crate) struct Routing {
     /// Next node to try for calls without a leader preference.
     cursor: usize,
     channels: HashMap<String, Channel>,
+    /// The `SendStream` to each node that single sends share.
+    send_streams: HashMap<String, Arc<SendMux>>,
+    /// Nodes that answered `SendStream` with UNIMPLEMENTED (older servers): unary `Send`.
+    no_send_stream: HashSet<String>,
 }
 
 /// A raftmq client: knows the seed nodes, follows leader hints, retries what is safe to retry.
@@ -256,6 +262,82 @@ impl Client {
         F: Fn(RaftMqClient<Channel>, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
+        self.retry(kind, |addr| {
+            let req = req.clone();
+            let rpc = &rpc;
+            async move { self.attempt(&addr, req, extra, rpc).await }
+        })
+        .await
+    }
+
+    /// One single send at `addr`, on the node's shared `SendStream` (unary `Send` for a node
+    /// that lacks it).
+    pub(crate) async fn send_attempt(
+        &self,
+        addr: &str,
+        message: Message,
+    ) -> Result<SendResult, Status> {
+        let unary = |message| async move {
+            let req = SendRequest {
+                message: Some(message),
+            };
+            let reply = self
+                .attempt(addr, req, Duration::ZERO, &|mut c, r| async move {
+                    c.send(r).await
+                })
+                .await?;
+            reply
+                .result
+                .ok_or_else(|| Status::internal("server sent no SendResult"))
+        };
+        let Some(mux) = self.send_mux(addr)? else {
+            return unary(message).await;
+        };
+        let timeout = self.opts.request_timeout + Duration::from_millis(500);
+        match mux.send(message.clone(), timeout).await {
+            Err(s) if s.code() == Code::Unimplemented => {
+                tracing::debug!(addr, "node has no SendStream; using unary Send");
+                self.routing().no_send_stream.insert(addr.to_string());
+                unary(message).await
+            }
+            r => r,
+        }
+    }
+
+    /// The open `SendStream` to `addr` (opened on first use and after it broke); `None` for a
+    /// node without one.
+    fn send_mux(&self, addr: &str) -> Result<Option<Arc<SendMux>>, Status> {
+        {
+            let r = self.routing();
+            if r.no_send_stream.contains(addr) {
+                return Ok(None);
+            }
+            if let Some(m) = r.send_streams.get(addr).filter(|m| !m.is_closed()) {
+                return Ok(Some(m.clone()));
+            }
+        }
+        let client = self
+            .grpc(addr)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut r = self.routing();
+        if let Some(m) = r.send_streams.get(addr).filter(|m| !m.is_closed()) {
+            return Ok(Some(m.clone()));
+        }
+        let m = Arc::new(SendMux::open(client));
+        r.send_streams.insert(addr.to_string(), m.clone());
+        Ok(Some(m))
+    }
+
+    /// Runs `attempt` (one try at a node address) with the retry rules of `kind`.
+    pub(crate) async fn retry<Resp, F, Fut>(
+        &self,
+        kind: Kind,
+        attempt: F,
+    ) -> Result<Resp, ClientError>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Result<Resp, Status>>,
+    {
         let mut backoff = self.opts.backoff_initial;
         let mut redirect: Option<String> = None;
         let mut uncertain: Option<(String, Code, String)> = None;
@@ -263,7 +345,7 @@ impl Client {
         let attempts = self.opts.max_attempts.max(1);
         for _ in 0..attempts {
             let addr = redirect.take().unwrap_or_else(|| self.pick());
-            let status = match self.attempt(&addr, req.clone(), extra, &rpc).await {
+            let status = match attempt(addr.clone()).await {
                 Ok(resp) => {
                     if kind != Kind::Read {
                         self.follow(&addr);

@@ -1,6 +1,7 @@
 //! Client tests against small fake `RaftMq` servers on 127.0.0.1 (a real node is not yet
 //! available; real-node tests belong to cluster-tests).
 
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,6 +32,11 @@ struct Fake {
     fail_sends: AtomicU32,
     send_calls: AtomicU32,
     pull_calls: AtomicU32,
+    /// Answer `SendStream` with UNIMPLEMENTED (an older server).
+    no_stream: AtomicBool,
+    stream_calls: AtomicU32,
+    /// Number of next stream messages the fake reads and then breaks the stream at, unanswered.
+    break_stream: AtomicU32,
 }
 
 impl Fake {
@@ -52,9 +58,8 @@ impl std::ops::Deref for FakeSvc {
     }
 }
 
-#[tonic::async_trait]
-impl RaftMq for FakeSvc {
-    async fn send(&self, r: Request<SendRequest>) -> R<SendReply> {
+impl Fake {
+    fn do_send(&self, msg: Option<Message>) -> Result<SendResult, Status> {
         let n = self.send_calls.fetch_add(1, Ordering::SeqCst) + 1;
         if !self.is_leader() {
             let leader = self.leader.lock().unwrap().clone();
@@ -76,22 +81,74 @@ impl RaftMq for FakeSvc {
         {
             return Err(Status::unavailable("connection reset mid-call"));
         }
-        let msg = r.into_inner().message.unwrap_or_default();
+        let msg = msg.unwrap_or_default();
         if msg.topic.is_empty() {
             return Err(Status::invalid_argument("topic must not be empty"));
         }
-        Ok(Response::new(SendReply {
-            result: Some(SendResult {
-                msg_id: u64::from(n) * 100,
-                queue_id: 0,
-                queue_offset: u64::from(n),
-                phys_offset: u64::from(n) * 100,
-                log_id: Some(LogId {
-                    term: 1,
-                    index: u64::from(n),
-                }),
+        Ok(SendResult {
+            msg_id: u64::from(n) * 100,
+            queue_id: 0,
+            queue_offset: u64::from(n),
+            phys_offset: u64::from(n) * 100,
+            log_id: Some(LogId {
+                term: 1,
+                index: u64::from(n),
             }),
+        })
+    }
+}
+
+type AnswerStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<SendStreamReply, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl RaftMq for FakeSvc {
+    async fn send(&self, r: Request<SendRequest>) -> R<SendReply> {
+        let result = self.do_send(r.into_inner().message)?;
+        Ok(Response::new(SendReply {
+            result: Some(result),
         }))
+    }
+
+    type SendStreamStream = AnswerStream;
+
+    async fn send_stream(
+        &self,
+        r: Request<tonic::Streaming<SendStreamRequest>>,
+    ) -> R<AnswerStream> {
+        use futures::StreamExt;
+        self.stream_calls.fetch_add(1, Ordering::SeqCst);
+        if self.no_stream.load(Ordering::SeqCst) {
+            return Err(Status::unimplemented("SendStream"));
+        }
+        let fake = self.0.clone();
+        let answers = r.into_inner().map(move |req| {
+            let req = req?;
+            if fake
+                .break_stream
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+                .is_ok()
+            {
+                return Err(Status::unavailable("connection reset"));
+            }
+            let outcome = match fake.do_send(req.message) {
+                Ok(r) => send_stream_reply::Outcome::Result(r),
+                Err(s) => send_stream_reply::Outcome::Error(raftmq_proto::send_error(&s)),
+            };
+            Ok(SendStreamReply {
+                seq: req.seq,
+                outcome: Some(outcome),
+            })
+        });
+        // An error item ends the answer stream (as a broken connection would).
+        let answers = answers.scan(false, |ended, item| {
+            let out = (!*ended).then_some(item);
+            if matches!(out, Some(Err(_))) {
+                *ended = true;
+            }
+            futures::future::ready(out)
+        });
+        Ok(Response::new(Box::pin(answers)))
     }
 
     async fn pull(&self, r: Request<PullRequest>) -> R<PullReply> {
@@ -350,4 +407,49 @@ async fn dead_seed_is_skipped_for_reads_and_sends() {
         matches!(err, ClientError::Unavailable { .. }),
         "definite: {err}"
     );
+}
+
+#[tokio::test]
+async fn concurrent_sends_share_one_stream() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let sends = (0..50).map(|_| {
+        let c = client.clone();
+        tokio::spawn(async move { c.send(msg("t")).await })
+    });
+    let mut ids: Vec<u64> = Vec::new();
+    for s in sends {
+        ids.push(s.await.unwrap().expect("acked").msg_id);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 50, "each send got its own answer");
+    assert_eq!(leader.send_calls.load(Ordering::SeqCst), 50);
+    assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn server_without_send_stream_gets_unary_sends() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    leader.no_stream.store(true, Ordering::SeqCst);
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    client.send(msg("t")).await.expect("falls back to Send");
+    client.send(msg("t")).await.expect("and stays there");
+    assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(leader.send_calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn broken_stream_is_unknown_outcome_and_the_next_send_reopens() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    leader.break_stream.store(1, Ordering::SeqCst);
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let err = client.send(msg("t")).await.expect_err("stream broke");
+    assert!(err.is_unknown_outcome(), "{err}");
+    let r = client.send(msg("t")).await.expect("a new stream");
+    assert_eq!(r.msg_id, 100, "the broken one was never stored by the fake");
+    assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 2);
 }

@@ -26,6 +26,7 @@ mod client;
 mod client_tests;
 mod error;
 pub mod ports;
+mod send_stream;
 
 pub use client::Client;
 pub use client::ClientOptions;

@@ -258,7 +258,7 @@ fn serve(
     )
     .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
     .into_server(max);
-    let client = ClientService::new(core.clone()).into_server();
+    let client = ClientService::new(core.clone(), stop.clone()).into_server();
     let mut out = Vec::new();
     let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
     let s = stop.clone();

@@ -12,6 +12,7 @@ use common::Cluster;
 use common::SEND_TIMEOUT_MS;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::v1 as pb;
+use raftmq_proto::v1::send_stream_reply::Outcome;
 use raftmq_proto::FORWARDED_BY_KEY;
 use tonic::Code;
 
@@ -67,6 +68,38 @@ async fn replicate_forward_transfer_and_read_everywhere() {
     let d = raftmq_proto::error_detail(&err).expect("detail");
     assert!(d.not_applied && d.leader_id == Some(leader), "{d:?}");
 
+    // SendStream to a follower: every message answered on its own, by seq (each forwarded);
+    // a bad one fails alone.
+    let reqs = [(7, "orders", b"s1"), (8, "", b"s-"), (9, "orders", b"s2")].map(|(seq, t, b)| {
+        pb::SendStreamRequest {
+            seq,
+            message: Some(msg(t, b)),
+        }
+    });
+    let mut answers = raw
+        .send_stream(futures::stream::iter(reqs))
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut got = std::collections::HashMap::new();
+    while let Some(a) = answers.message().await.expect("answer") {
+        got.insert(a.seq, a.outcome.expect("outcome"));
+    }
+    assert_eq!(got.len(), 3, "{got:?}");
+    for seq in [7, 9] {
+        match got.remove(&seq) {
+            Some(Outcome::Result(r)) => acked.push(r),
+            o => panic!("seq {seq}: {o:?}"),
+        }
+    }
+    match got.remove(&8) {
+        Some(Outcome::Error(e)) => {
+            assert_eq!(e.code, Code::InvalidArgument as i32, "{e:?}");
+            assert!(e.detail.is_some_and(|d| d.not_applied));
+        }
+        o => panic!("seq 8: {o:?}"),
+    }
+
     // Identical queues on every node.
     let last = acked
         .iter()
@@ -101,7 +134,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
             .into_inner();
         assert_eq!(k.messages.len(), 1);
     }
-    assert_eq!(views[0].len(), 31);
+    assert_eq!(views[0].len(), 33);
     assert_eq!(views[0], views[1]);
     assert_eq!(views[0], views[2]);
     for a in &acked {

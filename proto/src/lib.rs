@@ -46,6 +46,26 @@ pub fn with_error_detail(mut status: tonic::Status, detail: &v1::ErrorDetail) ->
     status
 }
 
+/// The [`v1::SendError`] answering one message of a `SendStream`: the status `Send` would
+/// have answered, with its [`v1::ErrorDetail`] trailer.
+pub fn send_error(status: &tonic::Status) -> v1::SendError {
+    v1::SendError {
+        code: status.code() as i32,
+        message: status.message().to_string(),
+        detail: error_detail(status),
+    }
+}
+
+/// The status a [`v1::SendError`] stands for (the inverse of [`send_error`]); an unknown code
+/// reads as UNKNOWN.
+pub fn send_error_status(e: v1::SendError) -> tonic::Status {
+    let status = tonic::Status::new(tonic::Code::from_i32(e.code), e.message);
+    match &e.detail {
+        Some(d) => with_error_detail(status, d),
+        None => status,
+    }
+}
+
 /// The answer of a node that will not execute a write because it is not the leader and did
 /// not forward it: UNAVAILABLE plus an [`v1::ErrorDetail`] with reason NOT_LEADER, the leader
 /// it knows (if any) and `not_applied = true`, so clients resend to the leader safely.
@@ -68,6 +88,24 @@ pub fn not_leader_status(node_id: u64, leader_id: Option<u64>, leader_addr: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_error_round_trips_to_the_same_status() {
+        let s = not_leader_status(2, Some(1), "127.0.0.1:9101");
+        let back = send_error_status(send_error(&s));
+        assert_eq!(back.code(), tonic::Code::Unavailable);
+        assert_eq!(back.message(), s.message());
+        assert_eq!(error_detail(&back), error_detail(&s));
+        let plain = send_error_status(send_error(&tonic::Status::internal("boom")));
+        assert_eq!(plain.code(), tonic::Code::Internal);
+        assert!(error_detail(&plain).is_none());
+        let odd = send_error_status(v1::SendError {
+            code: 999,
+            message: "?".into(),
+            detail: None,
+        });
+        assert_eq!(odd.code(), tonic::Code::Unknown);
+    }
 
     #[test]
     fn error_detail_round_trips_through_status_metadata() {

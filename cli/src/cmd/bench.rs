@@ -216,7 +216,9 @@ async fn produce(g: &Global, a: ProduceArgs) -> anyhow::Result<i32> {
     let deadline = duration.map(|d| start + d);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..a.producers {
-        let client = Client::new(&seeds, ClientOptions::default())?;
+        // Learn the leader first: a follower forwards every send (an extra hop), and a write
+        // it answered does not tell the client who leads.
+        let client = Client::connect(&seeds, ClientOptions::default()).await?;
         for _ in 0..a.in_flight {
             tasks.spawn(produce_worker(
                 client.clone(),

@@ -11,12 +11,14 @@ pub mod propose;
 pub mod read;
 pub mod send;
 pub mod status;
+pub mod stream;
 
 use std::sync::Arc;
 
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_mq_server::RaftMq;
 use raftmq_proto::v1::raft_mq_server::RaftMqServer;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::Request;
 use tonic::Response;
@@ -31,6 +33,8 @@ use forward::forward;
 #[derive(Clone)]
 pub struct ClientService {
     core: Arc<NodeCore>,
+    /// Turns true when the node stops (ends open `SendStream`s).
+    stop: watch::Receiver<bool>,
 }
 
 /// Runs a write on this node if it leads, else forwards the request to the leader.
@@ -48,9 +52,9 @@ macro_rules! leader_or_forward {
 }
 
 impl ClientService {
-    /// The service of `core`.
-    pub fn new(core: Arc<NodeCore>) -> Self {
-        Self { core }
+    /// The service of `core`; `stop` turns true when the node stops.
+    pub fn new(core: Arc<NodeCore>, stop: watch::Receiver<bool>) -> Self {
+        Self { core, stop }
     }
 
     /// The tonic server with the configured message limits.
@@ -101,6 +105,22 @@ impl RaftMq for ClientService {
         Ok(Response::new(pb::SendReply {
             result: results.pop(),
         }))
+    }
+
+    type SendStreamStream = stream::SendStreamDriver;
+
+    async fn send_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::SendStreamRequest>>,
+    ) -> Result<Response<Self::SendStreamStream>, Status> {
+        if self.core.is_shutting_down() {
+            return Err(self.status(NodeError::ShuttingDown));
+        }
+        Ok(Response::new(stream::SendStreamDriver::new(
+            self.clone(),
+            request.into_inner(),
+            self.stop.clone(),
+        )))
     }
 
     async fn send_batch(

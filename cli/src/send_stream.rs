@@ -1,0 +1,206 @@
+//! [`SendMux`]: the concurrent single sends of a [`Client`](crate::Client) to one node share
+//! one `SendStream` call, each message a frame with its own answer (matched by `seq`).
+//!
+//! A unary `Send` opens an HTTP/2 stream per message; with many sends in flight that cost,
+//! on the client and on the node, bounds a producer. Semantics do not change: each message is
+//! answered as `Send` answers it, and the client's retry rules see the same statuses.
+//!
+//! What a caller gets when the stream breaks:
+//! - its message was handed to the stream (it may have reached the node): UNAVAILABLE without
+//!   detail, an unknown outcome, as for a unary send whose connection broke;
+//! - its message never left this process: the reason the stream could not be opened (a
+//!   connect error, UNIMPLEMENTED from a node without `SendStream`), or UNAVAILABLE with
+//!   `not_applied`, so the client may resend it safely.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use raftmq_proto::v1::raft_mq_client::RaftMqClient;
+use raftmq_proto::v1::send_stream_reply::Outcome;
+use raftmq_proto::v1::ErrorDetail;
+use raftmq_proto::v1::ErrorReason;
+use raftmq_proto::v1::Message;
+use raftmq_proto::v1::SendResult;
+use raftmq_proto::v1::SendStreamReply;
+use raftmq_proto::v1::SendStreamRequest;
+use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+use tonic::Status;
+
+type Answer = oneshot::Sender<Result<SendResult, Status>>;
+
+struct Queued {
+    message: Message,
+    reply: Answer,
+}
+
+/// State shared by the request side (which registers each message as it is handed to the
+/// stream) and the answer side.
+#[derive(Default)]
+struct Pending {
+    answers: HashMap<u64, Answer>,
+    /// Why the stream ended, once it did; nothing is registered after that.
+    closed: Option<Status>,
+}
+
+/// One `SendStream` to one node.
+pub(crate) struct SendMux {
+    tx: mpsc::UnboundedSender<Queued>,
+    pending: Arc<Mutex<Pending>>,
+}
+
+fn lock(p: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
+    p.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// UNAVAILABLE for a message that never left this process: safe to resend.
+fn not_sent(why: &str) -> Status {
+    raftmq_proto::with_error_detail(
+        Status::unavailable(format!("message not sent: {why}")),
+        &ErrorDetail {
+            reason: ErrorReason::Unspecified as i32,
+            leader_id: None,
+            leader_addr: String::new(),
+            not_applied: true,
+        },
+    )
+}
+
+impl SendMux {
+    /// Opens a stream over `client` (the call starts in a background task).
+    pub(crate) fn open(client: RaftMqClient<Channel>) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        tokio::spawn(run(client, rx, pending.clone()));
+        Self { tx, pending }
+    }
+
+    /// True once the stream ended; a new one is needed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed() || lock(&self.pending).closed.is_some()
+    }
+
+    /// Sends `message` and waits up to `timeout` for its answer.
+    pub(crate) async fn send(
+        &self,
+        message: Message,
+        timeout: Duration,
+    ) -> Result<SendResult, Status> {
+        let (reply, answer) = oneshot::channel();
+        if self.tx.send(Queued { message, reply }).is_err() {
+            return Err(self.closed_reason());
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(r)) => r,
+            // Dropped unanswered: it was never registered, so never handed to the stream.
+            Ok(Err(_)) => Err(self.closed_reason()),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no answer within {timeout:?}"
+            ))),
+        }
+    }
+
+    /// What a message that never left gets: the stream's failure when it says the message
+    /// could not have arrived, else a resendable UNAVAILABLE.
+    fn closed_reason(&self) -> Status {
+        match &lock(&self.pending).closed {
+            Some(s) => unsent(s),
+            None => not_sent("the send stream is closed"),
+        }
+    }
+}
+
+/// The answer for a message that did not reach the node because the stream failed with `s`.
+fn unsent(s: &Status) -> Status {
+    if crate::error::is_connect_error(s) || s.code() == tonic::Code::Unimplemented {
+        s.clone()
+    } else {
+        not_sent(s.message())
+    }
+}
+
+/// Requests as the stream takes them: each gets a `seq` and is registered (before it can be
+/// answered). Ends when the mux is dropped or the stream closed.
+fn requests(
+    rx: mpsc::UnboundedReceiver<Queued>,
+    pending: Arc<Mutex<Pending>>,
+) -> impl futures::Stream<Item = SendStreamRequest> + Send + 'static {
+    futures::stream::unfold(
+        (rx, pending, 0u64),
+        |(mut rx, pending, mut seq)| async move {
+            let q = rx.recv().await?;
+            seq += 1;
+            {
+                let mut p = lock(&pending);
+                if p.closed.is_some() {
+                    // Dropping `q` answers it as never sent.
+                    return None;
+                }
+                p.answers.insert(seq, q.reply);
+            }
+            let req = SendStreamRequest {
+                seq,
+                message: Some(q.message),
+            };
+            Some((req, (rx, pending, seq)))
+        },
+    )
+}
+
+async fn run(
+    mut client: RaftMqClient<Channel>,
+    rx: mpsc::UnboundedReceiver<Queued>,
+    pending: Arc<Mutex<Pending>>,
+) {
+    // The call failing outright (connect error, UNIMPLEMENTED, a node shutting down) means
+    // the node's handler never took a message, even those already handed to the stream.
+    let (end, opened) = match client.send_stream(requests(rx, pending.clone())).await {
+        Ok(resp) => {
+            let mut answers = resp.into_inner();
+            let end = loop {
+                match answers.message().await {
+                    Ok(Some(reply)) => deliver(&pending, reply),
+                    Ok(None) => break Status::unavailable("the node ended the send stream"),
+                    Err(s) => break s,
+                }
+            };
+            (end, true)
+        }
+        Err(s) => (s, false),
+    };
+    tracing::debug!(code = ?end.code(), message = end.message(), opened, "send stream ended");
+    let unanswered = {
+        let mut p = lock(&pending);
+        p.closed = Some(end.clone());
+        std::mem::take(&mut p.answers)
+    };
+    for (_, a) in unanswered {
+        let status = if opened {
+            Status::unavailable(format!(
+                "send stream broke before the answer ({}: {}); outcome unknown",
+                end.code(),
+                end.message()
+            ))
+        } else {
+            unsent(&end)
+        };
+        let _ = a.send(Err(status));
+    }
+}
+
+fn deliver(pending: &Mutex<Pending>, reply: SendStreamReply) {
+    let Some(answer) = lock(pending).answers.remove(&reply.seq) else {
+        tracing::warn!(seq = reply.seq, "send stream: answer to an unknown seq");
+        return;
+    };
+    let r = match reply.outcome {
+        Some(Outcome::Result(r)) => Ok(r),
+        Some(Outcome::Error(e)) => Err(raftmq_proto::send_error_status(e)),
+        None => Err(Status::internal("send stream answer without an outcome")),
+    };
+    // The caller may have timed out and gone.
+    let _ = answer.send(r);
+}
