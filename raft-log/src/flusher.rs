@@ -181,6 +181,8 @@ impl Inner {
                 return Err(self.fail(e));
             }
         }
+        self.committer
+            .note_log_flushed(target.log_id.map(|l| l.index));
         self.flush.complete_upto(target.phys_end);
         tracing::trace!(phys_offset = target.phys_end, "flushed");
         Ok(())
@@ -192,6 +194,7 @@ impl Inner {
         tracing::error!(error = %msg, "log i/o failed; log stopped");
         self.state.lock().failed.get_or_insert(msg.clone());
         self.flush.fail_all(&msg);
+        self.committer.fail(&msg);
         e
     }
 }

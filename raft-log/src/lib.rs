@@ -82,6 +82,7 @@ pub mod raft_index;
 pub mod store;
 pub mod types;
 
+mod committer;
 mod flusher;
 mod import;
 mod import_files;

@@ -71,7 +71,7 @@ impl<C: LogTypes> RaftLogStorage<C> for LogStore<C> {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        Ok(LogStore::save_committed(self, committed)?)
+        Ok(LogStore::save_committed_deferred(self, committed)?)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::committer::Committer;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
 use crate::env::Env;
@@ -68,6 +69,8 @@ pub(crate) struct Inner {
     pub flush: FlushCtl,
     /// Next-segment preallocation.
     pub prealloc: Option<Preallocator>,
+    /// Committed-id persister.
+    pub committer: Committer,
 }
 
 /// Closes the log when the last [`LogStore`] handle goes away.
@@ -125,6 +128,7 @@ impl<C> LogStore<C> {
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
         let meta = Meta::open(&dir.join("meta"))?;
         let state = open_state(&dir, &config, env.clone(), &meta)?;
+        let committed = state.committed;
         let prealloc = match config.preallocate {
             true => Some(Preallocator::start(
                 env.clone(),
@@ -148,8 +152,10 @@ impl<C> LogStore<C> {
             state: Mutex::new(state),
             flush: FlushCtl::default(),
             prealloc,
+            committer: Committer::new(committed),
         });
         FlushCtl::start(inner.clone(), interval)?;
+        Committer::start(inner.clone())?;
         Ok(LogStore {
             inner: inner.clone(),
             _guard: Arc::new(CloseGuard(inner)),
@@ -379,6 +385,7 @@ impl Inner {
         }
         let res = if flush { self.flush_once() } else { Ok(()) };
         self.flush.stop();
+        self.committer.stop(flush);
         if let Some(p) = &self.prealloc {
             p.stop();
         }

@@ -17,6 +17,7 @@ use crate::store::Inner;
 use crate::store::LogStore;
 use crate::types::LogEntry;
 use crate::types::LogId;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::Vote;
 use std::borrow::Cow;
@@ -131,23 +132,54 @@ impl<C> LogStore<C> {
 
     /// Saves the committed log id durably (sled flush) before returning.
     pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
-        if self.inner.state.lock().committed == committed {
-            return Ok(());
-        }
-        self.inner.meta.set_committed(&committed)?;
-        let floor = {
-            let mut st = self.inner.state.lock();
-            st.committed = committed;
-            st.lost_commit_floor
-        };
-        if let (Some(f), Some(c)) = (floor, committed) {
-            if c.index >= f.index {
-                self.inner.meta.set_lost_commit_floor(&None)?;
-                self.inner.state.lock().lost_commit_floor = None;
-                tracing::info!(lost_commit_floor = %f, committed = %c, "caught up past the committed entries lost in the crash; voting as usual again");
-            }
+        self.record_committed(committed)?;
+        self.inner.persist_committed(committed)
+    }
+
+    /// Records the committed log id and returns; the committer thread makes it durable soon
+    /// after (the `raftlog-commit` thread). What the id covers must not be acknowledged to a
+    /// client before [`LogStore::wait_durable`] says so.
+    pub fn save_committed_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
+        if self.record_committed(committed)? {
+            self.inner.committer.submit(committed);
         }
         Ok(())
+    }
+
+    /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node:
+    /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
+    /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
+    pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
+        let mut rx = self.inner.committer.subscribe();
+        loop {
+            {
+                let d = rx.borrow_and_update();
+                let covered = d.committed.is_some_and(|c| c.index >= index)
+                    || d.log_flushed.is_some_and(|f| f >= index);
+                if covered {
+                    return Ok(());
+                }
+                if let Some(msg) = &d.stopped {
+                    return Err(LogError::Stopped(msg.clone()));
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Err(LogError::Stopped("log closed".into()));
+            }
+        }
+    }
+
+    /// Sets the in-memory committed id; false if it did not change.
+    fn record_committed(&self, committed: Option<LogId>) -> LogResult<bool> {
+        let mut st = self.inner.state.lock();
+        if let Some(msg) = &st.failed {
+            return Err(LogError::Stopped(msg.clone()));
+        }
+        if st.committed == committed {
+            return Ok(false);
+        }
+        st.committed = committed;
+        Ok(true)
     }
 
     /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte

@@ -237,6 +237,43 @@ fn lost_committed_entries_leave_a_floor_until_caught_up() {
     assert_eq!(s.lost_commit_floor(), None);
 }
 
+/// openraft's path: the committed id is recorded at once and made durable by the committer
+/// thread; once `wait_durable` says so it survives a crash (and sets the floor
+/// when the entries do not).
+#[test]
+fn deferred_committed_id_is_durable_once_waited_for() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 4, 100);
+    s.flush().unwrap();
+    fill(&s, 5, 8, 100);
+    let c = Some(LogId::new_term_index(1, 8));
+    s.save_committed_deferred(c).unwrap();
+    assert_eq!(s.committed(), c, "recorded at once");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(s.wait_durable(8)).unwrap();
+    rt.block_on(s.wait_durable(3)).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), c);
+    assert_eq!(s.committed(), Some(LogId::new_term_index(1, 4)));
+
+    // Entries flushed in the log count as durable whatever the committed id.
+    fill(&s, 5, 9, 100);
+    s.flush().unwrap();
+    rt.block_on(s.wait_durable(9)).unwrap();
+    // A stopped log answers waiters for what never became durable with an error.
+    fill(&s, 10, 10, 100);
+    s.halt_without_flush();
+    let err = rt.block_on(s.wait_durable(10)).unwrap_err();
+    assert!(matches!(err, LogError::Stopped(_)), "{err}");
+}
+
 /// The operator override forgets the floor on open.
 #[test]
 fn accept_lost_commits_forgets_the_floor() {

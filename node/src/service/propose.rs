@@ -11,6 +11,7 @@
 //!    vanished after the proposal, the outcome is unknown (the entry may commit later): the
 //!    answer is DEADLINE_EXCEEDED with `not_applied = false`, which `raftmq_client` reports
 //!    as `UnknownOutcome`.
+//! 4. The answer waits until this node cannot forget the entry in a crash (`wait_durable`).
 
 use std::time::Duration;
 
@@ -63,6 +64,30 @@ async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeErro
     }
 }
 
+/// Holds an applied write's answer until this leader cannot forget the entry in a crash: it
+/// is flushed in its log (at once on a `sync` node), or the committed id covering it is
+/// durable (the log persists that off openraft's core loop; a crash that loses the entry then
+/// leaves the lost-commit floor). Only then may the client hear of it.
+async fn durable_committed(
+    core: &NodeCore,
+    resp: WriteResponse,
+    deadline: Instant,
+) -> Result<WriteResponse, NodeError> {
+    let index = resp.log_id.index;
+    let wait = core.store.log().wait_durable(index);
+    match tokio::time::timeout_at(deadline, wait).await {
+        Ok(Ok(())) => Ok(resp),
+        Ok(Err(e)) => Err(NodeError::OutcomeUnknown(format!(
+            "entry {index} committed, but this node could not persist its committed id: {e}"
+        ))),
+        Err(_) => Err(NodeError::Timeout(format!(
+            "entry {index} committed, but its committed id was not persisted within \
+             send-timeout-ms ({} ms)",
+            core.config.send_timeout_ms
+        ))),
+    }
+}
+
 /// Proposes `payload` and waits for its apply result, within `deadline` (see module docs).
 pub async fn propose(
     core: &NodeCore,
@@ -81,7 +106,7 @@ pub async fn propose(
                     core.config.send_timeout_ms
                 )))
             }
-            Ok(Ok(resp)) => return Ok(resp),
+            Ok(Ok(resp)) => return durable_committed(core, resp, deadline).await,
             Ok(Err(e)) => e,
         };
         match err {
