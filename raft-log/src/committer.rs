@@ -14,13 +14,23 @@
 //! covers every write it acknowledged. Entries may be applied (and served) before that: they
 //! are committed by a quorum either way.
 //!
+//! Nobody waits for the committed id on a `sync` node (its log flush covers every ack) nor
+//! on followers, so the thread writes it at most every [`MIN_INTERVAL`] unless an ack waits
+//! for it (then at once): a fsync per commit advance competed with the log's own fsyncs.
+//! A persisted committed id may therefore lag by that much; the lost-commit floor a crashed
+//! follower computes was never exact (it learns commits a round trip after the leader).
+//!
 //! The lost-commit floor is cleared here too, only once a committed id at or past it is
 //! durable. An I/O error stops the log like a failed flush.
 //!
 //! [`LogStore::save_committed_deferred`]: crate::store::LogStore::save_committed_deferred
 //! [`LogStore::wait_durable`]: crate::store::LogStore::wait_durable
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
 
 use parking_lot::Condvar;
 use parking_lot::Mutex;
@@ -30,6 +40,9 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::store::Inner;
 use crate::types::LogId;
+
+/// Least time between two writes of the committed id nobody waits for.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// What is durable, as waiters see it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +72,8 @@ pub struct Committer {
     /// Serializes writes of the committed id (the thread and `save_committed`), so the stored
     /// id never goes back.
     write: Mutex<()>,
+    /// Acks waiting for a committed id to be durable.
+    waiting: AtomicUsize,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -75,6 +90,7 @@ impl Committer {
             cv: Condvar::new(),
             durable,
             write: Mutex::new(()),
+            waiting: AtomicUsize::new(0),
             thread: Mutex::new(None),
         }
     }
@@ -88,6 +104,14 @@ impl Committer {
     /// Watches what is durable.
     pub fn subscribe(&self) -> watch::Receiver<Durable> {
         self.durable.subscribe()
+    }
+
+    /// Registers an ack waiting for the committed id (the thread then writes at once) until
+    /// the guard drops.
+    pub fn demand(&self) -> Demand<'_> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.cv.notify_one();
+        Demand(self)
     }
 
     /// The newest committed id known durable.
@@ -142,8 +166,18 @@ impl Committer {
     }
 }
 
+/// An ack waiting for the committed id (see [`Committer::demand`]).
+pub struct Demand<'a>(&'a Committer);
+
+impl Drop for Demand<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn committer_loop(inner: &Inner) {
     let ctl = &inner.committer;
+    let mut last_write: Option<Instant> = None;
     loop {
         let (next, last) = {
             let mut q = ctl.queue.lock();
@@ -151,12 +185,21 @@ fn committer_loop(inner: &Inner) {
                 if q.stop {
                     break (q.pending.take().filter(|_| q.flush_on_stop), true);
                 }
-                if let Some(c) = q.pending.take() {
-                    break (Some(c), false);
+                if q.pending.is_some() {
+                    let due = last_write.map(|t| t + MIN_INTERVAL);
+                    let now = Instant::now();
+                    match due {
+                        Some(due) if now < due && ctl.waiting.load(Ordering::Acquire) == 0 => {
+                            ctl.cv.wait_for(&mut q, due - now);
+                            continue;
+                        }
+                        _ => break (q.pending.take(), false),
+                    }
                 }
                 ctl.cv.wait(&mut q);
             }
         };
+        last_write = Some(Instant::now());
         if let Some(c) = next {
             if let Err(e) = inner.persist_committed(c) {
                 let e = inner.fail(e);

@@ -216,7 +216,7 @@ impl RaftIndex {
             self.recs.pop_back();
         }
         match (self.recs.back(), self.file_base) {
-            (Some(b), Some(base)) => self
+            (Some(b), Some(base)) if b.index >= base => self
                 .file
                 .set_len((b.index - base + 1) * INDEX_RECORD_LEN as u64),
             _ => {
@@ -226,20 +226,22 @@ impl RaftIndex {
         }
     }
 
-    /// Drops every entry whose record starts below `phys` and rewrites the file.
-    pub fn drop_below(&mut self, phys: PhysOffset) -> std::io::Result<()> {
-        self.write_pending()?;
+    /// Drops every entry whose record starts below `phys`. O(dropped), no I/O: the file is
+    /// emptied (by the next write) rather than rewritten. Rewriting the whole index under the
+    /// log lock (80 MB after a few million entries) stalled appends for about a second, long
+    /// enough for a leader to lose its followers. The file restarts at the next appended
+    /// entry; the next open finds it incomplete and rebuilds it from the recovery scan (which
+    /// reads the whole CommitLog anyway).
+    pub fn drop_below(&mut self, phys: PhysOffset) {
         while self.recs.front().is_some_and(|r| r.phys < phys) {
             self.recs.pop_front();
         }
-        let mut buf = Vec::with_capacity(self.recs.len() * INDEX_RECORD_LEN);
-        for r in &self.recs {
-            r.encode(&mut buf);
-        }
-        self.file.set_len(0)?;
-        self.file.write_at(0, &buf)?;
-        self.file_base = self.recs.front().map(|r| r.index);
-        self.file.sync()
+        self.file_base = None;
+        self.pending = PendingWrite {
+            reset: true,
+            offset: 0,
+            bytes: Vec::new(),
+        };
     }
 
     /// Writes pending records and fdatasyncs the file.

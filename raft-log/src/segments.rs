@@ -111,16 +111,25 @@ impl Segments {
         Ok(gone)
     }
 
-    /// Removes every segment that ends at or below `phys`.
-    pub fn remove_below(&mut self, phys: PhysOffset) -> LogResult<Vec<PhysOffset>> {
+    /// Takes every segment that ends at or below `phys` out of the set, without touching the
+    /// files: the caller deletes them with [`delete_detached`] once it released its locks
+    /// (unmapping and unlinking a 1 GiB segment takes long).
+    pub fn detach_below(&mut self, phys: PhysOffset) -> Detached {
         let gone: Vec<_> = self
             .map
             .keys()
             .copied()
             .filter(|k| k + self.segment_bytes <= phys)
             .collect();
-        self.remove_all(&gone)?;
-        Ok(gone)
+        let segments = gone
+            .into_iter()
+            .filter_map(|s| self.map.remove(&s).map(|f| (self.path(s), f)))
+            .collect();
+        Detached {
+            dir: self.dir.clone(),
+            env: self.env.clone(),
+            segments,
+        }
     }
 
     fn remove_all(&mut self, starts: &[PhysOffset]) -> LogResult<()> {
@@ -246,4 +255,28 @@ fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, seg
         s.ready = Some((start, res));
         cv.notify_all();
     }
+}
+
+/// Segments taken out of the set, to be deleted.
+pub struct Detached {
+    dir: std::path::PathBuf,
+    env: Arc<dyn Env>,
+    segments: Vec<(std::path::PathBuf, Arc<dyn SegmentFile>)>,
+}
+
+/// Unmaps and deletes detached segments, then fsyncs the directory. Returns how many.
+pub fn delete_detached(d: Detached) -> LogResult<usize> {
+    let n = d.segments.len();
+    for (path, file) in d.segments {
+        drop(file);
+        d.env
+            .remove(&path)
+            .map_err(|e| LogError::io("remove segment", path, e))?;
+    }
+    if n > 0 {
+        d.env
+            .sync_dir(&d.dir)
+            .map_err(|e| LogError::io("fsync dir", d.dir.clone(), e))?;
+    }
+    Ok(n)
 }

@@ -151,6 +151,7 @@ impl<C> LogStore<C> {
     /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
     pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
         let mut rx = self.inner.committer.subscribe();
+        let mut _demand = None;
         loop {
             {
                 let d = rx.borrow_and_update();
@@ -162,6 +163,9 @@ impl<C> LogStore<C> {
                 if let Some(msg) = &d.stopped {
                     return Err(LogError::Stopped(msg.clone()));
                 }
+            }
+            if _demand.is_none() {
+                _demand = Some(self.inner.committer.demand());
             }
             if rx.changed().await.is_err() {
                 return Err(LogError::Stopped("log closed".into()));
@@ -200,19 +204,22 @@ impl<C> LogStore<C> {
             return Ok(st.min_phys);
         }
         self.inner.meta.set_log_start(new_start)?;
-        let gone = st.segments.remove_below(new_start)?;
-        let idx_path = self.inner.dir.join("raft-index");
-        st.index
-            .drop_below(new_start)
-            .map_err(|e| LogError::io("rewrite raft index", idx_path, e))?;
+        let detached = st.segments.detach_below(new_start);
+        st.index.drop_below(new_start);
         st.min_phys = new_start;
         st.flushed.phys_end = st.flushed.phys_end.max(new_start);
+        st.debug_validate();
+        drop(st);
+        drop(_cycle);
+        // Readers check `min_phys` first; one still holding a segment keeps its mapping.
+        // A crash before the unlink leaves files below the persisted log start, which the
+        // next open removes.
+        let gone = crate::segments::delete_detached(detached)?;
         tracing::info!(
             min_phys_offset = new_start,
-            segments = gone.len(),
+            segments = gone,
             "deleted segments below the purge point"
         );
-        st.debug_validate();
         Ok(new_start)
     }
 }
