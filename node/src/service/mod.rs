@@ -74,9 +74,22 @@ impl ClientService {
 
     async fn send_messages(&self, msgs: Vec<pb::Message>) -> Result<Vec<pb::SendResult>, Status> {
         let start = Instant::now();
-        let bytes: usize = msgs.iter().map(|m| m.body.len()).sum();
-        let count = msgs.len();
         let batch = send::prepare(&self.core, msgs).map_err(|e| self.status(e))?;
+        self.send_prepared(batch, start).await
+    }
+
+    /// Sends validated messages as one entry (leader only), with metrics; `start` is when the
+    /// request arrived (the send timeout counts from it).
+    async fn send_prepared(
+        &self,
+        batch: Vec<(
+            raftmq_store::message::Message,
+            Option<raftmq_store::types::QueueId>,
+        )>,
+        start: Instant,
+    ) -> Result<Vec<pb::SendResult>, Status> {
+        let bytes: usize = batch.iter().map(|(m, _)| m.body.len()).sum();
+        let count = batch.len();
         let deadline = start + self.core.config.send_timeout();
         let res = send::send_batch(&self.core, batch, deadline).await;
         self.core.metrics.record_send(start.elapsed(), res.is_ok());

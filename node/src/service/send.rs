@@ -29,7 +29,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// Size of a message as `max-message-bytes` counts it: body, properties, topic, tags, keys.
-fn message_bytes(m: &Message) -> usize {
+pub fn message_bytes(m: &Message) -> usize {
     let props: usize = m.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
     let keys: usize = m.keys.iter().map(String::len).sum();
     m.body.len() + props + keys + m.topic.len() + m.tags.len()

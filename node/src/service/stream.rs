@@ -2,16 +2,29 @@
 //!
 //! A unary `Send` costs an HTTP/2 stream of its own (headers both ways, a server task, a
 //! client-side buffer hop); with many sends in flight that per-call cost, not Raft, bounds a
-//! producer. On a stream each message is one frame. Every message is still its own send: it
-//! goes through the same handler as `Send` (so a follower forwards it, and the answer, metrics
-//! and quorum semantics are exactly those of `Send`) and is answered on its own, by `seq`.
+//! producer. On a stream each message is one frame, answered on its own by `seq`.
 //!
 //! The response stream drives the work: polling it takes in requests while fewer than
 //! [`MAX_IN_FLIGHT`] are unanswered and runs their sends concurrently in the stream's task.
 //! A client that stops reading answers therefore stops the server reading requests, and
 //! HTTP/2 flow control pushes back on the client. When the node stops, a stream takes no
 //! more requests, answers those in flight and ends, so the client reconnects elsewhere.
+//!
+//! **Group proposal.** On the leader, the valid messages of one topic that arrived together
+//! (in one poll) share one Raft entry, within `max-batch-messages` and `max-batch-bytes`:
+//! every entry costs the same fixed Raft work (a log record, replication to each follower,
+//! an apply on every node) whatever it holds. Each message keeps the answer it would get
+//! alone:
+//! - a message that fails validation is answered alone and joins no group;
+//! - a group that stored nothing (refused before the proposal, or rejected as a whole by
+//!   apply, e.g. the topic was deleted meanwhile) is sent again message by message, so each
+//!   gets its own verdict;
+//! - a group whose outcome is unknown (proposed, then a timeout or a leader change) answers
+//!   that to each of its messages: the entry commits for all of them or for none.
+//!
+//! On a follower every message goes through `Send`'s handler, which forwards it.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::Context;
 use std::task::Poll;
@@ -22,27 +35,39 @@ use futures::FutureExt;
 use futures::Stream;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_mq_server::RaftMq;
+use raftmq_store::message::Message;
+use raftmq_store::types::QueueId;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tonic::Request;
 use tonic::Status;
 use tonic::Streaming;
 
+use super::send;
 use super::ClientService;
+use crate::error::NodeError;
 
 /// Most unanswered sends of one stream; further requests wait in the transport.
 pub const MAX_IN_FLIGHT: usize = 1024;
+
+type Replies = Vec<pb::SendStreamReply>;
 
 /// The answer stream of one `SendStream` call.
 pub struct SendStreamDriver {
     svc: ClientService,
     requests: Streaming<pb::SendStreamRequest>,
     requests_done: bool,
-    /// Resolves when the node stops.
-    stopped: BoxFuture<'static, ()>,
     /// Why the request side failed; the answer stream ends with it once in-flight sends
     /// are answered.
     failed: Option<Status>,
-    in_flight: FuturesUnordered<BoxFuture<'static, pb::SendStreamReply>>,
+    /// Resolves when the node stops.
+    stopped: BoxFuture<'static, ()>,
+    /// Sends (single or grouped) under way.
+    in_flight: FuturesUnordered<BoxFuture<'static, Replies>>,
+    /// Messages taken in and not yet answered.
+    unanswered: usize,
+    /// Answers ready to go out.
+    ready: VecDeque<pb::SendStreamReply>,
 }
 
 impl SendStreamDriver {
@@ -63,14 +88,95 @@ impl SendStreamDriver {
             svc,
             requests,
             requests_done: false,
-            stopped: stopped.boxed(),
             failed: None,
+            stopped: stopped.boxed(),
             in_flight: FuturesUnordered::new(),
+            unanswered: 0,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Starts the sends of requests that arrived together (see the module docs).
+    fn dispatch(&mut self, arrived: Vec<pb::SendStreamRequest>) {
+        if arrived.len() == 1 || !self.svc.core.is_leader() {
+            self.unanswered += arrived.len();
+            for req in arrived {
+                let svc = self.svc.clone();
+                self.in_flight
+                    .push(async move { vec![send_one(svc, req).await] }.boxed());
+            }
+            return;
+        }
+        let core = &self.svc.core;
+        let max_count = core.config.max_batch_messages.max(1) as usize;
+        let max_bytes = usize::try_from(core.config.max_batch_bytes).unwrap_or(usize::MAX);
+        let mut groups: Vec<Group> = Vec::new();
+        for req in arrived {
+            let valid = req
+                .message
+                .ok_or_else(|| NodeError::InvalidArgument("message is missing".into()))
+                .and_then(|m| send::prepare(core, vec![m]))
+                .and_then(|mut v| {
+                    v.pop()
+                        .ok_or_else(|| NodeError::Internal("validation lost the message".into()))
+                });
+            let (m, wanted) = match valid {
+                Ok(one) => one,
+                Err(e) => {
+                    self.svc.core.metrics.record_send(Default::default(), false);
+                    self.ready
+                        .push_back(error_reply(req.seq, &self.svc.status(e)));
+                    continue;
+                }
+            };
+            let size = send::message_bytes(&m);
+            let open = groups.iter_mut().rev().find(|g| {
+                g.topic == m.topic && g.items.len() < max_count && g.bytes + size <= max_bytes
+            });
+            match open {
+                Some(g) => {
+                    g.bytes += size;
+                    g.items.push((req.seq, m, wanted));
+                }
+                None => groups.push(Group {
+                    topic: m.topic.clone(),
+                    bytes: size,
+                    items: vec![(req.seq, m, wanted)],
+                }),
+            }
+        }
+        for g in groups {
+            self.unanswered += g.items.len();
+            let svc = self.svc.clone();
+            self.in_flight.push(send_group(svc, g.items).boxed());
         }
     }
 }
 
-/// One message of a stream, answered as `Send` answers it.
+/// Valid messages of one topic proposed as one entry.
+struct Group {
+    topic: String,
+    bytes: usize,
+    items: Vec<(u64, Message, Option<QueueId>)>,
+}
+
+fn error_reply(seq: u64, status: &Status) -> pb::SendStreamReply {
+    pb::SendStreamReply {
+        seq,
+        outcome: Some(pb::send_stream_reply::Outcome::Error(
+            raftmq_proto::send_error(status),
+        )),
+    }
+}
+
+fn result_reply(seq: u64, r: pb::SendResult) -> pb::SendStreamReply {
+    pb::SendStreamReply {
+        seq,
+        outcome: Some(pb::send_stream_reply::Outcome::Result(r)),
+    }
+}
+
+/// One message, answered as `Send` answers it.
 async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStreamReply {
     let seq = req.seq;
     let res = svc
@@ -78,16 +184,69 @@ async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStr
             message: req.message,
         }))
         .await;
-    let outcome = match res.map(|r| r.into_inner().result) {
-        Ok(Some(result)) => pb::send_stream_reply::Outcome::Result(result),
-        Ok(None) => pb::send_stream_reply::Outcome::Error(raftmq_proto::send_error(
-            &Status::internal("the send produced no result"),
-        )),
-        Err(status) => pb::send_stream_reply::Outcome::Error(raftmq_proto::send_error(&status)),
-    };
-    pb::SendStreamReply {
-        seq,
-        outcome: Some(outcome),
+    match res.map(|r| r.into_inner().result) {
+        Ok(Some(result)) => result_reply(seq, result),
+        Ok(None) => error_reply(seq, &Status::internal("the send produced no result")),
+        Err(status) => error_reply(seq, &status),
+    }
+}
+
+/// True when a failed send stored nothing (so its messages may be proposed again): anything
+/// but an outcome left unknown after the proposal.
+fn stored_nothing(e: &NodeError) -> bool {
+    !matches!(
+        e,
+        NodeError::Timeout(_) | NodeError::OutcomeUnknown(_) | NodeError::Internal(_)
+    )
+}
+
+/// Validated messages of one topic as one entry; one answer per message.
+async fn send_group(svc: ClientService, items: Vec<(u64, Message, Option<QueueId>)>) -> Replies {
+    let core = &svc.core;
+    let start = Instant::now();
+    let deadline = start + core.config.send_timeout();
+    let batch: Vec<(Message, Option<QueueId>)> =
+        items.iter().map(|(_, m, q)| (m.clone(), *q)).collect();
+    match send::send_batch(core, batch, deadline).await {
+        Ok(results) => {
+            let elapsed = start.elapsed();
+            let bytes: usize = items.iter().map(|(_, m, _)| m.body.len()).sum();
+            core.metrics.record_in(items.len(), bytes);
+            items
+                .iter()
+                .zip(results)
+                .map(|((seq, _, _), r)| {
+                    core.metrics.record_send(elapsed, true);
+                    result_reply(*seq, r)
+                })
+                .collect()
+        }
+        Err(e) if stored_nothing(&e) => {
+            tracing::debug!(error = %e, messages = items.len(), "group send stored nothing; sending its messages one by one");
+            let one_by_one = items.into_iter().map(|(seq, m, q)| {
+                let svc = svc.clone();
+                async move {
+                    match svc.send_prepared(vec![(m, q)], start).await {
+                        Ok(mut r) => match r.pop() {
+                            Some(r) => result_reply(seq, r),
+                            None => error_reply(seq, &Status::internal("no result")),
+                        },
+                        Err(status) => error_reply(seq, &status),
+                    }
+                }
+            });
+            futures::future::join_all(one_by_one).await
+        }
+        Err(e) => {
+            let status = svc.status(e);
+            items
+                .iter()
+                .map(|(seq, _, _)| {
+                    core.metrics.record_send(start.elapsed(), false);
+                    error_reply(*seq, &status)
+                })
+                .collect()
+        }
     }
 }
 
@@ -99,12 +258,10 @@ impl Stream for SendStreamDriver {
         if !this.requests_done && this.stopped.poll_unpin(cx).is_ready() {
             this.requests_done = true;
         }
-        while !this.requests_done && this.in_flight.len() < MAX_IN_FLIGHT {
+        let mut arrived = Vec::new();
+        while !this.requests_done && this.unanswered + arrived.len() < MAX_IN_FLIGHT {
             match Pin::new(&mut this.requests).poll_next(cx) {
-                Poll::Ready(Some(Ok(req))) => {
-                    let svc = this.svc.clone();
-                    this.in_flight.push(send_one(svc, req).boxed());
-                }
+                Poll::Ready(Some(Ok(req))) => arrived.push(req),
                 Poll::Ready(Some(Err(status))) => {
                     // The client's half broke (reset, undecodable frame): answer what is in
                     // flight, take nothing more, then end with the reason.
@@ -116,10 +273,19 @@ impl Stream for SendStreamDriver {
                 Poll::Pending => break,
             }
         }
-        match Pin::new(&mut this.in_flight).poll_next(cx) {
-            Poll::Ready(Some(reply)) => Poll::Ready(Some(Ok(reply))),
-            Poll::Ready(None) if this.requests_done => Poll::Ready(this.failed.take().map(Err)),
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        if !arrived.is_empty() {
+            this.dispatch(arrived);
         }
+        while let Poll::Ready(Some(replies)) = Pin::new(&mut this.in_flight).poll_next(cx) {
+            this.unanswered -= replies.len().min(this.unanswered);
+            this.ready.extend(replies);
+        }
+        if let Some(reply) = this.ready.pop_front() {
+            return Poll::Ready(Some(Ok(reply)));
+        }
+        if this.requests_done && this.in_flight.is_empty() {
+            return Poll::Ready(this.failed.take().map(Err));
+        }
+        Poll::Pending
     }
 }
