@@ -299,6 +299,53 @@ async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
             .contains("malformed protobuf message (SendRequest)"),
         "{e:?}"
     );
+    // On a SendStream: the good message before it is answered, then the stream ends with
+    // INVALID_ARGUMENT naming the message type.
+    grpc.ready().await.expect("ready");
+    let codec = tonic_prost::ProstCodec::<NotASendRequest, pb::SendStreamReply>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/SendStream");
+    // Field 1 of SendStreamRequest is `seq` (a varint): a length-delimited field 2 holding
+    // garbage makes the message undecodable.
+    let good = NotASendRequest { message: 7 };
+    let resp = grpc
+        .streaming(
+            tonic::Request::new(futures::stream::iter([good])),
+            path.clone(),
+            codec,
+        )
+        .await
+        .expect("stream opens");
+    let mut answers = resp.into_inner();
+    let first = answers.message().await.expect("an answer").expect("one");
+    assert_eq!(first.seq, 7);
+    assert!(
+        matches!(
+            first.outcome,
+            Some(pb::send_stream_reply::Outcome::Error(ref e)) if e.code == Code::InvalidArgument as i32
+        ),
+        "a request without a message is refused alone: {first:?}"
+    );
+    let bad = BadStreamRequest {
+        message: vec![0xff, 0xff, 0xff],
+    };
+    let codec = tonic_prost::ProstCodec::<BadStreamRequest, pb::SendStreamReply>::default();
+    grpc.ready().await.expect("ready");
+    let resp = grpc
+        .streaming(
+            tonic::Request::new(futures::stream::iter([bad])),
+            path,
+            codec,
+        )
+        .await
+        .expect("stream opens");
+    let e = resp
+        .into_inner()
+        .message()
+        .await
+        .expect_err("undecodable request ends the stream");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("SendStreamRequest"), "{e:?}");
+
     let mut c = cluster.grpc(1).await;
     c.send(pb::SendRequest {
         message: Some(msg("after", b"ok")),
@@ -306,4 +353,11 @@ async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
     .await
     .expect("still serving");
     cluster.shutdown_all().await;
+}
+
+/// A `SendStreamRequest` whose `message` (field 2) holds bytes that are no protobuf message.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BadStreamRequest {
+    #[prost(bytes = "vec", tag = "2")]
+    message: Vec<u8>,
 }
