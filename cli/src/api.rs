@@ -19,11 +19,17 @@ impl Client {
     /// Concurrent sends to one node share one `SendStream` call: one
     /// HTTP/2 stream, one frame per message, each answered on its own.
     pub async fn send(&self, message: Message) -> Result<SendResult, ClientError> {
-        self.retry(Kind::Write, |addr| {
-            let m = message.clone();
-            async move { self.send_attempt(&addr, m).await }
-        })
-        .await
+        let (result, leader) = self
+            .retry(Kind::Write, |addr| {
+                let m = message.clone();
+                async move { self.send_attempt(&addr, m).await }
+            })
+            .await?;
+        // A follower forwarded it: send to the leader from now on.
+        if let Some(l) = leader {
+            self.follow(&l);
+        }
+        Ok(result)
     }
 
     /// Sends messages as one Raft entry (all or none); one result per message, in order.

@@ -18,6 +18,7 @@ use crate::error::classify;
 use crate::error::ClientError;
 use crate::error::Verdict;
 use crate::send_stream::SendMux;
+use crate::send_stream::Sent;
 
 /// Client settings.
 #[derive(Clone, Debug)]
@@ -199,7 +200,7 @@ impl Client {
         r.nodes[r.cursor % r.nodes.len()].clone()
     }
 
-    fn follow(&self, leader: &str) {
+    pub(crate) fn follow(&self, leader: &str) {
         let mut r = self.routing();
         let a = normalize(leader);
         if !r.nodes.contains(&a) {
@@ -271,12 +272,8 @@ impl Client {
     }
 
     /// One single send at `addr`, on the node's shared `SendStream` (unary `Send` for a node
-    /// that lacks it).
-    pub(crate) async fn send_attempt(
-        &self,
-        addr: &str,
-        message: Message,
-    ) -> Result<SendResult, Status> {
+    /// that lacks it). With the result: the leader's address if `addr` forwarded the send.
+    pub(crate) async fn send_attempt(&self, addr: &str, message: Message) -> Result<Sent, Status> {
         let unary = |message| async move {
             let req = SendRequest {
                 message: Some(message),
@@ -286,9 +283,10 @@ impl Client {
                     c.send(r).await
                 })
                 .await?;
-            reply
+            let result = reply
                 .result
-                .ok_or_else(|| Status::internal("server sent no SendResult"))
+                .ok_or_else(|| Status::internal("server sent no SendResult"))?;
+            Ok((result, None))
         };
         let Some(mux) = self.send_mux(addr)? else {
             return unary(message).await;

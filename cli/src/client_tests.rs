@@ -138,6 +138,7 @@ impl RaftMq for FakeSvc {
             Ok(SendStreamReply {
                 seq: req.seq,
                 outcome: Some(outcome),
+                leader_addr: String::new(),
             })
         });
         // An error item ends the answer stream (as a broken connection would).

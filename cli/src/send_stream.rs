@@ -30,7 +30,10 @@ use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic::Status;
 
-type Answer = oneshot::Sender<Result<SendResult, Status>>;
+/// A send's result and, when the node forwarded it, the leader's client address.
+pub(crate) type Sent = (SendResult, Option<String>);
+
+type Answer = oneshot::Sender<Result<Sent, Status>>;
 
 struct Queued {
     message: Message,
@@ -84,11 +87,7 @@ impl SendMux {
     }
 
     /// Sends `message` and waits up to `timeout` for its answer.
-    pub(crate) async fn send(
-        &self,
-        message: Message,
-        timeout: Duration,
-    ) -> Result<SendResult, Status> {
+    pub(crate) async fn send(&self, message: Message, timeout: Duration) -> Result<Sent, Status> {
         let (reply, answer) = oneshot::channel();
         if self.tx.send(Queued { message, reply }).is_err() {
             return Err(self.closed_reason());
@@ -196,8 +195,9 @@ fn deliver(pending: &Mutex<Pending>, reply: SendStreamReply) {
         tracing::warn!(seq = reply.seq, "send stream: answer to an unknown seq");
         return;
     };
+    let leader = Some(reply.leader_addr).filter(|a| !a.is_empty());
     let r = match reply.outcome {
-        Some(Outcome::Result(r)) => Ok(r),
+        Some(Outcome::Result(r)) => Ok((r, leader)),
         Some(Outcome::Error(e)) => Err(raftmq_proto::send_error_status(e)),
         None => Err(Status::internal("send stream answer without an outcome")),
     };

@@ -87,6 +87,23 @@ async fn replicate_forward_transfer_and_read_everywhere() {
     let d = raftmq_proto::error_detail(&err).expect("detail");
     assert!(d.not_applied && d.leader_id == Some(leader), "{d:?}");
 
+    // A client that only knows a follower: its send is forwarded, and the answer names the
+    // leader, so its next sends go there directly.
+    let via_follower =
+        raftmq_client::Client::new(&[cluster.client_addr(follower)], Default::default())
+            .expect("client");
+    acked.push(
+        via_follower
+            .send(msg("orders", b"hint"))
+            .await
+            .expect("forwarded"),
+    );
+    assert_eq!(
+        via_follower.leader_hint(),
+        Some(cluster.client_addr(leader)),
+        "the forwarded answer names the leader"
+    );
+
     // SendStream to a follower: every message answered on its own, by seq (each forwarded);
     // a bad one fails alone.
     let reqs = [(7, "orders", b"s1"), (8, "", b"s-"), (9, "orders", b"s2")].map(|(seq, t, b)| {

@@ -30,6 +30,10 @@ pub const ERROR_DETAIL_KEY: &str = "x-raftmq-error-bin";
 /// A call that carries it is never forwarded again.
 pub const FORWARDED_BY_KEY: &str = "x-raftmq-forwarded-by";
 
+/// Response header of a write a follower forwarded: the client address of the leader that
+/// executed it, so a client that sent it to the follower can go to the leader next time.
+pub const LEADER_ADDR_KEY: &str = "x-raftmq-leader-addr";
+
 /// Reads the [`v1::ErrorDetail`] of a failed call, if the server attached one.
 pub fn error_detail(status: &tonic::Status) -> Option<v1::ErrorDetail> {
     use prost::Message;

@@ -4,13 +4,15 @@
 //! a node that receives it while not being the leader answers NOT_LEADER with its hint. When
 //! no leader is known the follower waits for one (bounded by the send timeout). A forward
 //! that cannot connect answers FORWARD_FAILED with `not_applied = true` (nothing was sent);
-//! any other failure is passed through unchanged (the leader's code and detail trailer).
+//! any other failure is passed through unchanged (the leader's code and detail trailer). A
+//! forwarded success carries the leader's client address (`x-raftmq-leader-addr`).
 
 use std::future::Future;
 use std::time::Duration;
 
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use raftmq_proto::FORWARDED_BY_KEY;
+use raftmq_proto::LEADER_ADDR_KEY;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -132,7 +134,13 @@ where
     tracing::debug!(leader = leader_id, addr = %addr, "forwarding write to the leader");
     core.metrics.forwarded.inc();
     match call(client, fwd).await {
-        Ok(resp) => Ok(Response::new(resp.into_inner())),
+        Ok(resp) => {
+            let mut out = Response::new(resp.into_inner());
+            if let Ok(v) = addr.parse() {
+                out.metadata_mut().insert(LEADER_ADDR_KEY, v);
+            }
+            Ok(out)
+        }
         Err(s) if is_connect_error(&s) => Err(failed(s.to_string())),
         Err(s) => Err(relay(s)),
     }

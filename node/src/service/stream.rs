@@ -22,7 +22,8 @@
 //! - a group whose outcome is unknown (proposed, then a timeout or a leader change) answers
 //!   that to each of its messages: the entry commits for all of them or for none.
 //!
-//! On a follower every message goes through `Send`'s handler, which forwards it.
+//! On a follower every message goes through `Send`'s handler, which forwards it; the answer
+//! then names the leader (`leader_addr`), so the client moves its sends there.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -166,6 +167,7 @@ fn error_reply(seq: u64, status: &Status) -> pb::SendStreamReply {
         outcome: Some(pb::send_stream_reply::Outcome::Error(
             raftmq_proto::send_error(status),
         )),
+        leader_addr: String::new(),
     }
 }
 
@@ -173,6 +175,7 @@ fn result_reply(seq: u64, r: pb::SendResult) -> pb::SendStreamReply {
     pb::SendStreamReply {
         seq,
         outcome: Some(pb::send_stream_reply::Outcome::Result(r)),
+        leader_addr: String::new(),
     }
 }
 
@@ -184,9 +187,22 @@ async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStr
             message: req.message,
         }))
         .await;
-    match res.map(|r| r.into_inner().result) {
-        Ok(Some(result)) => result_reply(seq, result),
-        Ok(None) => error_reply(seq, &Status::internal("the send produced no result")),
+    match res {
+        Ok(r) => {
+            let leader = r
+                .metadata()
+                .get(raftmq_proto::LEADER_ADDR_KEY)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            match r.into_inner().result {
+                Some(result) => pb::SendStreamReply {
+                    leader_addr: leader,
+                    ..result_reply(seq, result)
+                },
+                None => error_reply(seq, &Status::internal("the send produced no result")),
+            }
+        }
         Err(status) => error_reply(seq, &status),
     }
 }
