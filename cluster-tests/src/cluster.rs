@@ -263,9 +263,10 @@ impl TestCluster {
 
     /// Restarts node `id` on its data dir and addresses.
     pub async fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        // Before it serves: a status answer from the new incarnation then sees the bump.
+        self.generations[id as usize - 1].fetch_add(1, Ordering::Release);
         let node = self.try_start(id).await?;
         self.nodes[id as usize - 1] = Some(node);
-        self.generations[id as usize - 1].fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

@@ -59,6 +59,7 @@ impl Run {
             cluster.seeds(),
             clock,
             Duration::from_millis(50),
+            cluster.generations.clone(),
         );
         Ok(Self {
             clock,

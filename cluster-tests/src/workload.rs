@@ -2,6 +2,7 @@
 //! every attempt; [`Sampler`] polls every node's status into [`Observation`]s.
 
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -207,12 +208,23 @@ pub struct Sampler {
 
 impl Sampler {
     /// Samples the nodes at `addrs` (node id `i + 1` at `addrs[i]`) every `every`.
-    pub fn start(client: Client, addrs: Vec<String>, clock: RunClock, every: Duration) -> Self {
+    /// `generations[i]`, when given, counts node `i + 1`'s restarts (bumped before the new
+    /// incarnation serves), so a restart between two samples is seen even when no sample
+    /// missed the node; without it, only a node that did not answer counts as restarted.
+    pub fn start(
+        client: Client,
+        addrs: Vec<String>,
+        clock: RunClock,
+        every: Duration,
+        generations: Vec<Arc<AtomicU64>>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let task = tokio::spawn(async move {
             let mut out = Vec::new();
             let mut missed = vec![false; addrs.len()];
+            let generation = |i: usize| generations.get(i).map_or(0, |g| g.load(Ordering::Acquire));
+            let mut seen: Vec<u64> = (0..addrs.len()).map(generation).collect();
             while !s.load(Ordering::Relaxed) {
                 for (i, addr) in addrs.iter().enumerate() {
                     let at_us = clock.now_us();
@@ -223,8 +235,13 @@ impl Sampler {
                     .await;
                     match st {
                         Ok(Ok(st)) => {
-                            if let Some(o) = observation(&st, at_us, missed[i]) {
+                            // Read after the answer: an answer from a new incarnation comes
+                            // after its generation was bumped.
+                            let g = generation(i);
+                            let restarted = missed[i] || g != seen[i];
+                            if let Some(o) = observation(&st, at_us, restarted) {
                                 missed[i] = false;
+                                seen[i] = g;
                                 out.push(o);
                             }
                         }

@@ -64,6 +64,7 @@ async fn sigstop_leader_then_sigcont_and_sigkill() -> anyhow::Result<()> {
         cluster.seeds(),
         clock,
         Duration::from_millis(50),
+        Vec::new(),
     );
     let run = Run {
         clock,

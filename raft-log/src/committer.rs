@@ -2,9 +2,10 @@
 //!
 //! openraft awaits `save_committed` inside its core loop, before it applies the entries: a
 //! sled flush there stalls every other Raft step (appends, replication, votes) for one fsync
-//! per commit advance. [`LogStore::save_committed_deferred`] instead records the id in memory,
-//! hands it to this thread and returns; the thread makes the newest id durable (sled flush),
-//! coalescing the ids that arrive while a flush runs.
+//! per commit advance. On a `sync` node, [`LogStore::save_committed_deferred`] instead
+//! records the id in memory, hands it to this thread and returns; the thread makes the newest
+//! id durable (sled flush), coalescing the ids that arrive while a flush runs. An `async` node
+//! keeps the durable-before-return `save_committed` (see there why).
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
@@ -14,11 +15,11 @@
 //! covers every write it acknowledged. Entries may be applied (and served) before that: they
 //! are committed by a quorum either way.
 //!
-//! Nobody waits for the committed id on a `sync` node (its log flush covers every ack) nor
-//! on followers, so the thread writes it at most every [`MIN_INTERVAL`] unless an ack waits
-//! for it (then at once): a fsync per commit advance competed with the log's own fsyncs.
-//! A persisted committed id may therefore lag by that much; the lost-commit floor a crashed
-//! follower computes was never exact (it learns commits a round trip after the leader).
+//! Nobody waits for the committed id on a `sync` node (its log flush covers every ack), so
+//! the thread writes it at most every [`MIN_INTERVAL`] unless an ack waits for it (then at
+//! once): a fsync per commit advance competed with the log's own fsyncs. A `sync` node never
+//! needs the floor for safety: what it lost in a crash is its own unflushed tail, which a
+//! quorum of durable peers holds.
 //!
 //! The lost-commit floor is cleared here too, only once a committed id at or past it is
 //! durable. An I/O error stops the log like a failed flush.

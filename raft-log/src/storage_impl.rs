@@ -16,6 +16,7 @@ use openraft::storage::RaftLogStorage;
 use openraft::OptionalSend;
 use openraft::RaftLogReader;
 
+use crate::config::FlushPolicy;
 use crate::store::LogStore;
 use crate::types::LogId;
 use crate::types::LogTypes;
@@ -70,8 +71,13 @@ impl<C: LogTypes> RaftLogStorage<C> for LogStore<C> {
         Ok(LogStore::save_vote(self, vote)?)
     }
 
+    /// `sync`: deferred to the committer thread (acks wait via `wait_durable`); `async`:
+    /// durable before returning (see [`crate::store::LogStore::save_committed_deferred`]).
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        Ok(LogStore::save_committed_deferred(self, committed)?)
+        match self.config().flush {
+            FlushPolicy::Sync => Ok(LogStore::save_committed_deferred(self, committed)?),
+            FlushPolicy::Async { .. } => Ok(LogStore::save_committed(self, committed)?),
+        }
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {

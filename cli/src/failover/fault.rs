@@ -58,10 +58,12 @@ async fn stop_node(run: &Run, id: u64, how: local::Stop) -> anyhow::Result<()> {
 pub async fn restart_node(run: &Run, id: u64) -> anyhow::Result<()> {
     let mut m = run.manifest();
     let bin = run.node_bin.clone();
+    // Before the node serves: a status sample from the new incarnation then sees the bump
+    // (its in-memory commit index restarts from the durable one; not a regression).
+    run.bump_generation(id);
     let m =
         tokio::task::spawn_blocking(move || local::start(&mut m, id, &bin).map(|_| m)).await??;
     *run.manifest.lock().unwrap_or_else(|p| p.into_inner()) = m;
-    run.bump_generation(id);
     Ok(())
 }
 
