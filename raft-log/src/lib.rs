@@ -54,6 +54,9 @@
 //!   once the bytes are in the page cache; fdatasync every `interval-ms`, on segment roll, on
 //!   close.
 //! - `save_vote`, `save_committed`, `purge` and the log start are sled-flushed before returning.
+//!   openraft's `save_committed` on a `sync` log is `save_committed_deferred` instead: the
+//!   `raftlog-commit` thread writes the id behind (at most every 10 ms unless an ack waits via
+//!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`.
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.
@@ -69,8 +72,9 @@
 //! mapping (one page cache).
 //!
 //! **Known limits.** Open validates every retained record (CRCs included): open time grows
-//! with the retained log. The in-memory index costs 32 bytes per retained entry. Vote and
-//! committed-id saves block the calling task for a sled flush. Replacing the log from a
+//! with the retained log. The in-memory index costs 32 bytes per retained entry; the
+//! `raft-index` file is emptied by retention and rebuilt at open. Vote saves (and an `async`
+//! log's committed-id saves) block the calling task for a sled flush. Replacing the log from a
 //! peer's segments is not crash-atomic (re-install after a crash).
 
 pub mod config;
