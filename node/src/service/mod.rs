@@ -18,6 +18,8 @@ use std::sync::Arc;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_mq_server::RaftMq;
 use raftmq_proto::v1::raft_mq_server::RaftMqServer;
+use raftmq_store::message::Message;
+use raftmq_store::types::QueueId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::Request;
@@ -82,10 +84,7 @@ impl ClientService {
     /// request arrived (the send timeout counts from it).
     async fn send_prepared(
         &self,
-        batch: Vec<(
-            raftmq_store::message::Message,
-            Option<raftmq_store::types::QueueId>,
-        )>,
+        batch: Vec<(Message, Option<QueueId>)>,
         start: Instant,
     ) -> Result<Vec<pb::SendResult>, Status> {
         let bytes: usize = batch.iter().map(|(m, _)| m.body.len()).sum();

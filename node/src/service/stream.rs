@@ -124,7 +124,7 @@ impl SendStreamDriver {
             let (m, wanted) = match valid {
                 Ok(one) => one,
                 Err(e) => {
-                    self.svc.core.metrics.record_send(Default::default(), false);
+                    // As for `Send`: a refused request is not a send (no latency sample).
                     self.ready
                         .push_back(error_reply(req.seq, &self.svc.status(e)));
                     continue;
