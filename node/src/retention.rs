@@ -54,7 +54,11 @@ pub async fn retention_pass(core: &NodeCore) -> Result<bool, NodeError> {
     }
     core.raft.trigger().purge_log(upto).await.map_err(fatal)?;
     wait_until(core, "purge", |m| m.purged.is_some_and(|p| p.index >= upto)).await?;
-    core.store.apply_retention(&plan)?;
+    // File deletions block for a while: off the runtime's workers.
+    let store = core.store.clone();
+    tokio::task::spawn_blocking(move || store.apply_retention(&plan))
+        .await
+        .map_err(|e| NodeError::Internal(format!("retention task failed: {e}")))??;
     tracing::info!(
         log_index = upto,
         phys_offset = plan.delete_below_phys,

@@ -98,6 +98,8 @@ mod state;
 mod storage_impl;
 mod writer;
 
+pub use segments::Detached;
+
 pub use config::FlushPolicy;
 pub use config::LogConfig;
 pub use error::LogError;

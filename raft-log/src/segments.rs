@@ -257,26 +257,41 @@ fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, seg
     }
 }
 
-/// Segments taken out of the set, to be deleted.
+/// Segments taken out of the log, to be deleted ([`Detached::delete`]).
+#[must_use = "detached segments stay on disk until deleted"]
 pub struct Detached {
     dir: std::path::PathBuf,
     env: Arc<dyn Env>,
     segments: Vec<(std::path::PathBuf, Arc<dyn SegmentFile>)>,
 }
 
-/// Unmaps and deletes detached segments, then fsyncs the directory. Returns how many.
-pub fn delete_detached(d: Detached) -> LogResult<usize> {
-    let n = d.segments.len();
-    for (path, file) in d.segments {
-        drop(file);
-        d.env
-            .remove(&path)
-            .map_err(|e| LogError::io("remove segment", path, e))?;
+impl Detached {
+    /// How many segments.
+    pub fn len(&self) -> usize {
+        self.segments.len()
     }
-    if n > 0 {
-        d.env
-            .sync_dir(&d.dir)
-            .map_err(|e| LogError::io("fsync dir", d.dir.clone(), e))?;
+
+    /// True if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
     }
-    Ok(n)
+
+    /// Unmaps and deletes the segments (each shrunk stepwise first, see
+    /// [`Env::remove_large`]), then fsyncs the directory. Returns how many.
+    pub fn delete(self) -> LogResult<usize> {
+        let n = self.segments.len();
+        for (path, file) in self.segments {
+            drop(file);
+            self.env
+                .remove_large(&path)
+                .map_err(|e| LogError::io("remove segment", path, e))?;
+        }
+        if n > 0 {
+            self.env
+                .sync_dir(&self.dir)
+                .map_err(|e| LogError::io("fsync dir", self.dir.clone(), e))?;
+            tracing::info!(segments = n, "deleted segments below the purge point");
+        }
+        Ok(n)
+    }
 }

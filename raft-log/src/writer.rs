@@ -12,6 +12,7 @@ use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::raft_index::EntryLocation;
 use crate::recovery::truncate_tail;
+use crate::segments::Detached;
 use crate::state::State;
 use crate::store::Inner;
 use crate::store::LogStore;
@@ -200,6 +201,18 @@ impl<C> LogStore<C> {
     /// error is returned. The new log start is persisted before the files go; the directory
     /// is fsynced after. Returns the new minimum physical offset.
     pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
+        let (new_start, detached) = self.detach_segments_below(phys)?;
+        detached.delete()?;
+        Ok(new_start)
+    }
+
+    /// The first half of [`LogStore::delete_segments_below`]: moves the log start (persisted)
+    /// and takes the segments below it out of the log, under the log lock; the files go when
+    /// the caller calls [`Detached::delete`], after releasing its own locks (unmapping and
+    /// unlinking a 1 GiB segment takes long). Readers check the log start first; one still
+    /// holding a segment keeps its mapping. A crash before the delete leaves files below the
+    /// persisted log start, which the next open removes.
+    pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
         let _cycle = self.inner.flush.cycle.lock();
         let mut st = self.inner.state.lock();
         if phys > st.purged_phys_end {
@@ -210,7 +223,7 @@ impl<C> LogStore<C> {
         }
         let new_start = st.segments.start_of(phys);
         if new_start <= st.min_phys {
-            return Ok(st.min_phys);
+            return Ok((st.min_phys, st.segments.detach_below(0)));
         }
         self.inner.meta.set_log_start(new_start)?;
         let detached = st.segments.detach_below(new_start);
@@ -218,18 +231,12 @@ impl<C> LogStore<C> {
         st.min_phys = new_start;
         st.flushed.phys_end = st.flushed.phys_end.max(new_start);
         st.debug_validate();
-        drop(st);
-        drop(_cycle);
-        // Readers check `min_phys` first; one still holding a segment keeps its mapping.
-        // A crash before the unlink leaves files below the persisted log start, which the
-        // next open removes.
-        let gone = crate::segments::delete_detached(detached)?;
         tracing::info!(
             min_phys_offset = new_start,
-            segments = gone,
-            "deleted segments below the purge point"
+            segments = detached.len(),
+            "segments below the purge point detached"
         );
-        Ok(new_start)
+        Ok((new_start, detached))
     }
 }
 

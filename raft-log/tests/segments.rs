@@ -252,3 +252,19 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
         Some(LogId::new_term_index(1, 30))
     );
 }
+
+/// Retention removes a segment in steps (shrink 64 MiB at a time, then unlink); a missing
+/// file is not an error.
+#[test]
+fn remove_large_shrinks_then_unlinks() {
+    use raftmq_raft_log::env::Env;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000000");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(200 << 20).unwrap();
+    drop(f);
+    let env = raftmq_raft_log::env::FsEnv::default();
+    env.remove_large(&p).unwrap();
+    assert!(!p.exists());
+    env.remove_large(&p).unwrap();
+}

@@ -192,12 +192,17 @@ impl Store {
         // the two steps leaves a trimmed snapshot over a log that still has them: harmless).
         let log_min = self.shared.log.watermarks().min_phys_offset;
         crate::snapshot::trim_current(&self.shared, &st, plan.delete_below_phys.max(log_min))?;
-        let new_min = self
+        let (new_min, segments) = self
             .shared
             .log
-            .delete_segments_below(plan.delete_below_phys)?;
+            .detach_segments_below(plan.delete_below_phys)?;
         let cq_files = st.cqs.delete_below_phys(new_min)?;
         let index_files = st.index.delete_files_below(new_min)?;
+        drop(st);
+        // The segment files go after the lock: applying (and so every ack) waited for the
+        // unlink of a 1 GiB file otherwise.
+        segments.delete()?;
+        let st = self.shared.state.read();
         tracing::info!(
             phys_offset = new_min,
             log_index = plan.purge_upto.index,
