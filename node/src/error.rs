@@ -93,6 +93,16 @@ pub enum NodeError {
 }
 
 impl NodeError {
+    /// True when the failed write is known to have stored nothing (so its messages may be
+    /// proposed again): anything but an outcome left unknown after the proposal. The same
+    /// split as `not_applied` in [`to_status`].
+    pub fn stored_nothing(&self) -> bool {
+        !matches!(
+            self,
+            NodeError::Timeout(_) | NodeError::OutcomeUnknown(_) | NodeError::Internal(_)
+        )
+    }
+
     /// The refusal apply answered with (deterministic on every replica; nothing dispatched).
     pub fn from_reject(code: RejectCode, message: String) -> Self {
         match code {

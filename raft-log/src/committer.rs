@@ -203,8 +203,8 @@ fn committer_loop(inner: &Inner) {
         last_write = Some(Instant::now());
         if let Some(c) = next {
             if let Err(e) = inner.persist_committed(c) {
-                let e = inner.fail(e);
-                ctl.fail(&e.to_string());
+                // Stops the log and tells the waiters.
+                inner.fail(e);
                 return;
             }
         }

@@ -73,7 +73,7 @@
 //!
 //! **Known limits.** Open validates every retained record (CRCs included): open time grows
 //! with the retained log. The in-memory index costs 32 bytes per retained entry; the
-//! `raft-index` file is emptied by retention and rebuilt at open. Vote saves (and an `async`
+//! `raft-index` file is emptied by retention and refills from there. Vote saves (and an `async`
 //! log's committed-id saves) block the calling task for a sled flush. Replacing the log from a
 //! peer's segments is not crash-atomic (re-install after a crash).
 

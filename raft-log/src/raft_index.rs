@@ -114,7 +114,8 @@ pub struct RaftIndex {
 }
 
 impl RaftIndex {
-    /// Builds the index from recovered locations, rewriting the file if it differs.
+    /// Builds the index from recovered locations, rewriting the file unless it holds them or
+    /// (after retention emptied it, see [`RaftIndex::drop_below`]) a non-empty tail of them.
     pub fn load(
         file: Arc<dyn PlainFile>,
         recs: Vec<EntryLocation>,
@@ -124,13 +125,18 @@ impl RaftIndex {
             r.encode(&mut want);
         }
         let have = file.read_all()?;
-        let rebuilt = have != want;
-        if rebuilt {
+        let tail = have == want
+            || (!have.is_empty() && have.len() % INDEX_RECORD_LEN == 0 && want.ends_with(&have));
+        let rebuilt = !tail;
+        let first_in_file = if rebuilt {
             file.set_len(0)?;
             file.write_at(0, &want)?;
             file.sync()?;
-        }
-        let file_base = recs.first().map(|r| r.index);
+            0
+        } else {
+            recs.len() - have.len() / INDEX_RECORD_LEN
+        };
+        let file_base = recs.get(first_in_file).map(|r| r.index);
         Ok((
             RaftIndex {
                 recs: recs.into(),
@@ -230,8 +236,7 @@ impl RaftIndex {
     /// emptied (by the next write) rather than rewritten. Rewriting the whole index under the
     /// log lock (80 MB after a few million entries) stalled appends for about a second, long
     /// enough for a leader to lose its followers. The file restarts at the next appended
-    /// entry; the next open finds it incomplete and rebuilds it from the recovery scan (which
-    /// reads the whole CommitLog anyway).
+    /// entry; the next open accepts it as a tail of the index (rebuilt only if it is not one).
     pub fn drop_below(&mut self, phys: PhysOffset) {
         while self.recs.front().is_some_and(|r| r.phys < phys) {
             self.recs.pop_front();

@@ -308,6 +308,41 @@ fn real_files_survive_reopen() {
     assert_eq!(s.watermarks().appended_phys_end, w.appended_phys_end);
 }
 
+/// Retention empties the raft index file instead of rewriting it; what is written after is a
+/// tail of the index, which the next open keeps as it is (no rewrite at start-up).
+#[test]
+fn index_tail_left_by_retention_is_kept_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    fill(&s, 1, 30, 333);
+    s.flush().unwrap();
+    s.purge(LogId::new_term_index(1, 20)).unwrap();
+    let w = s.watermarks();
+    let min = s.delete_segments_below(w.purged_phys_end).unwrap();
+    assert!(min > 0, "a segment was deleted");
+    fill(&s, 31, 33, 333);
+    s.flush().unwrap();
+    let first = indexes(&s)[0];
+    drop(s);
+    let idx = dir.path().join("raft-index").join("index");
+    let tail_len = std::fs::metadata(&idx).unwrap().len();
+    assert_eq!(
+        tail_len,
+        3 * 32,
+        "only the entries appended after retention"
+    );
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    assert_eq!(indexes(&s), (first..=33).collect::<Vec<_>>());
+    assert_eq!(
+        std::fs::metadata(&idx).unwrap().len(),
+        tail_len,
+        "not rewritten"
+    );
+    fill(&s, 34, 34, 333);
+    s.flush().unwrap();
+    assert_eq!(std::fs::metadata(&idx).unwrap().len(), tail_len + 32);
+}
+
 #[test]
 fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
     let dir = tempfile::tempdir().unwrap();

@@ -207,15 +207,6 @@ async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStr
     }
 }
 
-/// True when a failed send stored nothing (so its messages may be proposed again): anything
-/// but an outcome left unknown after the proposal.
-fn stored_nothing(e: &NodeError) -> bool {
-    !matches!(
-        e,
-        NodeError::Timeout(_) | NodeError::OutcomeUnknown(_) | NodeError::Internal(_)
-    )
-}
-
 /// Validated messages of one topic as one entry; one answer per message.
 async fn send_group(svc: ClientService, items: Vec<(u64, Message, Option<QueueId>)>) -> Replies {
     let core = &svc.core;
@@ -237,7 +228,7 @@ async fn send_group(svc: ClientService, items: Vec<(u64, Message, Option<QueueId
                 })
                 .collect()
         }
-        Err(e) if stored_nothing(&e) => {
+        Err(e) if e.stored_nothing() => {
             tracing::debug!(error = %e, messages = items.len(), "group send stored nothing; sending its messages one by one");
             let one_by_one = items.into_iter().map(|(seq, m, q)| {
                 let svc = svc.clone();
