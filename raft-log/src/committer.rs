@@ -24,6 +24,8 @@
 //! The lost-commit floor is cleared here too, only once a committed id at or past it is
 //! durable. An I/O error stops the log like a failed flush.
 //!
+//! The thread holds only the [`Shared`] core (state, meta db, durable watch).
+//!
 //! [`LogStore::save_committed_deferred`]: crate::store::LogStore::save_committed_deferred
 //! [`LogStore::wait_durable`]: crate::store::LogStore::wait_durable
 
@@ -35,26 +37,15 @@ use std::time::Instant;
 
 use parking_lot::Condvar;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 
 use crate::error::LogError;
 use crate::error::LogResult;
-use crate::store::Inner;
+use crate::shared::Shared;
 use crate::types::LogId;
+use crate::types::LogIndex;
 
 /// Least time between two writes of the committed id nobody waits for.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// What is durable, as waiters see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Durable {
-    /// The newest committed id known durable.
-    pub committed: Option<LogId>,
-    /// Index of the last entry flushed in this node's own log.
-    pub log_flushed: Option<u64>,
-    /// Set once the log stopped (I/O error, closed): nothing more becomes durable.
-    pub stopped: Option<String>,
-}
 
 #[derive(Default)]
 struct Queue {
@@ -65,13 +56,14 @@ struct Queue {
     flush_on_stop: bool,
 }
 
-/// Control block shared by `save_committed_deferred` and the thread.
+/// The committed-id persister: saves (durable or deferred), the `raftlog-commit` thread, and
+/// the waits of acks for durability.
 pub struct Committer {
+    shared: Arc<Shared>,
     queue: Mutex<Queue>,
     cv: Condvar,
-    durable: watch::Sender<Durable>,
-    /// Serializes writes of the committed id (the thread and `save_committed`), so the stored
-    /// id never goes back.
+    /// Serializes writes of the committed id (the thread and `save`), so the stored id never
+    /// goes back.
     write: Mutex<()>,
     /// Acks waiting for a committed id to be durable.
     waiting: AtomicUsize,
@@ -79,56 +71,23 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// A committer whose durable id starts at `committed` (read from the meta db at open).
-    pub fn new(committed: Option<LogId>) -> Self {
-        let (durable, _) = watch::channel(Durable {
-            committed,
-            log_flushed: None,
-            stopped: None,
-        });
-        Self {
+    /// Starts the thread.
+    pub fn start(shared: Arc<Shared>) -> LogResult<Arc<Self>> {
+        let committer = Arc::new(Committer {
+            shared,
             queue: Mutex::default(),
             cv: Condvar::new(),
-            durable,
             write: Mutex::new(()),
             waiting: AtomicUsize::new(0),
             thread: Mutex::new(None),
-        }
-    }
-
-    /// Hands `committed` to the thread.
-    pub fn submit(&self, committed: Option<LogId>) {
-        self.queue.lock().pending = Some(committed);
-        self.cv.notify_one();
-    }
-
-    /// Watches what is durable.
-    pub fn subscribe(&self) -> watch::Receiver<Durable> {
-        self.durable.subscribe()
-    }
-
-    /// Registers an ack waiting for the committed id (the thread then writes at once) until
-    /// the guard drops.
-    pub fn demand(&self) -> Demand<'_> {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        self.cv.notify_one();
-        Demand(self)
-    }
-
-    /// The newest committed id known durable.
-    pub fn durable(&self) -> Option<LogId> {
-        self.durable.borrow().committed
-    }
-
-    /// Starts the thread.
-    pub fn start(inner: Arc<Inner>) -> LogResult<()> {
-        let ctl = inner.clone();
+        });
+        let c = committer.clone();
         let t = std::thread::Builder::new()
             .name("raftlog-commit".into())
-            .spawn(move || committer_loop(&ctl))
+            .spawn(move || c.run())
             .map_err(|e| LogError::io("spawn committer", "", e))?;
-        *inner.committer.thread.lock() = Some(t);
-        Ok(())
+        *committer.thread.lock() = Some(t);
+        Ok(committer)
     }
 
     /// Stops and joins the thread; `flush` writes the last id first (else it is dropped, as a
@@ -145,94 +104,137 @@ impl Committer {
                 tracing::error!("committer thread panicked");
             }
         }
-        self.fail("log closed");
+        self.shared.durable.fail("log closed");
     }
 
-    /// Records that this node's log is flushed up to entry `index`.
-    pub fn note_log_flushed(&self, index: Option<u64>) {
-        self.durable.send_if_modified(|d| {
-            let newer = index > d.log_flushed;
-            if newer {
-                d.log_flushed = index;
-            }
-            newer
-        });
+    /// Saves the committed log id durably (sled flush) before returning.
+    pub fn save(&self, committed: Option<LogId>) -> LogResult<()> {
+        self.record(committed)?;
+        self.persist(committed)
     }
 
-    /// Tells waiters nothing more becomes durable.
-    pub fn fail(&self, msg: &str) {
-        self.durable.send_modify(|d| {
-            d.stopped.get_or_insert_with(|| msg.to_string());
-        });
+    /// Records the committed log id and hands it to the thread (see
+    /// `LogStore::save_committed_deferred` for when that is safe).
+    pub fn save_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
+        if self.record(committed)? {
+            self.queue.lock().pending = Some(committed);
+            self.cv.notify_one();
+        }
+        Ok(())
     }
-}
 
-/// An ack waiting for the committed id (see [`Committer::demand`]).
-pub struct Demand<'a>(&'a Committer);
-
-impl Drop for Demand<'_> {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn committer_loop(inner: &Inner) {
-    let ctl = &inner.committer;
-    let mut last_write: Option<Instant> = None;
-    loop {
-        let (next, last) = {
-            let mut q = ctl.queue.lock();
-            loop {
-                if q.stop {
-                    break (q.pending.take().filter(|_| q.flush_on_stop), true);
+    /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node
+    /// (see `LogStore::wait_durable`). Fails once the log stopped.
+    pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
+        let mut rx = self.shared.durable.subscribe();
+        let mut _demand = None;
+        loop {
+            {
+                let d = rx.borrow_and_update();
+                if d.covers(index) {
+                    return Ok(());
                 }
-                if q.pending.is_some() {
-                    let due = last_write.map(|t| t + MIN_INTERVAL);
-                    let now = Instant::now();
-                    match due {
-                        Some(due) if now < due && ctl.waiting.load(Ordering::Acquire) == 0 => {
-                            ctl.cv.wait_for(&mut q, due - now);
-                            continue;
-                        }
-                        _ => break (q.pending.take(), false),
-                    }
+                if let Some(msg) = &d.stopped {
+                    return Err(LogError::Stopped(msg.clone()));
                 }
-                ctl.cv.wait(&mut q);
             }
-        };
-        last_write = Some(Instant::now());
-        if let Some(c) = next {
-            if let Err(e) = inner.persist_committed(c) {
-                // Stops the log and tells the waiters.
-                inner.fail(e);
+            if _demand.is_none() {
+                _demand = Some(self.demand());
+            }
+            if rx.changed().await.is_err() {
+                return Err(LogError::Stopped("log closed".into()));
+            }
+        }
+    }
+
+    /// Registers an ack waiting for the committed id (the thread then writes at once) until
+    /// the guard drops.
+    fn demand(&self) -> Demand<'_> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.cv.notify_one();
+        Demand(self)
+    }
+
+    /// Sets the in-memory committed id; false if it did not change.
+    fn record(&self, committed: Option<LogId>) -> LogResult<bool> {
+        let mut st = self.shared.state.lock();
+        if let Some(msg) = &st.failed {
+            return Err(LogError::Stopped(msg.clone()));
+        }
+        if st.committed == committed {
+            return Ok(false);
+        }
+        st.committed = committed;
+        Ok(true)
+    }
+
+    fn run(&self) {
+        let mut last_write: Option<Instant> = None;
+        loop {
+            let (next, last) = self.next_write(last_write);
+            last_write = Some(Instant::now());
+            if let Some(c) = next {
+                if let Err(e) = self.persist(c) {
+                    // Stops the log and tells the waiters.
+                    self.shared.fail(e);
+                    return;
+                }
+            }
+            if last {
                 return;
             }
         }
-        if last {
-            return;
+    }
+
+    /// Waits for the next id to write (at most every [`MIN_INTERVAL`] unless an ack waits);
+    /// returns it and whether the thread stops after it.
+    fn next_write(&self, last_write: Option<Instant>) -> (Option<Option<LogId>>, bool) {
+        let mut q = self.queue.lock();
+        loop {
+            if q.stop {
+                return (q.pending.take().filter(|_| q.flush_on_stop), true);
+            }
+            if q.pending.is_some() {
+                let due = last_write.map(|t| t + MIN_INTERVAL);
+                let now = Instant::now();
+                match due {
+                    Some(due) if now < due && self.waiting.load(Ordering::Acquire) == 0 => {
+                        self.cv.wait_for(&mut q, due - now);
+                        continue;
+                    }
+                    _ => return (q.pending.take(), false),
+                }
+            }
+            self.cv.wait(&mut q);
         }
     }
-}
 
-impl Inner {
     /// Makes `committed` durable, then clears the lost-commit floor if it reached it.
-    pub(crate) fn persist_committed(&self, committed: Option<LogId>) -> LogResult<()> {
-        let _write = self.committer.write.lock();
-        if self.state.lock().failed.is_some() || self.committer.durable() >= committed {
+    fn persist(&self, committed: Option<LogId>) -> LogResult<()> {
+        let shared = &*self.shared;
+        let _write = self.write.lock();
+        if shared.state.lock().failed.is_some() || shared.durable.committed() >= committed {
             return Ok(());
         }
-        self.meta.set_committed(&committed)?;
-        self.committer
-            .durable
-            .send_modify(|d| d.committed = d.committed.max(committed));
-        let floor = self.state.lock().lost_commit_floor;
+        shared.meta.set_committed(&committed)?;
+        shared.durable.note_committed(committed);
+        let floor = shared.state.lock().lost_commit_floor;
         if let (Some(f), Some(c)) = (floor, committed) {
             if c.index >= f.index {
-                self.meta.set_lost_commit_floor(&None)?;
-                self.state.lock().lost_commit_floor = None;
+                shared.meta.set_lost_commit_floor(&None)?;
+                shared.state.lock().lost_commit_floor = None;
                 tracing::info!(lost_commit_floor = %f, committed = %c, "caught up past the committed entries lost in the crash; voting as usual again");
             }
         }
         Ok(())
+    }
+}
+
+/// An ack waiting for the committed id (see [`Committer::demand`]).
+struct Demand<'a>(&'a Committer);
+
+impl Drop for Demand<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }

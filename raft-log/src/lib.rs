@@ -31,11 +31,25 @@
 //!   [`LogStore::truncate_after`], [`LogStore::purge`], [`LogStore::save_vote`],
 //!   [`LogStore::save_committed`], [`LogStore::flush`]; retention:
 //!   [`LogStore::delete_segments_below`]`(phys) -> Result<PhysOffset>`.
-//! - Snapshot install (DLedger-style segment copy): [`LogStore::export_segments`]`(from_phys)
-//!   -> Result<Vec<SegmentBytes>>` on the sender, [`LogStore::replace_from_bytes`]`(segments,
-//!   purged: LogId)` on the receiver; the log may therefore start at any segment-aligned offset.
+//! - Snapshot install (DLedger-style segment copy, the only install path):
+//!   [`LogStore::replace_from_files`]`(staged_dir, purged: LogId, end)` on the receiver takes
+//!   over the snapshot's segment files (staged by `store`, streamed from the sender's pinned
+//!   segments) and records `purged` (the snapshot's last log id) as the last purged id; the
+//!   log may therefore start at any segment-aligned offset.
 //!   [`LogStore::pin_range`]`(start, end) -> Result<PinnedRange>` holds committed bytes open
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
+//!
+//! **Parts** (each its own type; the import graph between files has no cycle):
+//! - CommitLog: `segments` ([`Detached`]), `prealloc`, [`mod@format`], `recovery`; the
+//!   append path `writer` (`Writer`), the cuts at either end `trim` (`Trimmer`), the snapshot
+//!   swap `install`.
+//! - [`raft_index`]: log index → location; `meta`: the sled db.
+//! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
+//!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
+//! - Workers: `flusher` (`Flusher`, group commit / interval flush) and `committer`
+//!   (`Committer`, the committed id; `wait_durable`), each holding only `Shared`.
+//! - [`LogStore`] (`store`) wires them together and delegates; `storage_impl` is the openraft
+//!   `RaftLogStorage` / `RaftLogReader` impl over it.
 //!
 //! **Invariants** (checked by `State::validate` after every change in debug builds):
 //! - The same entries give identical bytes at identical physical offsets on every node
@@ -87,15 +101,20 @@ pub mod store;
 pub mod types;
 
 mod committer;
+mod durable;
+mod flush_queue;
 mod flusher;
-mod import;
-mod import_files;
+mod install;
 mod meta;
+mod open;
 mod pinned;
+mod prealloc;
 mod recovery;
 mod segments;
+mod shared;
 mod state;
 mod storage_impl;
+mod trim;
 mod writer;
 
 pub use segments::Detached;
@@ -104,10 +123,9 @@ pub use config::FlushPolicy;
 pub use config::LogConfig;
 pub use error::LogError;
 pub use error::LogResult;
-pub use flusher::FlushCallback;
+pub use flush_queue::FlushCallback;
 pub use format::payload_offset;
 pub use format::ENTRY_HEADER_LEN;
-pub use import::SegmentBytes;
 pub use pinned::PinnedRange;
 pub use raft_index::EntryLocation;
 pub use store::LogStore;

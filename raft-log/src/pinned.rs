@@ -2,7 +2,7 @@
 //! them (a snapshot being built or sent), whatever retention does meanwhile.
 //!
 //! A pin holds the segment files' mappings (`Arc<dyn SegmentFile>`). Retention still removes
-//! the files' names ([`LogStore::delete_segments_below`]), but the mapped bytes stay readable,
+//! the files' names (`LogStore::delete_segments_below`), but the mapped bytes stay readable,
 //! unchanged, until the pin is dropped: the disk space of a deleted segment is released only
 //! then. Only bytes below the append position at pin time are readable, and committed bytes
 //! are never rewritten, so a pin's content is immutable.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
-use crate::store::LogStore;
+use crate::state::State;
 use crate::types::PhysOffset;
 
 /// The CommitLog bytes `[start, end)`, held open (see the module docs).
@@ -74,12 +74,11 @@ impl PinnedRange {
     }
 }
 
-impl<C> LogStore<C> {
-    /// Pins the bytes `[start, end)`, which must lie inside the log (`min_phys_offset <= start`,
+impl PinnedRange {
+    /// Pins the bytes `[start, end)` of the log `st`, which must lie inside it (`min_phys_offset <= start`,
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.
-    pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
-        let st = self.inner.state.lock();
+    pub fn new(st: &State, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
         if start > end || start < st.min_phys || end > st.append_pos {
             return Err(LogError::InvalidArgument(format!(
                 "pin [{start}, {end}) outside the log [{}, {})",

@@ -1,12 +1,10 @@
-//! The set of CommitLog segment files and the background preallocation of the next one.
+//! [`Segments`]: the set of open CommitLog segment files (`commitlog/<20-digit start>`), their
+//! names, and [`Detached`], the segments retention took out of the log, deleted later.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-use parking_lot::Condvar;
-use parking_lot::Mutex;
 
 use crate::env::Env;
 use crate::env::SegmentFile;
@@ -112,7 +110,7 @@ impl Segments {
     }
 
     /// Takes every segment that ends at or below `phys` out of the set, without touching the
-    /// files: the caller deletes them with [`delete_detached`] once it released its locks
+    /// files: the caller deletes them with [`Detached::delete`] once it released its locks
     /// (unmapping and unlinking a 1 GiB segment takes long).
     pub fn detach_below(&mut self, phys: PhysOffset) -> Detached {
         let gone: Vec<_> = self
@@ -149,120 +147,12 @@ impl Segments {
     }
 }
 
-/// Outcome of preparing one segment.
-type Prepared = (PhysOffset, Result<Arc<dyn SegmentFile>, String>);
-
-#[derive(Default)]
-struct Slot {
-    /// A creation in progress.
-    pending: Option<PhysOffset>,
-    /// A finished creation.
-    ready: Option<Prepared>,
-    stop: bool,
-}
-
-/// Creates the next segment off the append path, on its own thread.
-pub struct Preallocator {
-    shared: Arc<(Mutex<Slot>, Condvar)>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Preallocator {
-    /// Starts the thread.
-    pub fn start(env: Arc<dyn Env>, dir: PathBuf, segment_bytes: u64) -> LogResult<Self> {
-        let shared = Arc::new((Mutex::new(Slot::default()), Condvar::new()));
-        let sh = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("raftlog-prealloc".into())
-            .spawn(move || prealloc_loop(&sh, env.as_ref(), &dir, segment_bytes))
-            .map_err(|e| LogError::io("spawn preallocator", "", e))?;
-        Ok(Preallocator {
-            shared,
-            thread: Mutex::new(Some(thread)),
-        })
-    }
-
-    /// Asks for the segment starting at `start` to be created.
-    pub fn request(&self, start: PhysOffset) {
-        let (mu, cv) = &*self.shared;
-        let mut s = mu.lock();
-        if s.pending.is_none() && s.ready.as_ref().is_none_or(|r| r.0 != start) {
-            s.ready = None;
-            s.pending = Some(start);
-            cv.notify_all();
-        }
-    }
-
-    /// Takes the preallocated segment for `start` (waiting if it is being created). `None`:
-    /// nothing was prepared for it; `Some(Err)`: preparing it failed.
-    pub fn take(&self, start: PhysOffset) -> Option<Result<Arc<dyn SegmentFile>, String>> {
-        let (mu, cv) = &*self.shared;
-        let mut s = mu.lock();
-        while s.pending == Some(start) {
-            cv.wait(&mut s);
-        }
-        match s.ready.take() {
-            Some((st, r)) if st == start => Some(r),
-            other => {
-                s.ready = other;
-                None
-            }
-        }
-    }
-
-    /// Stops the thread (a preallocated, unused segment stays on disk).
-    pub fn stop(&self) {
-        {
-            let (mu, cv) = &*self.shared;
-            mu.lock().stop = true;
-            cv.notify_all();
-        }
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("preallocator thread panicked");
-            }
-        }
-    }
-}
-
-fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, segment_bytes: u64) {
-    let (mu, cv) = shared;
-    loop {
-        let start = {
-            let mut s = mu.lock();
-            while s.pending.is_none() && !s.stop {
-                cv.wait(&mut s);
-            }
-            match (s.stop, s.pending) {
-                (false, Some(start)) => start,
-                _ => return,
-            }
-        };
-        let path = dir.join(segment_name(start));
-        let res = env
-            .create_segment(&path, segment_bytes)
-            .map_err(|e| LogError::io("preallocate segment", &path, e).to_string());
-        match &res {
-            Ok(_) => {
-                tracing::info!(phys_offset = start, path = %path.display(), "preallocated segment")
-            }
-            Err(e) => {
-                tracing::warn!(phys_offset = start, error = %e, "segment preallocation failed")
-            }
-        }
-        let mut s = mu.lock();
-        s.pending = None;
-        s.ready = Some((start, res));
-        cv.notify_all();
-    }
-}
-
 /// Segments taken out of the log, to be deleted ([`Detached::delete`]).
 #[must_use = "detached segments stay on disk until deleted"]
 pub struct Detached {
-    dir: std::path::PathBuf,
+    dir: PathBuf,
     env: Arc<dyn Env>,
-    segments: Vec<(std::path::PathBuf, Arc<dyn SegmentFile>)>,
+    segments: Vec<(PathBuf, Arc<dyn SegmentFile>)>,
 }
 
 impl Detached {

@@ -1,4 +1,6 @@
-//! The mutable state of an open log, guarded by one mutex in [`crate::store::Inner`].
+//! [`State`]: the mutable state of an open log (segments, raft index, positions, persisted ids),
+//! guarded by the one mutex in [`crate::shared::Shared`], with its invariants and the lookups
+//! readers do under that lock.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,6 +62,42 @@ impl State {
             return Err(LogError::Closed);
         }
         Ok(())
+    }
+
+    /// The segment, offset inside it and path of the range `[phys, phys + len)`, which must lie
+    /// inside the appended part of one segment (the bytes are read outside the lock).
+    pub fn locate_range(
+        &self,
+        phys: PhysOffset,
+        len: u32,
+    ) -> LogResult<(Arc<dyn SegmentFile>, u64, PathBuf)> {
+        let end = phys
+            .checked_add(len as u64)
+            .ok_or_else(|| LogError::InvalidArgument("range overflows".into()))?;
+        if phys < self.min_phys || end > self.append_pos {
+            return Err(LogError::InvalidArgument(format!(
+                "range {phys}+{len} outside the log [{}, {})",
+                self.min_phys, self.append_pos
+            )));
+        }
+        let start = self.segments.start_of(phys);
+        if end > start + self.segments.segment_bytes() {
+            return Err(LogError::InvalidArgument(format!(
+                "range {phys}+{len} spans two segments"
+            )));
+        }
+        let (seg, off) = self.segments.locate(phys)?;
+        Ok((seg, off, self.segments.path(start)))
+    }
+
+    /// A corruption error for the record at `phys`, naming its segment file.
+    pub fn corruption(&self, phys: PhysOffset, reason: String) -> LogError {
+        let start = self.segments.start_of(phys);
+        LogError::Corruption {
+            file: self.segments.path(start),
+            offset: phys - start,
+            reason,
+        }
     }
 
     /// The byte ranges written but not yet flushed: (segment, path, offset in it, length).

@@ -1,5 +1,10 @@
-//! [`LogStore`]: the open log (shared handle), its open/recovery, close, and the read side the
-//! state machine uses.
+//! [`LogStore`]: the open log as a shared handle. A thin adapter: open wires the parts
+//! together, every other method delegates to one of them (the [`Writer`] appends, the
+//! [`Trimmer`] truncates, purges and detaches segments, the [`Committer`] saves the committed
+//! id, [`install`] swaps in a snapshot's segments, reads go through the [`State`] lookups);
+//! `storage_impl.rs` maps openraft's storage traits onto these methods.
+//!
+//! [`State`]: crate::state::State
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -12,23 +17,29 @@ use parking_lot::Mutex;
 use crate::committer::Committer;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
+use crate::durable::DurableWatch;
 use crate::env::Env;
 use crate::env::FsEnv;
 use crate::error::LogError;
 use crate::error::LogResult;
-use crate::flusher::FlushCtl;
+use crate::flush_queue::FlushCallback;
+use crate::flush_queue::FlushQueue;
+use crate::flusher::Flusher;
 use crate::format::decode_record;
+use crate::install;
 use crate::meta::Meta;
+use crate::open::load_state;
+use crate::pinned::PinnedRange;
 use crate::raft_index::EntryLocation;
-use crate::raft_index::RaftIndex;
-use crate::recovery::recover;
-use crate::segments::Preallocator;
-use crate::state::State;
+use crate::segments::Detached;
+use crate::shared::Shared;
+use crate::trim::Trimmer;
 use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::Vote;
+use crate::writer::Writer;
 
 /// The positions of the log, for metrics and for the state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,24 +64,20 @@ pub struct Watermarks {
     pub committed: Option<LogId>,
 }
 
-/// Shared internals; the flusher thread holds one reference.
+/// The parts of an open log; the flusher and committer threads hold only [`Shared`].
 pub(crate) struct Inner {
     /// Root directory.
-    pub dir: PathBuf,
-    /// Configuration.
-    pub config: LogConfig,
-    /// I/O environment.
-    pub env: Arc<dyn Env>,
-    /// The `meta/` db.
-    pub meta: Meta,
-    /// Mutable state.
-    pub state: Mutex<State>,
-    /// Flush queue and thread.
-    pub flush: FlushCtl,
-    /// Next-segment preallocation.
-    pub prealloc: Option<Preallocator>,
+    dir: PathBuf,
+    /// State, meta db, flush waiters, durable watch.
+    shared: Arc<Shared>,
+    /// Append path and segment preallocation.
+    writer: Writer,
+    /// Truncate, purge, detach.
+    trimmer: Trimmer,
+    /// Flush cycles and their thread.
+    flusher: Arc<Flusher>,
     /// Committed-id persister.
-    pub committer: Committer,
+    committer: Arc<Committer>,
 }
 
 /// Closes the log when the last [`LogStore`] handle goes away.
@@ -87,7 +94,7 @@ impl Drop for CloseGuard {
 /// The CommitLog / Raft log of one node. Cheap to clone: every clone is a handle to the same
 /// log; the log closes (flushing) when `close` is called or the last handle is dropped.
 pub struct LogStore<C> {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
     _guard: Arc<CloseGuard>,
     _types: PhantomData<fn() -> C>,
 }
@@ -127,35 +134,29 @@ impl<C> LogStore<C> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
         let meta = Meta::open(&dir.join("meta"))?;
-        let state = open_state(&dir, &config, env.clone(), &meta)?;
-        let committed = state.committed;
-        let prealloc = match config.preallocate {
-            true => Some(Preallocator::start(
-                env.clone(),
-                dir.join("commitlog"),
-                config.segment_bytes,
-            )?),
-            false => None,
-        };
-        if let Some(p) = &prealloc {
-            p.request(state.segments.start_of(state.append_pos) + config.segment_bytes);
-        }
+        let state = load_state(&dir, &config, env.clone(), &meta)?;
+        let shared = Arc::new(Shared {
+            durable: DurableWatch::new(state.committed),
+            state: Mutex::new(state),
+            meta,
+            waiters: FlushQueue::default(),
+        });
         let interval = match config.flush {
             FlushPolicy::Sync => None,
             FlushPolicy::Async { interval_ms } => Some(Duration::from_millis(interval_ms)),
         };
+        let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
+        let index_dir = dir.join("raft-index");
+        let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval)?;
+        let committer = Committer::start(shared.clone())?;
         let inner = Arc::new(Inner {
+            trimmer: Trimmer::new(shared.clone(), flusher.clone(), index_dir),
             dir,
-            config,
-            env,
-            meta,
-            state: Mutex::new(state),
-            flush: FlushCtl::default(),
-            prealloc,
-            committer: Committer::new(committed),
+            shared,
+            writer,
+            flusher,
+            committer,
         });
-        FlushCtl::start(inner.clone(), interval)?;
-        Committer::start(inner.clone())?;
         Ok(LogStore {
             inner: inner.clone(),
             _guard: Arc::new(CloseGuard(inner)),
@@ -179,42 +180,23 @@ impl<C> LogStore<C> {
 
     /// Flushes all appended bytes now (whatever the policy) and completes covered callbacks.
     pub fn flush(&self) -> LogResult<()> {
-        self.inner.flush_once()
+        self.inner.flusher.flush_once()
     }
 
     /// The configuration in use.
     pub fn config(&self) -> &LogConfig {
-        &self.inner.config
+        self.inner.writer.config()
     }
 
     /// Where entry `index` sits, if it is physically present (purged entries stay readable
     /// until their segment is deleted).
     pub fn entry_location(&self, index: LogIndex) -> Option<EntryLocation> {
-        self.inner.state.lock().index.get(index)
+        self.inner.shared.state.lock().index.get(index)
     }
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
-        let (seg, off, path) = {
-            let st = self.inner.state.lock();
-            let end = phys
-                .checked_add(len as u64)
-                .ok_or_else(|| LogError::InvalidArgument("range overflows".into()))?;
-            if phys < st.min_phys || end > st.append_pos {
-                return Err(LogError::InvalidArgument(format!(
-                    "range {phys}+{len} outside the log [{}, {})",
-                    st.min_phys, st.append_pos
-                )));
-            }
-            let start = st.segments.start_of(phys);
-            if end > start + st.segments.segment_bytes() {
-                return Err(LogError::InvalidArgument(format!(
-                    "range {phys}+{len} spans two segments"
-                )));
-            }
-            let (seg, off) = st.segments.locate(phys)?;
-            (seg, off, st.segments.path(start))
-        };
+        let (seg, off, path) = self.inner.shared.state.lock().locate_range(phys, len)?;
         let mut buf = vec![0u8; len as usize];
         seg.read_at(off, &mut buf)
             .map_err(|e| LogError::io("read", path, e))?;
@@ -223,34 +205,23 @@ impl<C> LogStore<C> {
 
     /// Decodes the entries with index in `[start, end)` that are physically present.
     pub fn read_entries(&self, start: LogIndex, end: LogIndex) -> LogResult<Vec<LogEntry>> {
-        let locs = self.inner.state.lock().index.range(start, end);
+        let locs = self.inner.shared.state.lock().index.range(start, end);
         let mut out = Vec::with_capacity(locs.len());
         for l in locs {
             let bytes = self.read_at(l.phys, l.size)?;
+            let corruption = |reason| self.inner.shared.state.lock().corruption(l.phys, reason);
             match decode_record(&bytes, l.phys, l.size as u64) {
                 Ok(Some(e)) if e.log_id.index == l.index => out.push(e),
-                Ok(_) => {
-                    return Err(self.corruption(l.phys, format!("expected entry {} here", l.index)))
-                }
-                Err(reason) => return Err(self.corruption(l.phys, reason)),
+                Ok(_) => return Err(corruption(format!("expected entry {} here", l.index))),
+                Err(reason) => return Err(corruption(reason)),
             }
         }
         Ok(out)
     }
 
-    fn corruption(&self, phys: PhysOffset, reason: String) -> LogError {
-        let st = self.inner.state.lock();
-        let start = st.segments.start_of(phys);
-        LogError::Corruption {
-            file: st.segments.path(start),
-            offset: phys - start,
-            reason,
-        }
-    }
-
     /// Current positions.
     pub fn watermarks(&self) -> Watermarks {
-        let st = self.inner.state.lock();
+        let st = self.inner.shared.state.lock();
         Watermarks {
             appended: st.last_entry_id(),
             appended_phys_end: st.append_pos,
@@ -266,12 +237,12 @@ impl<C> LogStore<C> {
 
     /// The persisted committed log id.
     pub fn committed(&self) -> Option<LogId> {
-        self.inner.state.lock().committed
+        self.inner.shared.state.lock().committed
     }
 
     /// The persisted vote.
     pub fn vote(&self) -> Option<Vote> {
-        self.inner.state.lock().vote
+        self.inner.shared.state.lock().vote
     }
 
     /// The lost-commit floor: after a crash lost entries this node had known as committed (an
@@ -280,7 +251,7 @@ impl<C> LogStore<C> {
     /// log id is below it (see the node's vote guard): with plain Raft, two such nodes could
     /// elect each other and overwrite entries a third node committed.
     pub fn lost_commit_floor(&self) -> Option<LogId> {
-        self.inner.state.lock().lost_commit_floor
+        self.inner.shared.state.lock().lost_commit_floor
     }
 
     /// A reader of [`Self::lost_commit_floor`] that does not keep the log open (it answers
@@ -288,116 +259,150 @@ impl<C> LogStore<C> {
     /// connection tasks can outlive the node.
     pub fn lost_commit_floor_reader(&self) -> impl Fn() -> Option<LogId> + Send + Sync + 'static {
         let weak = Arc::downgrade(&self.inner);
-        move || weak.upgrade()?.state.lock().lost_commit_floor
+        move || weak.upgrade()?.shared.state.lock().lost_commit_floor
     }
-}
 
-pub(crate) fn open_state(
-    dir: &Path,
-    config: &LogConfig,
-    env: Arc<dyn Env>,
-    meta: &Meta,
-) -> LogResult<State> {
-    let purged = meta.purged()?;
-    let checkpoint = meta.checkpoint()?;
-    let rec = recover(
-        env.clone(),
-        dir.join("commitlog"),
-        config,
-        meta.log_start()?,
-        checkpoint,
-        purged,
-    )?;
-    meta.set_log_start(rec.start)?;
-    let index_dir = dir.join("raft-index");
-    env.create_dir_all(&index_dir)
-        .map_err(|e| LogError::io("create dir", &index_dir, e))?;
-    let index_path = index_dir.join("index");
-    let file = env
-        .open_plain(&index_path)
-        .map_err(|e| LogError::io("open raft index", &index_path, e))?;
-    let (index, rebuilt) = RaftIndex::load(file, rec.locations)
-        .map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
-    if rebuilt {
-        tracing::info!(path = %index_path.display(), "raft index rebuilt from the commitlog");
+    /// Appends entries (readable when this returns). `on_durable` is called once they are
+    /// durable under the node's flush policy (`sync`: after the flush covering them; `async`:
+    /// at once), or with the error if flushing fails. Returns the physical end of the append.
+    ///
+    /// On error the callback is completed with the error as well.
+    ///
+    /// Entries must continue the log: index = last index + 1 (or any index above the purged
+    /// id when every present entry is purged), terms non-decreasing.
+    pub fn append_entries(
+        &self,
+        entries: Vec<LogEntry>,
+        on_durable: FlushCallback,
+    ) -> LogResult<PhysOffset> {
+        self.inner.writer.append(&entries, on_durable)
     }
-    let last = index.last().copied();
-    let purged_phys_end = match (purged, last) {
-        (_, None) => rec.end,
-        (Some(p), Some(l)) if p.index >= l.index => rec.end,
-        (Some(p), Some(_)) => index.get(p.index).map_or(rec.start, |l| l.end()),
-        (None, Some(_)) => rec.start,
-    };
-    let mut committed = meta.committed()?;
-    let mut floor = meta.lost_commit_floor()?;
-    let last_id = std::cmp::max(last.map(|l| LogId::new_term_index(l.term, l.index)), purged);
-    if committed.is_some() && committed.map(|c| c.index) > last_id.map(|l| l.index) {
-        tracing::error!(committed = ?committed, last_log_id = ?last_id, "committed entries were lost: the committed index lies past the recovered log end (they were not flushed); lowering it, and voting only for candidates that hold them until this node has them again");
-        floor = std::cmp::max(floor, committed);
-        // The floor first: it keeps what the lowered committed id forgets.
-        meta.set_lost_commit_floor(&floor)?;
-        committed = last_id;
-        meta.set_committed(&committed)?;
+
+    /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
+    /// at or below the persisted committed id. Pending appends are flushed first; the removed
+    /// bytes are zeroed and synced before this returns.
+    pub fn truncate_after(&self, last: Option<LogId>) -> LogResult<()> {
+        self.inner.trimmer.truncate_after(last)
     }
-    if floor.is_some() && config.accept_lost_commits {
-        tracing::warn!(lost_commit_floor = ?floor, "accept-lost-commits: forgetting the committed entries this node lost; it votes as plain Raft again");
-        floor = None;
-        meta.set_lost_commit_floor(&floor)?;
+
+    /// Logically purges every entry up to `upto` (persisted before returning). The bytes stay
+    /// readable through [`LogStore::read_at`] until [`LogStore::delete_segments_below`].
+    pub fn purge(&self, upto: LogId) -> LogResult<()> {
+        self.inner.trimmer.purge(upto)
     }
-    let unsynced_from = checkpoint.phys_end.clamp(rec.start, rec.end);
-    let flushed = crate::meta::FlushCheckpoint {
-        phys_end: unsynced_from,
-        log_id: None,
-    };
-    let mut st = State {
-        segments: rec.segments,
-        index,
-        append_pos: rec.end,
-        min_phys: rec.start,
-        purged,
-        purged_phys_end,
-        committed,
-        vote: meta.vote()?,
-        lost_commit_floor: floor,
-        flushed,
-        failed: None,
-        closed: false,
-    };
-    // What survived past the checkpoint may sit only in the page cache: make it durable.
-    for (seg, path, off, len) in st.dirty_ranges() {
-        seg.sync_range(off, len)
-            .map_err(|e| LogError::io("msync", path, e))?;
+
+    /// Saves the vote durably (sled flush) before returning.
+    pub fn save_vote(&self, vote: &Vote) -> LogResult<()> {
+        self.inner.shared.meta.set_vote(vote)?;
+        self.inner.shared.state.lock().vote = Some(*vote);
+        Ok(())
     }
-    st.flushed = crate::meta::FlushCheckpoint {
-        phys_end: rec.end,
-        log_id: last_id,
-    };
-    meta.set_checkpoint(&st.flushed, true)?;
-    st.debug_validate();
-    Ok(st)
+
+    /// Saves the committed log id durably (sled flush) before returning.
+    pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
+        self.inner.committer.save(committed)
+    }
+
+    /// Records the committed log id and returns; the `raftlog-commit` thread makes it durable
+    /// soon after. What the id covers must not be acknowledged to a client before
+    /// [`LogStore::wait_durable`] says so.
+    ///
+    /// Only for `sync` logs (openraft's path uses it only then). A `sync` node counts itself
+    /// toward a commit only after its own flush, and every peer it acked holds the entries
+    /// durably, so a crash can cost it only its own unflushed tail, which a quorum holds. An
+    /// `async` node may lose entries that others already know as committed; a leader
+    /// broadcasts a commit index concurrently with this call, so only a committed id durable
+    /// *before* openraft goes on keeps the lost-commit floor covering every commit the
+    /// others may have learned (s5 caught the deferred version: two `async` nodes elected
+    /// each other and overwrote entries the `sync` node held as committed).
+    pub fn save_committed_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
+        self.inner.committer.save_deferred(committed)
+    }
+
+    /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node:
+    /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
+    /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
+    pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
+        self.inner.committer.wait_durable(index).await
+    }
+
+    /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte
+    /// must be purged (`phys <= watermarks().purged_phys_end`), else nothing is deleted and an
+    /// error is returned. The new log start is persisted before the files go; the directory
+    /// is fsynced after. Returns the new minimum physical offset.
+    pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
+        let (new_start, detached) = self.detach_segments_below(phys)?;
+        detached.delete()?;
+        Ok(new_start)
+    }
+
+    /// The first half of [`LogStore::delete_segments_below`]: moves the log start (persisted)
+    /// and takes the segments below it out of the log, under the log lock; the files go when
+    /// the caller calls [`Detached::delete`], after releasing its own locks (unmapping and
+    /// unlinking a 1 GiB segment takes long). Readers check the log start first; one still
+    /// holding a segment keeps its mapping. A crash before the delete leaves files below the
+    /// persisted log start, which the next open removes.
+    pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
+        self.inner.trimmer.detach_below(phys)
+    }
+
+    /// Snapshot install: replaces the whole log with the segment files in `staged`
+    /// (full-size, named by start offset, fsynced; moved, not copied), whose valid records end
+    /// at `end`, and records `purged` (the snapshot's last log id) as the last purged id. The
+    /// bytes are validated like on open; the next append goes at `end`. Refused if `purged` is
+    /// below the persisted committed id. Real file system only (renames bypass the `Env`).
+    ///
+    /// Not crash-atomic: after a crash mid-install the node may come up with a shorter log (or
+    /// refuse to open) and must install the snapshot again.
+    pub fn replace_from_files(
+        &self,
+        staged: &Path,
+        purged: LogId,
+        end: PhysOffset,
+    ) -> LogResult<()> {
+        let inner = &*self.inner;
+        install::replace_from_files(
+            &inner.writer,
+            &inner.flusher,
+            &inner.dir,
+            staged,
+            purged,
+            end,
+        )
+    }
+
+    /// Pins the bytes `[start, end)`, which must lie inside the log (`min_phys_offset <= start`,
+    /// `end <=` the append position): they stay readable through the returned range even if
+    /// retention deletes their segments.
+    pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
+        PinnedRange::new(&self.inner.shared.state.lock(), start, end)
+    }
 }
 
 impl Inner {
     /// Closes the log: optionally flushes, stops the threads, fails leftover waiters.
-    pub fn close(&self, flush: bool) -> LogResult<()> {
-        if self.state.lock().closed {
+    fn close(&self, flush: bool) -> LogResult<()> {
+        let shared = &*self.shared;
+        if shared.state.lock().closed {
             return Ok(());
         }
-        let res = if flush { self.flush_once() } else { Ok(()) };
-        self.flush.stop();
+        let res = if flush {
+            self.flusher.flush_once()
+        } else {
+            Ok(())
+        };
+        self.flusher.stop();
         self.committer.stop(flush);
-        if let Some(p) = &self.prealloc {
-            p.stop();
-        }
-        self.state.lock().closed = true;
-        self.flush.fail_all("log closed");
+        self.writer.stop();
+        shared.state.lock().closed = true;
+        shared.waiters.fail_all("log closed");
         if flush {
-            let mut st = self.state.lock();
+            let mut st = shared.state.lock();
             st.index
                 .sync()
                 .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
             drop(st);
-            self.meta.flush()?;
+            shared.meta.flush()?;
         }
         tracing::info!(dir = %self.dir.display(), "log closed");
         res

@@ -1,27 +1,33 @@
-//! The write side of [`LogStore`]: append, truncate, purge, vote, committed id, retention.
+//! [`Writer`]: the append path of the CommitLog. Under the log lock each entry is checked
+//! (index continues the log, term not decreasing, record <= segment), placed at the append
+//! position or, if it does not fit, at the next segment start after a padding record, and the
+//! records of one call are written with one write per segment; the completion callback follows
+//! the flush policy. The next segment is prepared by the [`Preallocator`].
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::config::FlushPolicy;
+use crate::config::LogConfig;
+use crate::env::Env;
+use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
-use crate::flusher::FlushCallback;
-use crate::flusher::FlushWaiter;
+use crate::flush_queue::FlushCallback;
+use crate::flush_queue::FlushWaiter;
 use crate::format::encode_header;
 use crate::format::encode_padding;
 use crate::format::encode_payload;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
+use crate::prealloc::Preallocator;
 use crate::raft_index::EntryLocation;
-use crate::recovery::truncate_tail;
-use crate::segments::Detached;
+use crate::segments::segment_name;
+use crate::shared::Shared;
 use crate::state::State;
-use crate::store::Inner;
-use crate::store::LogStore;
 use crate::types::LogEntry;
-use crate::types::LogId;
-use crate::types::LogIndex;
 use crate::types::PhysOffset;
-use crate::types::Vote;
-use std::borrow::Cow;
 
 struct Encoded<'a> {
     kind: RecordKind,
@@ -30,26 +36,83 @@ struct Encoded<'a> {
     index: u64,
 }
 
-impl<C> LogStore<C> {
-    /// Appends entries (readable when this returns). `on_durable` is called once they are
-    /// durable under the node's flush policy (`sync`: after the flush covering them; `async`:
-    /// at once), or with the error if flushing fails. Returns the physical end of the append.
-    ///
-    /// On error the callback is completed with the error as well.
-    ///
-    /// Entries must continue the log: index = last index + 1 (or any index above the purged
-    /// id when every present entry is purged), terms non-decreasing.
-    pub fn append_entries(
-        &self,
-        entries: Vec<LogEntry>,
-        on_durable: FlushCallback,
-    ) -> LogResult<PhysOffset> {
-        let res = self.inner.append_locked(&entries);
-        let end = match res {
+/// Appends entries to the CommitLog (and the raft index) and owns the segment preallocator.
+pub struct Writer {
+    shared: Arc<Shared>,
+    config: LogConfig,
+    env: Arc<dyn Env>,
+    /// The `commitlog/` directory.
+    commitlog_dir: PathBuf,
+    /// Next-segment preallocation (`preallocate` on).
+    prealloc: Option<Preallocator>,
+}
+
+impl Writer {
+    /// A writer over the opened state in `shared`; starts the preallocator (if configured)
+    /// and asks it for the segment after the current one.
+    pub fn start(
+        shared: Arc<Shared>,
+        config: LogConfig,
+        env: Arc<dyn Env>,
+        commitlog_dir: PathBuf,
+    ) -> LogResult<Self> {
+        let prealloc = match config.preallocate {
+            true => Some(Preallocator::start(
+                env.clone(),
+                commitlog_dir.clone(),
+                config.segment_bytes,
+            )?),
+            false => None,
+        };
+        let w = Writer {
+            shared,
+            config,
+            env,
+            commitlog_dir,
+            prealloc,
+        };
+        w.request_next_segment(&w.shared.state.lock());
+        Ok(w)
+    }
+
+    /// The core this writer works on.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The I/O environment.
+    pub fn env(&self) -> &Arc<dyn Env> {
+        &self.env
+    }
+
+    /// Asks the preallocator for the segment after the one holding the append position.
+    pub fn request_next_segment(&self, st: &State) {
+        if let Some(p) = &self.prealloc {
+            p.request(st.segments.start_of(st.append_pos) + self.config.segment_bytes);
+        }
+    }
+
+    /// Stops the preallocator thread.
+    pub fn stop(&self) {
+        if let Some(p) = &self.prealloc {
+            p.stop();
+        }
+    }
+
+    /// Appends entries (readable when this returns); `on_durable` completes per the flush
+    /// policy (`sync`: queued for the flush covering them; `async`: at once), or with the
+    /// error. An I/O error (or a full disk) stops the log. Returns the physical end.
+    pub fn append(&self, entries: &[LogEntry], on_durable: FlushCallback) -> LogResult<PhysOffset> {
+        let end = match self.append_locked(entries) {
             Ok(end) => end,
             Err(e) => {
                 let e = match e {
-                    e @ (LogError::Io { .. } | LogError::DiskFull { .. }) => self.inner.fail(e),
+                    e @ (LogError::Io { .. } | LogError::DiskFull { .. }) => self.shared.fail(e),
                     e => e,
                 };
                 // The callback is completed too, so no caller waits forever on it.
@@ -57,8 +120,8 @@ impl<C> LogStore<C> {
                 return Err(e);
             }
         };
-        match self.inner.config.flush {
-            FlushPolicy::Sync => self.inner.flush.enqueue(FlushWaiter {
+        match self.config.flush {
+            FlushPolicy::Sync => self.shared.waiters.enqueue(FlushWaiter {
                 end,
                 callback: on_durable,
             }),
@@ -67,205 +130,9 @@ impl<C> LogStore<C> {
         Ok(end)
     }
 
-    /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
-    /// at or below the persisted committed id. Pending appends are flushed first; the removed
-    /// bytes are zeroed and synced before this returns.
-    pub fn truncate_after(&self, last: Option<LogId>) -> LogResult<()> {
-        let inner = &self.inner;
-        let _cycle = inner.flush.cycle.lock();
-        inner.flush_locked()?;
-        let mut st = inner.state.lock();
-        st.check_writable()?;
-        let keep = last.map(|l| l.index);
-        if let Some(c) = st.committed {
-            if keep.is_none_or(|k| k < c.index) {
-                return Err(LogError::TruncateCommitted {
-                    requested: keep,
-                    committed: c.index,
-                });
-            }
-        }
-        let new_end = match (st.index.last(), keep) {
-            (None, _) => return Ok(()),
-            (Some(l), Some(k)) if l.index <= k => return Ok(()),
-            (Some(_), Some(k)) => st.index.get(k).map_or_else(
-                || st.index.first().map_or(st.append_pos, |f| f.phys),
-                |l| l.end(),
-            ),
-            (Some(_), None) => st.index.first().map_or(st.append_pos, |f| f.phys),
-        };
-        tracing::info!(last_log_index = ?keep, from_phys = new_end, to_phys = st.append_pos, "truncating log tail");
-        let r = truncate_state(&mut st, inner, keep, new_end);
-        st.debug_validate();
-        drop(st);
-        r.map_err(|e| inner.fail(e))
-    }
-
-    /// Logically purges every entry up to `upto` (persisted before returning). The bytes stay
-    /// readable through [`LogStore::read_at`] until [`LogStore::delete_segments_below`].
-    pub fn purge(&self, upto: LogId) -> LogResult<()> {
-        let mut st = self.inner.state.lock();
-        if st.purged >= Some(upto) {
-            return Ok(());
-        }
-        self.inner.meta.set_purged(&upto)?;
-        st.purged = Some(upto);
-        let end = match st.index.last() {
-            Some(l) if l.index > upto.index => st.index.get(upto.index).map(|l| l.end()),
-            _ => Some(st.append_pos),
-        };
-        st.purged_phys_end = end.unwrap_or(st.purged_phys_end).max(st.purged_phys_end);
-        tracing::debug!(
-            log_index = upto.index,
-            phys_offset = st.purged_phys_end,
-            "purged"
-        );
-        st.debug_validate();
-        Ok(())
-    }
-
-    /// Saves the vote durably (sled flush) before returning.
-    pub fn save_vote(&self, vote: &Vote) -> LogResult<()> {
-        self.inner.meta.set_vote(vote)?;
-        self.inner.state.lock().vote = Some(*vote);
-        Ok(())
-    }
-
-    /// Saves the committed log id durably (sled flush) before returning.
-    pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
-        self.record_committed(committed)?;
-        self.inner.persist_committed(committed)
-    }
-
-    /// Records the committed log id and returns; the `raftlog-commit` thread makes it durable
-    /// soon after. What the id covers must not be acknowledged to a client before
-    /// [`LogStore::wait_durable`] says so.
-    ///
-    /// Only for `sync` logs (openraft's path uses it only then). A `sync` node counts itself
-    /// toward a commit only after its own flush, and every peer it acked holds the entries
-    /// durably, so a crash can cost it only its own unflushed tail, which a quorum holds. An
-    /// `async` node may lose entries that others already know as committed; a leader
-    /// broadcasts a commit index concurrently with this call, so only a committed id durable
-    /// *before* openraft goes on keeps the lost-commit floor covering every commit the
-    /// others may have learned (s5 caught the deferred version: two `async` nodes elected
-    /// each other and overwrote entries the `sync` node held as committed).
-    pub fn save_committed_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
-        if self.record_committed(committed)? {
-            self.inner.committer.submit(committed);
-        }
-        Ok(())
-    }
-
-    /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node:
-    /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
-    /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
-    pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
-        let mut rx = self.inner.committer.subscribe();
-        let mut _demand = None;
-        loop {
-            {
-                let d = rx.borrow_and_update();
-                let covered = d.committed.is_some_and(|c| c.index >= index)
-                    || d.log_flushed.is_some_and(|f| f >= index);
-                if covered {
-                    return Ok(());
-                }
-                if let Some(msg) = &d.stopped {
-                    return Err(LogError::Stopped(msg.clone()));
-                }
-            }
-            if _demand.is_none() {
-                _demand = Some(self.inner.committer.demand());
-            }
-            if rx.changed().await.is_err() {
-                return Err(LogError::Stopped("log closed".into()));
-            }
-        }
-    }
-
-    /// Sets the in-memory committed id; false if it did not change.
-    fn record_committed(&self, committed: Option<LogId>) -> LogResult<bool> {
-        let mut st = self.inner.state.lock();
-        if let Some(msg) = &st.failed {
-            return Err(LogError::Stopped(msg.clone()));
-        }
-        if st.committed == committed {
-            return Ok(false);
-        }
-        st.committed = committed;
-        Ok(true)
-    }
-
-    /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte
-    /// must be purged (`phys <= watermarks().purged_phys_end`), else nothing is deleted and an
-    /// error is returned. The new log start is persisted before the files go; the directory
-    /// is fsynced after. Returns the new minimum physical offset.
-    pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
-        let (new_start, detached) = self.detach_segments_below(phys)?;
-        detached.delete()?;
-        Ok(new_start)
-    }
-
-    /// The first half of [`LogStore::delete_segments_below`]: moves the log start (persisted)
-    /// and takes the segments below it out of the log, under the log lock; the files go when
-    /// the caller calls [`Detached::delete`], after releasing its own locks (unmapping and
-    /// unlinking a 1 GiB segment takes long). Readers check the log start first; one still
-    /// holding a segment keeps its mapping. A crash before the delete leaves files below the
-    /// persisted log start, which the next open removes.
-    pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
-        let _cycle = self.inner.flush.cycle.lock();
-        let mut st = self.inner.state.lock();
-        if phys > st.purged_phys_end {
-            return Err(LogError::DeleteUnpurged {
-                requested: phys,
-                allowed: st.purged_phys_end,
-            });
-        }
-        let new_start = st.segments.start_of(phys);
-        if new_start <= st.min_phys {
-            return Ok((st.min_phys, st.segments.detach_below(0)));
-        }
-        self.inner.meta.set_log_start(new_start)?;
-        let detached = st.segments.detach_below(new_start);
-        st.index.drop_below(new_start);
-        st.min_phys = new_start;
-        st.flushed.phys_end = st.flushed.phys_end.max(new_start);
-        st.debug_validate();
-        tracing::info!(
-            min_phys_offset = new_start,
-            segments = detached.len(),
-            "segments below the purge point detached"
-        );
-        Ok((new_start, detached))
-    }
-}
-
-fn truncate_state(
-    st: &mut State,
-    inner: &Inner,
-    keep: Option<u64>,
-    new_end: PhysOffset,
-) -> LogResult<()> {
-    // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
-    st.flushed.phys_end = st.flushed.phys_end.min(new_end);
-    st.flushed.log_id = keep
-        .and_then(|k| st.index.get(k))
-        .map(|l| LogId::new_term_index(l.term, l.index));
-    inner.meta.set_checkpoint(&st.flushed, true)?;
-    let idx_path = inner.dir.join("raft-index");
-    st.index
-        .truncate_after(keep)
-        .map_err(|e| LogError::io("truncate raft index", idx_path, e))?;
-    truncate_tail(&mut st.segments, new_end)?;
-    st.append_pos = new_end;
-    st.purged_phys_end = st.purged_phys_end.min(new_end);
-    Ok(())
-}
-
-impl Inner {
     /// Validates, positions and writes `entries`; returns the physical end.
-    pub fn append_locked(&self, entries: &[LogEntry]) -> LogResult<PhysOffset> {
-        let mut st = self.state.lock();
+    fn append_locked(&self, entries: &[LogEntry]) -> LogResult<PhysOffset> {
+        let mut st = self.shared.state.lock();
         st.check_writable()?;
         let encoded = self.check_batch(&st, entries)?;
         let mut batch = Vec::with_capacity(encoded.len());
@@ -365,7 +232,7 @@ impl Inner {
             st.append_pos = pos;
             tracing::info!(phys_offset = pos, "rolling to a new segment");
             if matches!(self.config.flush, FlushPolicy::Async { .. }) {
-                self.flush.wake();
+                self.shared.waiters.wake();
             }
         }
         let seg_start = st.segments.start_of(pos);
@@ -379,14 +246,8 @@ impl Inner {
         Ok(pos)
     }
 
-    fn new_segment(
-        &self,
-        start: PhysOffset,
-    ) -> LogResult<std::sync::Arc<dyn crate::env::SegmentFile>> {
-        let path = self
-            .dir
-            .join("commitlog")
-            .join(crate::segments::segment_name(start));
+    fn new_segment(&self, start: PhysOffset) -> LogResult<Arc<dyn SegmentFile>> {
+        let path = self.commitlog_dir.join(segment_name(start));
         match self.prealloc.as_ref().and_then(|p| p.take(start)) {
             Some(Ok(f)) => return Ok(f),
             Some(Err(e)) => {

@@ -1,4 +1,4 @@
-//! Segment rolls, entry size limits, deterministic placement, retention.
+//! Segment rolls, entry size limits, deterministic placement, retention, snapshot install.
 
 mod common;
 
@@ -215,12 +215,43 @@ fn full_disk_fails_the_roll_cleanly() {
     assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
 }
 
+/// Opens on the real file system (snapshot install renames staged files into `commitlog/`).
+fn open_fs(dir: &tempfile::TempDir) -> Store {
+    let c = LogConfig {
+        segment_bytes: SEG,
+        flush: FlushPolicy::Async {
+            interval_ms: 60_000,
+        },
+        ..LogConfig::default()
+    };
+    LogStore::open(dir.path(), c).unwrap()
+}
+
+/// Stages the retained segments of `log` as full-size, fsynced files named by start offset
+/// (what the `store` crate writes from a snapshot stream); returns the end of their records.
+fn stage_segments(log: &Store, staged: &std::path::Path) -> u64 {
+    let w = log.watermarks();
+    let (start, end) = (w.min_phys_offset, w.appended_phys_end);
+    let pin = log.pin_range(start, end).unwrap();
+    std::fs::create_dir_all(staged).unwrap();
+    let mut s = start;
+    while s < end {
+        let len = (s + SEG).min(end) - s;
+        let bytes = pin.read_at(s, len as u32).unwrap();
+        let f = std::fs::File::create(staged.join(format!("{s:020}"))).unwrap();
+        f.set_len(SEG).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0).unwrap();
+        f.sync_all().unwrap();
+        s += SEG;
+    }
+    end
+}
+
 #[test]
 fn snapshot_install_copies_segments_and_keeps_offsets() {
-    let (dir_a, env_a) = (tempfile::tempdir().unwrap(), MemEnv::new());
-    let (dir_b, env_b) = (tempfile::tempdir().unwrap(), MemEnv::new());
-    let a = open(&dir_a, &env_a);
-    let b = open(&dir_b, &env_b);
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open_fs(&dir_a);
+    let b = open_fs(&dir_b);
     a.append_entries((1..=40).map(|i| entry(1, i, 700)).collect(), ignore())
         .unwrap();
     b.append_entries((1..=3).map(|i| entry(1, i, 10)).collect(), ignore())
@@ -229,8 +260,9 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
     a.purge(LogId::new_term_index(1, 10)).unwrap();
     a.delete_segments_below(a.watermarks().purged_phys_end)
         .unwrap();
-    let bytes = a.export_segments(a.watermarks().min_phys_offset).unwrap();
-    b.replace_from_bytes(bytes, LogId::new_term_index(1, 30))
+    let staged = dir_b.path().join("staged");
+    let end = stage_segments(&a, &staged);
+    b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
         .unwrap();
     let (wa, wb) = (a.watermarks(), b.watermarks());
     assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
@@ -245,7 +277,7 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
     assert_eq!(a.entry_location(41), b.entry_location(41));
     b.close().unwrap();
     drop(b);
-    let b = open(&dir_b, &env_b);
+    let b = open_fs(&dir_b);
     assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
     assert_eq!(
         b.watermarks().last_purged,

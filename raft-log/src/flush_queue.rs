@@ -1,0 +1,109 @@
+//! [`FlushQueue`]: the appends waiting for their bytes to be durable, and the wake-ups of the
+//! flusher thread that completes them.
+//!
+//! An append queues a [`FlushWaiter`] with the physical end of its bytes; a flush cycle
+//! completes every waiter its flush covers ([`FlushQueue::complete_upto`]), so under load many
+//! appends share one flush. A stopped log fails every waiter ([`FlushQueue::fail_all`]).
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use parking_lot::Condvar;
+use parking_lot::Mutex;
+
+use crate::types::PhysOffset;
+
+/// Completion callback of one append (an erased `IOFlushed`).
+pub type FlushCallback = Box<dyn FnOnce(io::Result<()>) + Send>;
+
+/// An append waiting for its bytes to be durable.
+pub struct FlushWaiter {
+    /// Physical end of the append.
+    pub end: PhysOffset,
+    /// Called once the bytes up to `end` are durable (or with the error).
+    pub callback: FlushCallback,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Invariant: every waiter's `end` is above the flushed end when it is queued or the
+    /// next cycle completes it.
+    waiters: VecDeque<FlushWaiter>,
+    wake: bool,
+    stop: bool,
+}
+
+/// The waiters and the flusher's wake-up flags, shared by appenders and the flusher thread.
+#[derive(Default)]
+pub struct FlushQueue {
+    queue: Mutex<Queue>,
+    cv: Condvar,
+}
+
+impl FlushQueue {
+    /// Queues a waiter and wakes the flusher.
+    pub fn enqueue(&self, w: FlushWaiter) {
+        self.queue.lock().waiters.push_back(w);
+        self.cv.notify_one();
+    }
+
+    /// Asks for a flush cycle soon (segment roll under `async`).
+    pub fn wake(&self) {
+        self.queue.lock().wake = true;
+        self.cv.notify_one();
+    }
+
+    /// Tells the flusher thread to stop ([`FlushQueue::wait_for_work`] answers false).
+    pub fn stop(&self) {
+        self.queue.lock().stop = true;
+        self.cv.notify_all();
+    }
+
+    /// Blocks the flusher thread until a cycle is due: a waiter is queued, a wake-up was
+    /// asked for, or `interval` (the `async` flush interval) passed. False once stopped.
+    pub fn wait_for_work(&self, interval: Option<Duration>) -> bool {
+        let mut q = self.queue.lock();
+        loop {
+            if q.stop {
+                return false;
+            }
+            if !q.waiters.is_empty() || q.wake {
+                q.wake = false;
+                return true;
+            }
+            match interval {
+                Some(d) => {
+                    if self.cv.wait_for(&mut q, d).timed_out() {
+                        return true;
+                    }
+                }
+                None => self.cv.wait(&mut q),
+            }
+        }
+    }
+
+    /// Completes waiters covered by `flushed_end` with Ok.
+    pub fn complete_upto(&self, flushed_end: PhysOffset) {
+        let done: Vec<FlushWaiter> = {
+            let mut q = self.queue.lock();
+            let n = q
+                .waiters
+                .iter()
+                .take_while(|w| w.end <= flushed_end)
+                .count();
+            q.waiters.drain(..n).collect()
+        };
+        for w in done {
+            (w.callback)(Ok(()));
+        }
+    }
+
+    /// Completes every waiter with an error carrying `msg`.
+    pub fn fail_all(&self, msg: &str) {
+        let done: Vec<FlushWaiter> = self.queue.lock().waiters.drain(..).collect();
+        for w in done {
+            (w.callback)(Err(io::Error::other(msg.to_string())));
+        }
+    }
+}
