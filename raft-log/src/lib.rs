@@ -29,8 +29,10 @@
 //!   [`LogStore::watermarks`]` -> Watermarks`, [`LogStore::committed`], [`LogStore::vote`].
 //! - Writes (openraft calls them through the trait): [`LogStore::append_entries`],
 //!   [`LogStore::truncate_after`], [`LogStore::purge`], [`LogStore::save_vote`],
-//!   [`LogStore::save_committed`], [`LogStore::flush`]; retention:
-//!   [`LogStore::delete_segments_below`]`(phys) -> Result<PhysOffset>`.
+//!   [`LogStore::save_committed`] / [`LogStore::save_committed_deferred`], [`LogStore::flush`];
+//!   acks: [`LogStore::wait_durable`]; retention: [`LogStore::delete_segments_below`]`(phys)
+//!   -> Result<PhysOffset>` (or [`LogStore::detach_segments_below`] + [`Detached::delete`]);
+//!   votes: [`LogStore::lost_commit_floor`].
 //! - Snapshot install (DLedger-style segment copy, the only install path):
 //!   [`LogStore::replace_from_files`]`(staged_dir, purged: LogId, end)` on the receiver takes
 //!   over the snapshot's segment files (staged by `store`, streamed from the sender's pinned
@@ -41,15 +43,15 @@
 //!
 //! **Parts** (each its own type; the import graph between files has no cycle):
 //! - CommitLog: `segments` ([`Detached`]), `prealloc`, [`mod@format`], `recovery`; the
-//!   append path `writer` (`Writer`), the cuts at either end `trim` (`Trimmer`), the snapshot
-//!   swap `install`.
+//!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
+//!   either end `trim` (`Trimmer`), the snapshot swap `install`.
 //! - [`raft_index`]: log index → location; `meta`: the sled db.
 //! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
 //!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
 //! - Workers: `flusher` (`Flusher`, group commit / interval flush) and `committer`
 //!   (`Committer`, the committed id; `wait_durable`), each holding only `Shared`.
-//! - [`LogStore`] (`store`) wires them together and delegates; `storage_impl` is the openraft
-//!   `RaftLogStorage` / `RaftLogReader` impl over it.
+//! - [`LogStore`] (`store`) wires them together and delegates ([`Watermarks`]: its positions);
+//!   `storage_impl` is the openraft `RaftLogStorage` / `RaftLogReader` impl over it.
 //!
 //! **Invariants** (checked by `State::validate` after every change in debug builds):
 //! - The same entries give identical bytes at identical physical offsets on every node
@@ -100,6 +102,7 @@ pub mod raft_index;
 pub mod store;
 pub mod types;
 
+mod batch;
 mod committer;
 mod durable;
 mod flush_queue;
@@ -115,6 +118,7 @@ mod shared;
 mod state;
 mod storage_impl;
 mod trim;
+mod watermarks;
 mod writer;
 
 pub use segments::Detached;

@@ -72,9 +72,7 @@ impl PinnedRange {
             .map_err(|e| LogError::io("read pinned segment", path, e))?;
         Ok(buf)
     }
-}
 
-impl PinnedRange {
     /// Pins the bytes `[start, end)` of the log `st`, which must lie inside it (`min_phys_offset <= start`,
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.

@@ -41,28 +41,7 @@ use crate::types::PhysOffset;
 use crate::types::Vote;
 use crate::writer::Writer;
 
-/// The positions of the log, for metrics and for the state machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Watermarks {
-    /// Last entry appended (readable).
-    pub appended: Option<LogId>,
-    /// Physical end of the appended bytes.
-    pub appended_phys_end: PhysOffset,
-    /// Last entry known durable.
-    pub flushed: Option<LogId>,
-    /// Physical end of the durable bytes.
-    pub flushed_phys_end: PhysOffset,
-    /// First entry still physically present (purged or not).
-    pub first_index: Option<LogIndex>,
-    /// Start of the oldest segment kept.
-    pub min_phys_offset: PhysOffset,
-    /// Last purged log id.
-    pub last_purged: Option<LogId>,
-    /// Physical end of the last purged entry: `delete_segments_below` accepts up to here.
-    pub purged_phys_end: PhysOffset,
-    /// Persisted committed log id.
-    pub committed: Option<LogId>,
-}
+pub use crate::watermarks::Watermarks;
 
 /// The parts of an open log; the flusher and committer threads hold only [`Shared`].
 pub(crate) struct Inner {
@@ -221,18 +200,7 @@ impl<C> LogStore<C> {
 
     /// Current positions.
     pub fn watermarks(&self) -> Watermarks {
-        let st = self.inner.shared.state.lock();
-        Watermarks {
-            appended: st.last_entry_id(),
-            appended_phys_end: st.append_pos,
-            flushed: st.flushed.log_id,
-            flushed_phys_end: st.flushed.phys_end,
-            first_index: st.index.first().map(|l| l.index),
-            min_phys_offset: st.min_phys,
-            last_purged: st.purged,
-            purged_phys_end: st.purged_phys_end,
-            committed: st.committed,
-        }
+        Watermarks::of(&self.inner.shared.state.lock())
     }
 
     /// The persisted committed log id.

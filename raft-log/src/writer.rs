@@ -4,10 +4,10 @@
 //! records of one call are written with one write per segment; the completion callback follows
 //! the flush policy. The next segment is prepared by the [`Preallocator`].
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::batch::encode_batch;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
 use crate::env::Env;
@@ -18,8 +18,6 @@ use crate::flush_queue::FlushCallback;
 use crate::flush_queue::FlushWaiter;
 use crate::format::encode_header;
 use crate::format::encode_padding;
-use crate::format::encode_payload;
-use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::prealloc::Preallocator;
 use crate::raft_index::EntryLocation;
@@ -28,13 +26,6 @@ use crate::shared::Shared;
 use crate::state::State;
 use crate::types::LogEntry;
 use crate::types::PhysOffset;
-
-struct Encoded<'a> {
-    kind: RecordKind,
-    payload: Cow<'a, [u8]>,
-    term: u64,
-    index: u64,
-}
 
 /// Appends entries to the CommitLog (and the raft index) and owns the segment preallocator.
 pub struct Writer {
@@ -134,7 +125,7 @@ impl Writer {
     fn append_locked(&self, entries: &[LogEntry]) -> LogResult<PhysOffset> {
         let mut st = self.shared.state.lock();
         st.check_writable()?;
-        let encoded = self.check_batch(&st, entries)?;
+        let encoded = encode_batch(&st, entries, self.config.segment_bytes)?;
         let mut batch = Vec::with_capacity(encoded.len());
         // Records landing back to back in one segment go out in one write.
         let bytes: usize = encoded
@@ -174,47 +165,6 @@ impl Writer {
         }
         st.debug_validate();
         Ok(st.append_pos)
-    }
-
-    fn check_batch<'a>(&self, st: &State, entries: &'a [LogEntry]) -> LogResult<Vec<Encoded<'a>>> {
-        let mut prev = st.index.last().map(|l| (l.index, l.term));
-        let purged = st.purged.map(|p| p.index);
-        let max = self.config.segment_bytes;
-        let mut out = Vec::with_capacity(entries.len());
-        for e in entries {
-            let (index, term) = (e.log_id.index, *e.log_id.leader_id);
-            let follows = match prev {
-                // After a gap every missing index must be purged (recovery checks the same).
-                Some((pi, _)) => {
-                    index == pi + 1 || purged.is_some_and(|p| pi < p && index == p + 1)
-                }
-                None => purged.is_none_or(|p| index > p),
-            };
-            if !follows {
-                return Err(LogError::InvalidArgument(format!(
-                    "entry {index} does not continue the log (last {:?}, purged {purged:?})",
-                    prev.map(|p| p.0)
-                )));
-            }
-            if prev.is_some_and(|(_, pt)| term < pt) {
-                return Err(LogError::InvalidArgument(format!(
-                    "entry {index} has term {term} below the previous entry's"
-                )));
-            }
-            let (kind, payload) = encode_payload(&e.payload)?;
-            let size = (ENTRY_HEADER_LEN + payload.len()) as u64;
-            if size > max {
-                return Err(LogError::EntryTooLarge { size, max });
-            }
-            prev = Some((index, term));
-            out.push(Encoded {
-                kind,
-                payload,
-                term,
-                index,
-            });
-        }
-        Ok(out)
     }
 
     /// Position for a record of `total` bytes: the append position, or the next segment's
