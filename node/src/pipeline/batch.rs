@@ -114,3 +114,44 @@ impl SubmitBatch {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(topic: &str, body: &[u8], queue: Option<QueueId>, arrived: Instant) -> SubmitBatch {
+        SubmitBatch {
+            messages: vec![Message::new(topic, 0, body.to_vec())],
+            wanted: vec![queue],
+            arrived,
+            sends: 1,
+        }
+    }
+
+    #[test]
+    fn join_then_singles_keeps_order_queues_and_arrival() {
+        let t0 = Instant::now();
+        let mut group = single("t", b"a", None, t0 + std::time::Duration::from_millis(5));
+        group.join(single("t", b"bb", Some(2), t0));
+        group.join(single("t", b"ccc", Some(1), t0));
+        assert_eq!((group.len(), group.sends, group.body_bytes()), (3, 3, 6));
+        assert_eq!(
+            group.arrived, t0,
+            "the earliest arrival bounds the send timeout"
+        );
+        let singles: Vec<SubmitBatch> = group.into_singles().collect();
+        let seen: Vec<(Vec<u8>, Option<QueueId>, usize)> = singles
+            .iter()
+            .map(|s| (s.messages[0].body.clone(), s.wanted[0], s.sends))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), None, 1),
+                (b"bb".to_vec(), Some(2), 1),
+                (b"ccc".to_vec(), Some(1), 1)
+            ]
+        );
+        assert!(singles.iter().all(|s| s.arrived == t0 && !s.is_empty()));
+    }
+}
