@@ -124,7 +124,7 @@ pub struct NodeConfig {
     pub election_timeout_max_ms: u64,
     /// Leader heartbeat interval, in ms. Default 150; range 10..=election-timeout-min-ms-1.
     pub heartbeat_ms: u64,
-    /// How long a send waits for its quorum ack before failing UNAVAILABLE, in ms.
+    /// How long a send waits for its quorum ack before failing DEADLINE_EXCEEDED, in ms.
     /// Default 3000; range 100..=600000.
     pub send_timeout_ms: u64,
     /// Largest message (body + properties + names), in bytes.

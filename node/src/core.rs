@@ -16,9 +16,11 @@ use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_store::Raft;
 use raftmq_store::Store;
+use raftmq_store::StoreWatermarks;
 use raftmq_store::TypeConfig;
 
 use crate::config::NodeConfig;
+use crate::metrics::GaugeSource;
 use crate::metrics::NodeMetrics;
 
 /// openraft's metrics of this node.
@@ -134,5 +136,19 @@ impl NodeCore {
             map.entry(topic.to_string()).or_default().clone()
         };
         counter.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl GaugeSource for NodeCore {
+    fn raft_metrics(&self) -> RaftMetrics {
+        NodeCore::raft_metrics(self)
+    }
+
+    fn store_watermarks(&self) -> StoreWatermarks {
+        self.store.watermarks()
+    }
+
+    fn node_metrics(&self) -> &NodeMetrics {
+        &self.metrics
     }
 }

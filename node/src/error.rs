@@ -198,6 +198,15 @@ pub fn to_status(err: NodeError, node_id: NodeId) -> Status {
     }
 }
 
+/// [`to_status`] of an answer to a client, logged at debug level first (NOT_LEADER is routine
+/// and not logged).
+pub fn client_status(err: NodeError, node_id: NodeId) -> Status {
+    if !matches!(err, NodeError::NotLeader { .. }) {
+        tracing::debug!(error = %err, "request failed");
+    }
+    to_status(err, node_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

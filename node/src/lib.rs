@@ -5,8 +5,11 @@
 //!   tests): open the CommitLog and the store, start Raft, serve, bootstrap, shut down.
 //! - [`config`]: [`config::NodeConfig`], read from a TOML file and overridden by flags,
 //!   validated at start.
-//! - [`service`]: the client gRPC service (`RaftMq`): the send path with its quorum
-//!   semantics ([`service::propose`]), forwarding to the leader, reads, admin.
+//! - [`pipeline`]: the one write pipeline every message entry point calls on the leader
+//!   (validate, choose queues, encode, propose with its quorum semantics
+//!   ([`pipeline::propose`]), durable wait, acks, send metrics), on store-level messages.
+//! - [`service`]: the client gRPC service (`RaftMq`): translates its wire types to and from
+//!   the pipeline, forwards writes to the leader, serves reads and admin.
 //! - [`error`]: [`error::NodeError`] and the one mapping to gRPC statuses.
 //! - [`network`]: the Raft transport between peers (openraft's `RaftNetworkFactory` over tonic,
 //!   and the `RaftPeer` gRPC service that feeds incoming requests into `openraft::Raft`).
@@ -14,8 +17,8 @@
 //!   segment deletion), [`metrics`] (Prometheus text at `/metrics`).
 //!
 //! Data flow: a client's write arrives on the client service of any node; a follower forwards
-//! it once to the leader; the leader validates it, checks it heard from a quorum, encodes one
-//! `SendBatch` entry and calls `Raft::client_write`. The entry reaches the followers through
+//! it once to the leader; the leader's [`pipeline`] validates it, checks it heard from a
+//! quorum, encodes one `SendBatch` entry and calls `Raft::client_write`. The entry reaches the followers through
 //! [`network::PeerNetworkFactory`]; on each follower [`network::PeerService`] hands it to Raft,
 //! which appends it to the CommitLog (`raftmq-raft-log`) and, once committed, applies it
 //! (`raftmq-store`). The leader answers after its own apply. Reads are served by any node from
@@ -32,6 +35,7 @@ pub mod core;
 pub mod error;
 pub mod metrics;
 pub mod network;
+pub mod pipeline;
 pub mod retention;
 pub mod server;
 pub mod service;

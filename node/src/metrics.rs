@@ -3,8 +3,9 @@
 //! Built on `prometheus-client` (the Prometheus project's own Rust client: typed metrics, no
 //! global registry, so several nodes in one test process keep separate registries, and an
 //! OpenMetrics text encoder). Counters and histograms are updated on the request path; the
-//! gauges (watermarks, lags, role, term, leader) are refreshed from openraft and the store at
-//! each scrape. All names start with `raftmq_`.
+//! gauges (watermarks, lags, role, term, leader) are refreshed at each scrape from a
+//! [`GaugeSource`] (the node's openraft metrics and store watermarks; `NodeCore` implements
+//! it, so this module depends on no node state). All names start with `raftmq_`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +20,32 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use raftmq_store::StoreWatermarks;
+use raftmq_store::TypeConfig;
 
-use crate::core::NodeCore;
+/// Where a scrape reads the numbers its gauges show.
+pub trait GaugeSource {
+    /// openraft's metrics of this node, now.
+    fn raft_metrics(&self) -> openraft::RaftMetrics<TypeConfig>;
+    /// The store's watermarks, now.
+    fn store_watermarks(&self) -> StoreWatermarks;
+    /// The metrics the scrape renders.
+    fn node_metrics(&self) -> &NodeMetrics;
+}
+
+impl<T: GaugeSource + ?Sized> GaugeSource for Arc<T> {
+    fn raft_metrics(&self) -> openraft::RaftMetrics<TypeConfig> {
+        (**self).raft_metrics()
+    }
+
+    fn store_watermarks(&self) -> StoreWatermarks {
+        (**self).store_watermarks()
+    }
+
+    fn node_metrics(&self) -> &NodeMetrics {
+        (**self).node_metrics()
+    }
+}
 
 /// Watermark and Raft gauges, refreshed at scrape time.
 #[derive(Default)]
@@ -222,9 +247,9 @@ impl NodeMetrics {
         self.bytes_out.inc_by(bytes as u64);
     }
 
-    fn refresh(&self, core: &NodeCore) {
-        let m = core.raft_metrics();
-        let sw = core.store.watermarks();
+    fn refresh(&self, source: &(impl GaugeSource + ?Sized)) {
+        let m = source.raft_metrics();
+        let sw = source.store_watermarks();
         let idx = |l: Option<raftmq_raft_log::types::LogId>| l.map_or(-1, |l| as_i64(l.index));
         let g = &self.gauges;
         let appended = idx(sw.log.appended);
@@ -253,9 +278,9 @@ impl NodeMetrics {
         g.leader_id.set(m.current_leader.map_or(0, as_i64));
     }
 
-    /// The Prometheus text of `core`'s metrics, refreshed now.
-    pub fn render(&self, core: &NodeCore) -> String {
-        self.refresh(core);
+    /// The Prometheus text of these metrics, the gauges refreshed now from `source`.
+    pub fn render(&self, source: &(impl GaugeSource + ?Sized)) -> String {
+        self.refresh(source);
         let mut out = String::new();
         if let Err(e) = encode(&mut out, &self.registry) {
             tracing::warn!(error = %e, "metrics encoding failed");
@@ -268,17 +293,23 @@ fn as_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-async fn metrics_handler(State(core): State<Arc<NodeCore>>) -> impl IntoResponse {
-    let body = core.metrics.render(&core);
+async fn metrics_handler<S>(State(source): State<Arc<S>>) -> impl IntoResponse
+where
+    S: GaugeSource + Send + Sync + 'static,
+{
+    let body = source.node_metrics().render(&*source);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         body,
     )
 }
 
-/// The `/metrics` HTTP app of `core`.
-pub fn router(core: Arc<NodeCore>) -> axum::Router {
+/// The `/metrics` HTTP app of `source` (a node's `NodeCore`).
+pub fn router<S>(source: Arc<S>) -> axum::Router
+where
+    S: GaugeSource + Send + Sync + 'static,
+{
     axum::Router::new()
-        .route("/metrics", axum::routing::get(metrics_handler))
-        .with_state(core)
+        .route("/metrics", axum::routing::get(metrics_handler::<S>))
+        .with_state(source)
 }

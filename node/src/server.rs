@@ -114,7 +114,7 @@ fn log_config(c: &NodeConfig) -> LogConfig {
 fn store_config(c: &NodeConfig) -> StoreConfig {
     let mut s = StoreConfig::default();
     let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-    s.limits.max_body_bytes = clamp(c.max_message_bytes);
+    s.limits.max_message_bytes = clamp(c.max_message_bytes);
     s.limits.max_batch_messages = c.max_batch_messages;
     s.limits.max_batch_bytes = clamp(c.max_batch_bytes);
     s.file_reserved_hours = u64::from(c.file_reserved_hours);

@@ -107,12 +107,21 @@ pub fn validate_group_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Size of a message as `max-message-bytes` counts it: body, property names and values, keys,
+/// topic and tags.
+pub fn message_bytes(m: &Message) -> usize {
+    let props: usize = m.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let keys: usize = m.keys.iter().map(String::len).sum();
+    m.body.len() + props + keys + m.topic.len() + m.tags.len()
+}
+
 /// Size and count limits of messages, batches and topics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct StoreLimits {
-    /// Largest message body. Default 4 MiB (4194304); range 1 ..= 256 MiB.
-    pub max_body_bytes: u32,
+    /// Largest message, counted by [`message_bytes`]. Default 4 MiB (4194304); range
+    /// 1 ..= 256 MiB.
+    pub max_message_bytes: u32,
     /// Longest tag string. Default 256; range 1 ..= 65535.
     pub max_tag_bytes: u32,
     /// Longest single key. Default 256; range 1 ..= 65535.
@@ -131,7 +140,7 @@ pub struct StoreLimits {
     /// Most messages in one batch (one Raft entry). Default 1024; range 1 ..= 65536.
     pub max_batch_messages: u32,
     /// Largest encoded batch payload. Default 8 MiB; range 1 KiB ..= 512 MiB, and at least
-    /// `max-body-bytes`.
+    /// `max-message-bytes`.
     pub max_batch_bytes: u32,
     /// Most queues a topic may have (read or write). Default 1024; range 1 ..= 65535.
     pub max_queues_per_topic: u32,
@@ -140,7 +149,7 @@ pub struct StoreLimits {
 impl Default for StoreLimits {
     fn default() -> Self {
         StoreLimits {
-            max_body_bytes: 4 << 20,
+            max_message_bytes: 4 << 20,
             max_tag_bytes: 256,
             max_key_bytes: 256,
             max_keys_per_message: 32,
@@ -186,7 +195,7 @@ fn too_many(what: &str, actual: usize, field: &str, max: u32) -> Result<()> {
 impl StoreLimits {
     /// Rejects out-of-range fields, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
-        check_range("max-body-bytes", self.max_body_bytes, 1, 256 << 20)?;
+        check_range("max-message-bytes", self.max_message_bytes, 1, 256 << 20)?;
         check_range("max-tag-bytes", self.max_tag_bytes, 1, 65535)?;
         check_range("max-key-bytes", self.max_key_bytes, 1, 65535)?;
         check_range("max-keys-per-message", self.max_keys_per_message, 0, 1024)?;
@@ -212,27 +221,28 @@ impl StoreLimits {
         check_range("max-batch-messages", self.max_batch_messages, 1, 65536)?;
         check_range("max-batch-bytes", self.max_batch_bytes, 1024, 512 << 20)?;
         check_range("max-queues-per-topic", self.max_queues_per_topic, 1, 65535)?;
-        if self.max_batch_bytes < self.max_body_bytes {
+        if self.max_batch_bytes < self.max_message_bytes {
             return Err(StoreError::Config {
                 field: "max-batch-bytes",
                 reason: format!(
-                    "{} is below max-body-bytes ({}); a single largest message must fit a batch",
-                    self.max_batch_bytes, self.max_body_bytes
+                    "{} is below max-message-bytes ({}); a single largest message must fit a \
+                     batch",
+                    self.max_batch_bytes, self.max_message_bytes
                 ),
             });
         }
         Ok(())
     }
 
-    /// Checks one message a client wants to send: topic name (user rules), body, tags, keys,
+    /// Checks one message a client wants to send: topic name (user rules), size, tags, keys,
     /// properties and born host.
     pub fn check_message(&self, m: &Message) -> Result<()> {
         validate_user_topic_name(&m.topic)?;
         too_big(
-            "message body",
-            m.body.len(),
-            "max-body-bytes",
-            self.max_body_bytes,
+            "message",
+            message_bytes(m),
+            "max-message-bytes",
+            self.max_message_bytes,
         )?;
         too_big("tags", m.tags.len(), "max-tag-bytes", self.max_tag_bytes)?;
         too_big(
@@ -372,15 +382,15 @@ mod tests {
     fn limits_validate_names_field() {
         StoreLimits::default().validate().expect("defaults valid");
         let l = StoreLimits {
-            max_body_bytes: 0,
+            max_message_bytes: 0,
             ..StoreLimits::default()
         };
-        let e = l.validate().expect_err("zero body");
+        let e = l.validate().expect_err("zero message size");
         assert!(
             matches!(
                 e,
                 StoreError::Config {
-                    field: "max-body-bytes",
+                    field: "max-message-bytes",
                     ..
                 }
             ),
@@ -390,7 +400,7 @@ mod tests {
             max_batch_bytes: 1 << 20,
             ..StoreLimits::default()
         };
-        let e = l.validate().expect_err("batch below body");
+        let e = l.validate().expect_err("batch below message size");
         assert!(
             matches!(
                 e,
@@ -405,29 +415,35 @@ mod tests {
 
     #[test]
     fn limits_serde_kebab_case_and_defaults() {
-        let l: StoreLimits = serde_json::from_str(r#"{"max-body-bytes": 1024}"#).expect("parse");
-        assert_eq!(l.max_body_bytes, 1024);
+        let l: StoreLimits = serde_json::from_str(r#"{"max-message-bytes": 1024}"#).expect("parse");
+        assert_eq!(l.max_message_bytes, 1024);
         assert_eq!(l.max_tag_bytes, StoreLimits::default().max_tag_bytes);
-        assert!(serde_json::from_str::<StoreLimits>(r#"{"max_body_bytes": 1}"#).is_err());
+        assert!(serde_json::from_str::<StoreLimits>(r#"{"max_message_bytes": 1}"#).is_err());
     }
 
     #[test]
     fn check_message_limits() {
         let l = StoreLimits {
-            max_body_bytes: 4,
+            max_message_bytes: 16,
             max_keys_per_message: 1,
             max_properties_total_bytes: 5,
             ..StoreLimits::default()
         };
         let mut m = Message::new("t", 0, b"1234".to_vec());
+        m.tags = "ab".into();
+        m.keys = vec!["k".into()];
+        m.properties.insert("p".into(), "v".into());
+        assert_eq!(message_bytes(&m), 4 + 2 + 1 + 2 + 1);
+        m.body.extend_from_slice(b"567890");
         l.check_message(&m).expect("fits");
-        m.body.push(b'5');
-        let e = l.check_message(&m).expect_err("body");
+        m.body.push(b'x');
+        let e = l.check_message(&m).expect_err("size");
         assert_eq!(
             e.to_string(),
-            "invalid argument: message body is 5 bytes; max-body-bytes is 4"
+            "invalid argument: message is 17 bytes; max-message-bytes is 16"
         );
-        m.body.pop();
+        m.body.truncate(4);
+        m.properties.clear();
         m.keys = vec!["a".into(), "b".into()];
         assert!(l
             .check_message(&m)

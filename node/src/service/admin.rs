@@ -16,11 +16,11 @@ use raftmq_store::ApplyResponse;
 use tokio::time::Instant;
 
 use super::convert;
-use super::propose::propose;
-use super::propose::WriteResponse;
 use super::read::offset_args;
 use crate::core::NodeCore;
 use crate::error::NodeError;
+use crate::pipeline::propose::propose;
+use crate::pipeline::propose::WriteResponse;
 
 fn deadline(core: &NodeCore) -> Instant {
     Instant::now() + core.config.send_timeout()

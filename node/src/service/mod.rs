@@ -1,13 +1,14 @@
 //! The client gRPC service (`raftmq.v1.RaftMq`) of one node.
 //!
 //! Reads are served locally from committed data ([`read`], [`status`]). Writes run on the
-//! leader ([`send`], [`admin`], through [`propose`]); a follower forwards them once
-//! ([`mod@forward`]). Every failure becomes a status through [`crate::error::to_status`].
+//! leader: messages through the [`Pipeline`] ([`send`], [`stream`] only translate the wire
+//! types), other writes through [`crate::pipeline::propose`] ([`admin`]); a follower forwards
+//! them once ([`mod@forward`]). Every failure becomes a status through
+//! [`crate::error::to_status`].
 
 pub mod admin;
 pub mod convert;
 pub mod forward;
-pub mod propose;
 pub mod read;
 pub mod send;
 pub mod status;
@@ -18,23 +19,24 @@ use std::sync::Arc;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_mq_server::RaftMq;
 use raftmq_proto::v1::raft_mq_server::RaftMqServer;
-use raftmq_store::message::Message;
-use raftmq_store::types::QueueId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::Request;
 use tonic::Response;
 use tonic::Status;
 
+use self::forward::forward;
 use crate::core::NodeCore;
-use crate::error::to_status;
+use crate::error::client_status;
 use crate::error::NodeError;
-use forward::forward;
+use crate::pipeline::Pipeline;
 
 /// The `RaftMq` service over one node's [`NodeCore`].
 #[derive(Clone)]
 pub struct ClientService {
     core: Arc<NodeCore>,
+    /// The write pipeline of `core`.
+    pipeline: Pipeline,
     /// Turns true when the node stops (ends open `SendStream`s).
     stop: watch::Receiver<bool>,
 }
@@ -56,7 +58,12 @@ macro_rules! leader_or_forward {
 impl ClientService {
     /// The service of `core`; `stop` turns true when the node stops.
     pub fn new(core: Arc<NodeCore>, stop: watch::Receiver<bool>) -> Self {
-        Self { core, stop }
+        let pipeline = Pipeline::new(core.clone());
+        Self {
+            core,
+            pipeline,
+            stop,
+        }
     }
 
     /// The tonic server with the configured message limits.
@@ -68,37 +75,7 @@ impl ClientService {
     }
 
     fn status(&self, e: NodeError) -> Status {
-        if !matches!(e, NodeError::NotLeader { .. }) {
-            tracing::debug!(error = %e, "request failed");
-        }
-        to_status(e, self.core.node_id)
-    }
-
-    async fn send_messages(&self, msgs: Vec<pb::Message>) -> Result<Vec<pb::SendResult>, Status> {
-        let start = Instant::now();
-        let batch = send::prepare(&self.core, msgs).map_err(|e| self.status(e))?;
-        self.send_prepared(batch, start).await
-    }
-
-    /// Sends validated messages as one entry (leader only), with metrics; `start` is when the
-    /// request arrived (the send timeout counts from it).
-    async fn send_prepared(
-        &self,
-        batch: Vec<(Message, Option<QueueId>)>,
-        start: Instant,
-    ) -> Result<Vec<pb::SendResult>, Status> {
-        let bytes: usize = batch.iter().map(|(m, _)| m.body.len()).sum();
-        let count = batch.len();
-        let deadline = start + self.core.config.send_timeout();
-        let res = send::send_batch(&self.core, batch, deadline).await;
-        self.core.metrics.record_send(start.elapsed(), res.is_ok());
-        match res {
-            Ok(r) => {
-                self.core.metrics.record_in(count, bytes);
-                Ok(r)
-            }
-            Err(e) => Err(self.status(e)),
-        }
+        client_status(e, self.core.node_id)
     }
 }
 
@@ -113,7 +90,9 @@ impl RaftMq for ClientService {
             .into_inner()
             .message
             .ok_or_else(|| self.status(NodeError::InvalidArgument("message is missing".into())))?;
-        let mut results = self.send_messages(vec![msg]).await?;
+        let mut results = send::send_messages(&self.pipeline, std::iter::once(msg))
+            .await
+            .map_err(|e| self.status(e))?;
         Ok(Response::new(pb::SendReply {
             result: results.pop(),
         }))
@@ -129,7 +108,7 @@ impl RaftMq for ClientService {
             return Err(self.status(NodeError::ShuttingDown));
         }
         Ok(Response::new(stream::SendStreamDriver::new(
-            self.clone(),
+            self.pipeline.clone(),
             request.into_inner(),
             self.stop.clone(),
         )))
@@ -140,7 +119,9 @@ impl RaftMq for ClientService {
         request: Request<pb::SendBatchRequest>,
     ) -> Result<Response<pb::SendBatchReply>, Status> {
         leader_or_forward!(self, request, send_batch);
-        let results = self.send_messages(request.into_inner().messages).await?;
+        let results = send::send_messages(&self.pipeline, request.into_inner().messages)
+            .await
+            .map_err(|e| self.status(e))?;
         Ok(Response::new(pb::SendBatchReply { results }))
     }
 

@@ -10,9 +10,9 @@ use raftmq_store::PullRequest;
 use raftmq_store::PullStatus;
 
 use super::convert;
-use super::send::now_ms;
 use crate::core::NodeCore;
 use crate::error::NodeError;
+use crate::pipeline::now_ms;
 
 /// Longest long-poll wait a client may ask for.
 pub const MAX_LONG_POLL: Duration = Duration::from_secs(60);

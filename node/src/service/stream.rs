@@ -11,19 +11,20 @@
 //! more requests, answers those in flight and ends, so the client reconnects elsewhere.
 //!
 //! **Group proposal.** On the leader, the valid messages of one topic that arrived together
-//! (in one poll) share one Raft entry, within `max-batch-messages` and `max-batch-bytes`:
+//! (in one poll) share one Raft entry ([`Pipeline::submit_group`]), within
+//! `max-batch-messages` and `max-batch-bytes`:
 //! every entry costs the same fixed Raft work (a log record, replication to each follower,
 //! an apply on every node) whatever it holds. Each message keeps the answer it would get
 //! alone:
 //! - a message that fails validation is answered alone and joins no group;
 //! - a group that stored nothing (refused before the proposal, or rejected as a whole by
-//!   apply, e.g. the topic was deleted meanwhile) is sent again message by message, so each
-//!   gets its own verdict;
+//!   apply, e.g. the topic was deleted meanwhile) is submitted again message by message, so
+//!   each gets its own verdict; a group of one is submitted alone at once;
 //! - a group whose outcome is unknown (proposed, then a timeout or a leader change) answers
 //!   that to each of its messages: the entry commits for all of them or for none.
 //!
-//! On a follower every message goes through `Send`'s handler, which forwards it; the answer
-//! then names the leader (`leader_addr`), so the client moves its sends there.
+//! On a follower every message is relayed to the leader as a unary `Send` ([`forward`]); the
+//! answer then names the leader (`leader_addr`), so the client moves its sends there.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -35,18 +36,23 @@ use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 use futures::Stream;
 use raftmq_proto::v1 as pb;
-use raftmq_proto::v1::raft_mq_server::RaftMq;
-use raftmq_store::message::Message;
-use raftmq_store::types::QueueId;
+use raftmq_store::limits::message_bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::Request;
 use tonic::Status;
 use tonic::Streaming;
 
+use super::convert;
+use super::forward::forward;
 use super::send;
-use super::ClientService;
+use crate::core::NodeCore;
+use crate::error::client_status;
 use crate::error::NodeError;
+use crate::pipeline::GroupOutcome;
+use crate::pipeline::Pipeline;
+use crate::pipeline::Sent;
+use crate::pipeline::SubmitBatch;
 
 /// Most unanswered sends of one stream; further requests wait in the transport.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -55,7 +61,7 @@ type Replies = Vec<pb::SendStreamReply>;
 
 /// The answer stream of one `SendStream` call.
 pub struct SendStreamDriver {
-    svc: ClientService,
+    pipeline: Pipeline,
     requests: Streaming<pb::SendStreamRequest>,
     requests_done: bool,
     /// Why the request side failed; the answer stream ends with it once in-flight sends
@@ -71,10 +77,19 @@ pub struct SendStreamDriver {
     ready: VecDeque<pb::SendStreamReply>,
 }
 
+/// Valid single sends of one topic, to be proposed as one entry.
+struct Group {
+    /// The `seq` of each message, in the batch's order.
+    seqs: Vec<u64>,
+    /// Their size as `max-batch-bytes` counts it.
+    bytes: usize,
+    batch: SubmitBatch,
+}
+
 impl SendStreamDriver {
-    /// Answers the requests of `requests` with `svc` until `stop` turns true.
+    /// Answers the requests of `requests` through `pipeline` until `stop` turns true.
     pub fn new(
-        svc: ClientService,
+        pipeline: Pipeline,
         requests: Streaming<pb::SendStreamRequest>,
         mut stop: watch::Receiver<bool>,
     ) -> Self {
@@ -86,7 +101,7 @@ impl SendStreamDriver {
             }
         };
         Self {
-            svc,
+            pipeline,
             requests,
             requests_done: false,
             failed: None,
@@ -98,67 +113,77 @@ impl SendStreamDriver {
     }
 
     /// Starts the sends of requests that arrived together (see the module docs).
-    fn dispatch(&mut self, arrived: Vec<pb::SendStreamRequest>) {
-        if arrived.len() == 1 || !self.svc.core.is_leader() {
-            self.unanswered += arrived.len();
-            for req in arrived {
-                let svc = self.svc.clone();
+    fn dispatch(&mut self, requests: Vec<pb::SendStreamRequest>) {
+        let arrived = Instant::now();
+        if requests.len() == 1 || !self.pipeline.core().is_leader() {
+            self.unanswered += requests.len();
+            for req in requests {
+                let pipeline = self.pipeline.clone();
                 self.in_flight
-                    .push(async move { vec![send_one(svc, req).await] }.boxed());
+                    .push(async move { vec![send_one(pipeline, req, arrived).await] }.boxed());
             }
             return;
         }
-        let core = &self.svc.core;
+        for g in self.group(requests, arrived) {
+            self.unanswered += g.seqs.len();
+            let pipeline = self.pipeline.clone();
+            self.in_flight.push(send_group(pipeline, g).boxed());
+        }
+    }
+
+    /// Validates each request alone (a refused one is answered at once and joins no group)
+    /// and groups the valid ones by topic within the batch limits.
+    fn group(&mut self, requests: Vec<pb::SendStreamRequest>, arrived: Instant) -> Vec<Group> {
+        let core = self.pipeline.core();
         let max_count = core.config.max_batch_messages.max(1) as usize;
         let max_bytes = usize::try_from(core.config.max_batch_bytes).unwrap_or(usize::MAX);
         let mut groups: Vec<Group> = Vec::new();
-        for req in arrived {
-            let valid = req
+        for req in requests {
+            let single = req
                 .message
-                .ok_or_else(|| NodeError::InvalidArgument("message is missing".into()))
-                .and_then(|m| send::prepare(core, vec![m]))
-                .and_then(|mut v| {
-                    v.pop()
-                        .ok_or_else(|| NodeError::Internal("validation lost the message".into()))
-                });
-            let (m, wanted) = match valid {
-                Ok(one) => one,
+                .ok_or_else(missing_message)
+                .and_then(|m| send::batch_in(&self.pipeline, std::iter::once(m), arrived));
+            let single = match single {
+                Ok(single) => single,
                 Err(e) => {
                     // As for `Send`: a refused request is not a send (no latency sample).
-                    self.ready
-                        .push_back(error_reply(req.seq, &self.svc.status(e)));
+                    let status = client_status(e, core.node_id);
+                    self.ready.push_back(error_reply(req.seq, &status));
                     continue;
                 }
             };
-            let size = send::message_bytes(&m);
+            let size: usize = single.messages().iter().map(message_bytes).sum();
             let open = groups.iter_mut().rev().find(|g| {
-                g.topic == m.topic && g.items.len() < max_count && g.bytes + size <= max_bytes
+                same_topic(&g.batch, &single)
+                    && g.seqs.len() < max_count
+                    && g.bytes + size <= max_bytes
             });
             match open {
                 Some(g) => {
                     g.bytes += size;
-                    g.items.push((req.seq, m, wanted));
+                    g.seqs.push(req.seq);
+                    g.batch.join(single);
                 }
                 None => groups.push(Group {
-                    topic: m.topic.clone(),
+                    seqs: vec![req.seq],
                     bytes: size,
-                    items: vec![(req.seq, m, wanted)],
+                    batch: single,
                 }),
             }
         }
-        for g in groups {
-            self.unanswered += g.items.len();
-            let svc = self.svc.clone();
-            self.in_flight.push(send_group(svc, g.items).boxed());
-        }
+        groups
     }
 }
 
-/// Valid messages of one topic proposed as one entry.
-struct Group {
-    topic: String,
-    bytes: usize,
-    items: Vec<(u64, Message, Option<QueueId>)>,
+fn missing_message() -> NodeError {
+    NodeError::InvalidArgument("message is missing".into())
+}
+
+fn same_topic(a: &SubmitBatch, b: &SubmitBatch) -> bool {
+    fn topic(x: &SubmitBatch) -> Option<&str> {
+        x.messages().first().map(|m| m.topic.as_str())
+    }
+    topic(a) == topic(b)
 }
 
 fn error_reply(seq: u64, status: &Status) -> pb::SendStreamReply {
@@ -179,15 +204,45 @@ fn result_reply(seq: u64, r: pb::SendResult) -> pb::SendStreamReply {
     }
 }
 
-/// One message, answered as `Send` answers it.
-async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStreamReply {
-    let seq = req.seq;
-    let res = svc
-        .send(Request::new(pb::SendRequest {
-            message: req.message,
-        }))
-        .await;
+/// The answer to a message submitted alone.
+fn single_reply(seq: u64, res: Result<Sent, NodeError>, node_id: u64) -> pb::SendStreamReply {
     match res {
+        Ok(sent) => match sent.acks.first() {
+            Some(a) => result_reply(seq, convert::ack_out(a, &sent.log_id)),
+            None => error_reply(seq, &Status::internal("the send produced no result")),
+        },
+        Err(e) => error_reply(seq, &client_status(e, node_id)),
+    }
+}
+
+/// One message, answered as `Send` answers it: stored alone on the leader, relayed by a
+/// follower.
+async fn send_one(
+    pipeline: Pipeline,
+    req: pb::SendStreamRequest,
+    arrived: Instant,
+) -> pb::SendStreamReply {
+    let core = pipeline.core();
+    if !core.is_leader() {
+        return relayed(core, req).await;
+    }
+    let res = match req.message.ok_or_else(missing_message) {
+        Ok(m) => match send::batch_in(&pipeline, std::iter::once(m), arrived) {
+            Ok(single) => pipeline.submit(single).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    single_reply(req.seq, res, core.node_id)
+}
+
+/// A follower's answer: the message relayed to the leader as a unary `Send`.
+async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> pb::SendStreamReply {
+    let seq = req.seq;
+    let fwd = Request::new(pb::SendRequest {
+        message: req.message,
+    });
+    match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
         Ok(r) => {
             let leader = r
                 .metadata()
@@ -207,51 +262,30 @@ async fn send_one(svc: ClientService, req: pb::SendStreamRequest) -> pb::SendStr
     }
 }
 
-/// Validated messages of one topic as one entry; one answer per message.
-async fn send_group(svc: ClientService, items: Vec<(u64, Message, Option<QueueId>)>) -> Replies {
-    let core = &svc.core;
-    let start = Instant::now();
-    let deadline = start + core.config.send_timeout();
-    let batch: Vec<(Message, Option<QueueId>)> =
-        items.iter().map(|(_, m, q)| (m.clone(), *q)).collect();
-    match send::send_batch(core, batch, deadline).await {
-        Ok(results) => {
-            let elapsed = start.elapsed();
-            let bytes: usize = items.iter().map(|(_, m, _)| m.body.len()).sum();
-            core.metrics.record_in(items.len(), bytes);
-            items
+/// A group as one entry; one answer per message.
+async fn send_group(pipeline: Pipeline, g: Group) -> Replies {
+    let node_id = pipeline.core().node_id;
+    if let [seq] = g.seqs[..] {
+        return vec![single_reply(seq, pipeline.submit(g.batch).await, node_id)];
+    }
+    match pipeline.submit_group(g.batch).await {
+        GroupOutcome::Stored(sent) => g
+            .seqs
+            .iter()
+            .zip(&sent.acks)
+            .map(|(seq, a)| result_reply(*seq, convert::ack_out(a, &sent.log_id)))
+            .collect(),
+        GroupOutcome::OneByOne(results) => g
+            .seqs
+            .iter()
+            .zip(results)
+            .map(|(seq, res)| single_reply(*seq, res, node_id))
+            .collect(),
+        GroupOutcome::Unknown(e) => {
+            let status = client_status(e, node_id);
+            g.seqs
                 .iter()
-                .zip(results)
-                .map(|((seq, _, _), r)| {
-                    core.metrics.record_send(elapsed, true);
-                    result_reply(*seq, r)
-                })
-                .collect()
-        }
-        Err(e) if e.stored_nothing() => {
-            tracing::debug!(error = %e, messages = items.len(), "group send stored nothing; sending its messages one by one");
-            let one_by_one = items.into_iter().map(|(seq, m, q)| {
-                let svc = svc.clone();
-                async move {
-                    match svc.send_prepared(vec![(m, q)], start).await {
-                        Ok(mut r) => match r.pop() {
-                            Some(r) => result_reply(seq, r),
-                            None => error_reply(seq, &Status::internal("no result")),
-                        },
-                        Err(status) => error_reply(seq, &status),
-                    }
-                }
-            });
-            futures::future::join_all(one_by_one).await
-        }
-        Err(e) => {
-            let status = svc.status(e);
-            items
-                .iter()
-                .map(|(seq, _, _)| {
-                    core.metrics.record_send(start.elapsed(), false);
-                    error_reply(*seq, &status)
-                })
+                .map(|seq| error_reply(*seq, &status))
                 .collect()
         }
     }
