@@ -2,8 +2,9 @@
 //! functions over `Shared` behind the [`Store`](crate::Store) methods of the same names.
 //!
 //! Only dispatched data is served: units exist only for applied (committed) entries, and
-//! [`Store::get_by_id`](crate::Store::get_by_id) refuses ids at or past the dispatched end. Every record read from the
-//! CommitLog is CRC-checked; the exact tag (pull) and key (query) are checked on the record.
+//! [`Store::get_by_id`](crate::Store::get_by_id) refuses ids at or past the dispatched end.
+//! Every record read from the CommitLog is CRC-checked; the exact tag (pull) and key (query)
+//! are checked on the record.
 
 use std::time::Duration;
 

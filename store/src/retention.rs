@@ -10,7 +10,8 @@
 //! finds its entries), and never the active segment.
 //!
 //! Sequence (driven by the node): `plan = retention_plan(now)`, build a snapshot and
-//! `raft.trigger().purge_log(plan.purge_upto.index)`, then [`Store::apply_retention`](crate::Store::apply_retention).
+//! `raft.trigger().purge_log(plan.purge_upto.index)`, then
+//! [`Store::apply_retention`](crate::Store::apply_retention).
 
 use crate::error::Result;
 use crate::error::StoreError;
@@ -20,7 +21,8 @@ use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 use raftmq_raft_log::types::LogId;
 
-/// How long the send path reuses a disk usage reading (see [`Store::check_disk`](crate::Store::check_disk)).
+/// How long the send path reuses a disk usage reading (see
+/// [`Store::check_disk`](crate::Store::check_disk)).
 pub const DISK_CHECK_TTL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What retention will delete.
@@ -90,7 +92,8 @@ pub(crate) fn disk_usage(shared: &Shared) -> Result<f64> {
     Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
 }
 
-/// [`Store::disk_usage`](crate::Store::disk_usage), reusing an answer younger than [`DISK_CHECK_TTL`].
+/// [`Store::disk_usage`](crate::Store::disk_usage), reusing an answer younger than
+/// [`DISK_CHECK_TTL`].
 fn cached_disk_usage(shared: &Shared) -> Result<f64> {
     if shared.disk_usage_override.lock().is_some() {
         return disk_usage(shared);

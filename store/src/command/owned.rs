@@ -20,7 +20,7 @@ pub struct CommitOffset {
     pub offset: QueueOffset,
 }
 
-/// A command as the leader builds it (owned form of [`CommandView`]).
+/// A command as the leader builds it (owned form of [`CommandView`](super::CommandView)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// One or more messages, one Raft entry. Queue ids are chosen by the leader (in each

@@ -1,4 +1,5 @@
-//! Tests of one ConsumeQueue: put, read, roll, idempotence, truncation, retention, reset, recovery, power loss.
+//! Tests of one ConsumeQueue: put, read, roll, idempotence, truncation, retention, reset,
+//! recovery, power loss.
 
 use proptest::prelude::*;
 

@@ -1,4 +1,5 @@
-//! Tests of the IndexStore: put, query, roll, collisions, replay, truncation, deletion, recovery, power loss.
+//! Tests of the IndexStore: put, query, roll, collisions, replay, truncation, deletion,
+//! recovery, power loss.
 
 use proptest::prelude::*;
 

@@ -8,9 +8,10 @@
 //! pending file after it.
 //!
 //! At open, an intent means a crash between the log swap and the end of install:
-//! [`super::install::resume`] runs the install again from the pending file (verified again; the log swap is skipped when
-//! the log already holds the snapshot's last entry, the rest is rewritten). A pending file
-//! without an intent is a leftover of a crash before the swap and is removed.
+//! [`super::install::resume`] runs the install again from the pending file (verified again;
+//! the log swap is skipped when the log already holds the snapshot's last entry, the rest is
+//! rewritten). A pending file without an intent is a leftover of a crash before the swap and
+//! is removed.
 //!
 //! Invariant: while the intent exists, the pending file exists and is a whole, verified
 //! snapshot ending at the intent's last log id.

@@ -1,9 +1,10 @@
 //! Snapshots: what a node that joins, or falls behind past the purge point, installs to end
 //! up with every message the others retain.
 //!
-//! A snapshot (byte table in [`format`]) holds the replicated state as of its last log id
-//! (membership, topics, consumer offsets), every ConsumeQueue's units `[min, max)`, and the
-//! bytes of the retained CommitLog segments up to the physical end of its last entry. Since
+//! A snapshot (byte table in [`format`](mod@format)) holds the replicated state as of its
+//! last log id (membership, topics, consumer offsets), every ConsumeQueue's units
+//! `[min, max)`, and the bytes of the retained CommitLog segments up to the physical end of
+//! its last entry. Since
 //! retention purges only whole segments, the Raft log still holds every retained message, so
 //! the segments are the messages.
 //!
@@ -20,7 +21,7 @@
 //! - Retention: before deleting segments it writes a new current snapshot (same last log id)
 //!   without them and without the units pointing into them, so the stored one never names a
 //!   deleted segment.
-//! - Receive: [`SnapshotReceiver::verify`](receiver::SnapshotReceiver::verify) checks the whole transfer (prefix CRC, lengths,
+//! - Receive: [`SnapshotReceiver::verify`] checks the whole transfer (prefix CRC, lengths,
 //!   manifest consistency, each segment's CRC, units inside the segments) before openraft
 //!   sees it; the transport refuses a bad one and the leader sends again.
 //! - Install: verifies again, stages each segment as a fallocated, fsynced file checking its
@@ -35,10 +36,10 @@
 //! # Files and their order
 //!
 //! Dependencies point one way, in layers: `build`, `install` (and its `resume` at open),
-//! [`receiver`] -> `current`, `intent`, `verify` -> `dir`, [`file`] -> [`format`] (the byte
-//! layout and its codec: the only place that encodes or decodes the header, the manifest and
-//! the prefix CRC). The operations take
-//! `&Shared` ([`crate::state`]); nothing here knows the state machine or the read handle.
+//! [`receiver`] -> `current`, `intent`, `verify` -> `dir`, [`file`](mod@file) ->
+//! [`format`](mod@format) (the byte layout and its codec: the only place that encodes or
+//! decodes the header, the manifest and the prefix CRC). The operations take `&Shared`
+//! ([`crate::state`]); nothing here knows the state machine or the read handle.
 //! Siblings import each other by path; this file only declares and re-exports.
 
 mod build;
