@@ -18,9 +18,13 @@ use crate::types::PhysOffset;
 
 /// State shared by the state machine and the read handles.
 pub(crate) struct Shared {
+    /// The node's data dir (layout in `paths.rs`).
     pub data_dir: PathBuf,
+    /// The validated store config.
     pub config: StoreConfig,
+    /// The CommitLog (= Raft log) the store reads records from.
     pub log: LogStore,
+    /// Everything apply changes. Lock order: before `snapshot_files`.
     pub state: RwLock<DispatchState>,
     /// Bumped after every applied batch; long-poll readers wait on it.
     pub applied_tx: tokio::sync::watch::Sender<u64>,
@@ -35,6 +39,7 @@ pub(crate) struct Shared {
     pub disk_usage_cache: Mutex<Option<(Instant, f64)>>,
     /// Test hook: where snapshot install stops with an error, as a crash there would.
     pub install_stop: Mutex<Option<InstallStop>>,
+    /// Set by `Store::close`. Invariant: once set, nothing is applied any more.
     pub closed: AtomicBool,
 }
 
