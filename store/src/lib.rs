@@ -18,15 +18,23 @@
 //! - [`topic`]: topic configs and the replicated, deterministic [`topic::TopicTable`].
 //! - [`offsets`]: the replicated consumer-group offset table `CommitOffset` updates.
 //!
-//! - [`sm`]: the openraft `RaftStateMachine` ([`StateMachine`]): dispatch on apply
-//!   ([`sm::dispatch`]), the durable dispatch checkpoint ([`sm::checkpoint`]).
-//! - [`Store`] (opened with [`open`]): the cheap clonable read handle: [`read`] (pull with tag
-//!   filter, long polling, get by id, query by key), topics and consumer offsets, watermarks,
-//!   [`retention`] (plan, apply, disk-full guard), close.
+//! - [`raft_types`]: the openraft [`TypeConfig`], `StoredMembership`, [`ApplyResponse`],
+//!   [`MessageAck`].
+//! - [`state`]: what the writer and the readers share: the dispatch state behind one lock and
+//!   its durable checkpoint ([`state::Checkpoint`]); `paths`: the data dir layout.
 //! - [`snapshot`]: file-backed snapshots (manifest + ConsumeQueue units + retained CommitLog
-//!   segments), chunked transfer ([`SnapshotFile::read_chunk`], [`SnapshotReceiver`]) and
-//!   install.
-//! - [`raft_types`]: the openraft [`TypeConfig`], [`ApplyResponse`], [`MessageAck`].
+//!   segments; byte layout and codec in [`snapshot::format`]), chunked transfer
+//!   ([`SnapshotFile::read_chunk`], [`SnapshotReceiver`]) and install.
+//! - [`read`] (pull with tag filter, long polling, get by id, query by key) and [`retention`]
+//!   (plan, apply, disk-full guard).
+//! - [`Store`]: the cheap clonable read handle, every one of its methods in `store.rs`
+//!   (topics, consumer offsets, watermarks, reads, retention, close).
+//! - [`sm`]: the openraft `RaftStateMachine` ([`StateMachine`]): dispatch on apply
+//!   ([`sm::dispatch`]), snapshots; [`Raft`].
+//! - [`open`]: recovery, then the two halves ([`Store`], [`StateMachine`]).
+//!
+//! Dependencies between these modules point one way (top to bottom: `open`, `sm`, `store`,
+//! `read` / `retention` / `snapshot`, `state`, the parts above); see [`state`].
 //!
 //! # On disk (beside raft-log's `commitlog/`, `raft-index/`, `meta/`)
 //!
@@ -79,20 +87,24 @@ pub mod limits;
 mod mapped_file;
 pub mod message;
 pub mod offsets;
+mod open;
+mod paths;
 pub mod raft_types;
 pub mod read;
 pub mod retention;
 pub mod sm;
 pub mod snapshot;
+pub mod state;
 mod store;
 pub mod topic;
 pub mod types;
 
 pub use config::StoreConfig;
+pub use open::open;
+pub use open::open_with_hasher;
 pub use raft_types::ApplyResponse;
 pub use raft_types::LogStore;
 pub use raft_types::MessageAck;
-pub use raft_types::Raft;
 pub use raft_types::RejectCode;
 pub use raft_types::TypeConfig;
 pub use read::PullRequest;
@@ -100,11 +112,10 @@ pub use read::PullResult;
 pub use read::PullStatus;
 pub use read::StoredMessage;
 pub use retention::RetentionPlan;
+pub use sm::Raft;
 pub use sm::StateMachine;
 pub use snapshot::SnapshotFile;
 pub use snapshot::SnapshotReceiver;
-pub use store::open;
-pub use store::open_with_hasher;
 pub use store::Store;
 pub use store::StoreWatermarks;
 

@@ -1,4 +1,6 @@
-//! The openraft type config of raftmq and what `apply` answers.
+//! The openraft type config of raftmq, its stored membership, and what `apply` answers.
+//!
+//! The `Raft` alias lives with the state machine ([`crate::sm::Raft`]).
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -18,11 +20,15 @@ openraft::declare_raft_types!(
         LeaderId = raftmq_raft_log::types::LeaderId,
 );
 
-/// The Raft node type.
-pub type Raft = openraft::Raft<TypeConfig, crate::sm::StateMachine>;
-
 /// The CommitLog / Raft log with raftmq's type config.
 pub type LogStore = raftmq_raft_log::store::LogStore<TypeConfig>;
+
+/// openraft's stored membership with our types.
+pub type StoredMembership = openraft::StoredMembership<
+    raftmq_raft_log::types::CommittedLeaderId,
+    raftmq_raft_log::types::NodeId,
+    raftmq_raft_log::types::PeerNode,
+>;
 
 /// Why apply refused a command (deterministically, on every replica).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

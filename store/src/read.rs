@@ -1,8 +1,10 @@
-//! The read path: pull (with tag filter and long polling), get by message id, query by key.
+//! The read path: pull (with tag filter and long polling), get by message id, query by key;
+//! functions over `Shared` behind the [`Store`](crate::Store) methods of the same names.
 //!
 //! Only dispatched data is served: units exist only for applied (committed) entries, and
-//! [`Store::get_by_id`] refuses ids at or past the dispatched end. Every record read from the
-//! CommitLog is CRC-checked; the exact tag (pull) and key (query) are checked on the record.
+//! [`Store::get_by_id`](crate::Store::get_by_id) refuses ids at or past the dispatched end.
+//! Every record read from the CommitLog is CRC-checked; the exact tag (pull) and key (query)
+//! are checked on the record.
 
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use crate::message::format::peek_record_len;
 use crate::message::format::MESSAGE_MIN_LEN;
 use crate::message::Message;
 use crate::message::MessageView;
-use crate::store::Store;
+use crate::state::Shared;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
@@ -95,222 +97,223 @@ impl PullResult {
     }
 }
 
-impl Store {
-    /// Reads and CRC-checks the record of `size` bytes at `phys`.
-    fn read_record(&self, phys: PhysOffset, size: u32) -> Result<Vec<u8>> {
-        let bytes = self.shared.log.read_at(phys, size)?;
-        MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys))?;
-        Ok(bytes)
-    }
+/// Reads and CRC-checks the record of `size` bytes at `phys`.
+fn read_record(shared: &Shared, phys: PhysOffset, size: u32) -> Result<Vec<u8>> {
+    let bytes = shared.log.read_at(phys, size)?;
+    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys))?;
+    Ok(bytes)
+}
 
-    /// Pulls from a queue (see [`PullRequest`], [`PullStatus`]).
-    pub fn pull(&self, req: &PullRequest) -> Result<PullResult> {
-        let filter = TagFilter::parse(&req.tag_expr)?;
-        let cfg = &self.shared.config;
-        let max_count = req.max_count.clamp(1, cfg.max_pull_messages) as usize;
-        let (units, min, max) = {
-            let st = self.shared.state.read();
-            let Some(topic) = st.topics.get(&req.topic) else {
-                return Ok(PullResult::empty(PullStatus::NoSuchTopic, req.offset, 0, 0));
-            };
-            if !topic.readable(req.queue_id) {
-                return Ok(PullResult::empty(PullStatus::NoSuchQueue, req.offset, 0, 0));
-            }
-            let (min, max) = st
-                .cqs
-                .get(&req.topic, req.queue_id)
-                .map_or((0, 0), |q| (q.min_offset(), q.max_offset()));
-            let status = if req.offset < min {
-                Some(PullStatus::OffsetTooSmall)
-            } else if req.offset > max {
-                Some(PullStatus::OffsetTooBig)
-            } else if req.offset == max {
-                Some(PullStatus::NoNewMessage)
-            } else {
-                None
-            };
-            if let Some(s) = status {
-                let next = if s == PullStatus::OffsetTooSmall {
-                    min
-                } else {
-                    req.offset.min(max)
-                };
-                return Ok(PullResult::empty(s, next, min, max));
-            }
-            let q = st
-                .cqs
-                .get(&req.topic, req.queue_id)
-                .ok_or_else(|| StoreError::NotFound {
-                    what: format!("consume queue {}/{}", req.topic, req.queue_id),
-                })?;
-            let scan = if filter.is_all() {
-                max_count
-            } else {
-                cfg.max_pull_scan_units as usize
-            };
-            (q.read(req.offset, scan)?, min, max)
+/// Pulls from a queue (see [`PullRequest`], [`PullStatus`]).
+pub(crate) fn pull(shared: &Shared, req: &PullRequest) -> Result<PullResult> {
+    let filter = TagFilter::parse(&req.tag_expr)?;
+    let cfg = &shared.config;
+    let max_count = req.max_count.clamp(1, cfg.max_pull_messages) as usize;
+    let (units, min, max) = {
+        let st = shared.state.read();
+        let Some(topic) = st.topics.get(&req.topic) else {
+            return Ok(PullResult::empty(PullStatus::NoSuchTopic, req.offset, 0, 0));
         };
-        self.collect(req, &filter, max_count, units, min, max)
-    }
-
-    fn collect(
-        &self,
-        req: &PullRequest,
-        filter: &TagFilter,
-        max_count: usize,
-        units: Vec<CqUnit>,
-        min: QueueOffset,
-        max: QueueOffset,
-    ) -> Result<PullResult> {
-        let mut out = Vec::new();
-        let mut bytes = 0u64;
-        let mut next = req.offset;
-        for (i, u) in units.iter().enumerate() {
-            let offset = req.offset + i as u64;
-            if out.len() >= max_count
-                || (!out.is_empty() && bytes + u64::from(u.size) > req.max_bytes)
-            {
-                break;
-            }
-            next = offset + 1;
-            if !filter.matches_hash(u.tag_hash) {
-                continue;
-            }
-            let rec = match self.read_record(u.phys_offset, u.size) {
-                Ok(r) => r,
-                // Retention deleted the segment after the units were read: the caller restarts
-                // from the queue's new minimum.
-                Err(_) if u.phys_offset < self.shared.log.watermarks().min_phys_offset => {
-                    let (min, max) = self.queue_offsets(&req.topic, req.queue_id);
-                    return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
-                }
-                Err(e) => return Err(e),
-            };
-            let view = MessageView::parse_trusted(&rec)?;
-            if !filter.matches_tag(view.tags) {
-                continue;
-            }
-            bytes += u64::from(u.size);
-            out.push(StoredMessage {
-                message: view.to_message(),
-                msg_id: u.phys_offset,
-                queue_offset: offset,
-                store_size: u.size,
-            });
+        if !topic.readable(req.queue_id) {
+            return Ok(PullResult::empty(PullStatus::NoSuchQueue, req.offset, 0, 0));
         }
-        let status = if out.is_empty() {
-            PullStatus::NoMatchedMessage
+        let (min, max) = st
+            .cqs
+            .get(&req.topic, req.queue_id)
+            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()));
+        let status = if req.offset < min {
+            Some(PullStatus::OffsetTooSmall)
+        } else if req.offset > max {
+            Some(PullStatus::OffsetTooBig)
+        } else if req.offset == max {
+            Some(PullStatus::NoNewMessage)
         } else {
-            PullStatus::Found
+            None
         };
-        Ok(PullResult {
-            status,
-            messages: out,
-            next_offset: next,
-            min_offset: min,
-            max_offset: max,
-        })
-    }
-
-    /// Long poll: true as soon as the queue's max offset exceeds `offset`, false on timeout.
-    pub async fn wait_for_messages(
-        &self,
-        topic: &str,
-        queue_id: QueueId,
-        offset: QueueOffset,
-        timeout: Duration,
-    ) -> bool {
-        let mut rx = self.shared.applied_tx.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            rx.borrow_and_update();
-            if self.queue_offsets(topic, queue_id).1 > offset {
-                return true;
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) | Err(_) => return self.queue_offsets(topic, queue_id).1 > offset,
-            }
-        }
-    }
-
-    /// The message with id `msg_id` (its physical offset), CRC-checked. Only dispatched
-    /// messages are found.
-    pub fn get_by_id(&self, msg_id: PhysOffset) -> Result<StoredMessage> {
-        let not_found = || StoreError::NotFound {
-            what: format!("message {msg_id}"),
-        };
-        let (end, min) = {
-            let st = self.shared.state.read();
-            (
-                st.dispatched_phys_end,
-                self.shared.log.watermarks().min_phys_offset,
-            )
-        };
-        if msg_id < min || msg_id + MESSAGE_MIN_LEN as u64 > end {
-            return Err(not_found());
-        }
-        let head = self
-            .shared
-            .log
-            .read_at(msg_id, 4)
-            .map_err(|_| not_found())?;
-        let len = peek_record_len(&head).ok_or_else(not_found)?;
-        if len < MESSAGE_MIN_LEN as u32 || msg_id + u64::from(len) > end {
-            return Err(not_found());
-        }
-        let rec = self
-            .shared
-            .log
-            .read_at(msg_id, len)
-            .map_err(|_| not_found())?;
-        let view = MessageView::parse(&rec).map_err(|_| not_found())?;
-        let queue_offset = {
-            let st = self.shared.state.read();
-            st.cqs
-                .get(view.topic, view.queue_id)
-                .and_then(|q| q.offset_of_phys(msg_id))
-        };
-        // A CRC-valid record that no queue points at was never dispatched (rejected batch).
-        let queue_offset = queue_offset.ok_or_else(not_found)?;
-        Ok(StoredMessage {
-            message: view.to_message(),
-            msg_id,
-            queue_offset,
-            store_size: len,
-        })
-    }
-
-    /// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
-    /// most `max`. Index candidates are checked against the record (hash collisions and other
-    /// topics are filtered out).
-    pub fn query_by_key(
-        &self,
-        topic: &str,
-        key: &str,
-        begin_ms: u64,
-        end_ms: u64,
-        max: usize,
-    ) -> Result<Vec<StoredMessage>> {
-        let candidates = {
-            let st = self.shared.state.read();
-            st.index
-                .query(key, begin_ms, end_ms, max.saturating_mul(4).max(64))
-        };
-        let mut out = Vec::new();
-        for phys in candidates {
-            if out.len() >= max {
-                break;
-            }
-            let m = match self.get_by_id(phys) {
-                Ok(m) => m,
-                Err(StoreError::NotFound { .. }) => continue,
-                Err(e) => return Err(e),
+        if let Some(s) = status {
+            let next = if s == PullStatus::OffsetTooSmall {
+                min
+            } else {
+                req.offset.min(max)
             };
-            if m.message.topic == topic && m.message.keys.iter().any(|k| k == key) {
-                out.push(m);
-            }
+            return Ok(PullResult::empty(s, next, min, max));
         }
-        Ok(out)
+        let q = st
+            .cqs
+            .get(&req.topic, req.queue_id)
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("consume queue {}/{}", req.topic, req.queue_id),
+            })?;
+        let scan = if filter.is_all() {
+            max_count
+        } else {
+            cfg.max_pull_scan_units as usize
+        };
+        (q.read(req.offset, scan)?, min, max)
+    };
+    collect(shared, req, &filter, max_count, units, min, max)
+}
+
+fn collect(
+    shared: &Shared,
+    req: &PullRequest,
+    filter: &TagFilter,
+    max_count: usize,
+    units: Vec<CqUnit>,
+    min: QueueOffset,
+    max: QueueOffset,
+) -> Result<PullResult> {
+    let mut out = Vec::new();
+    let mut bytes = 0u64;
+    let mut next = req.offset;
+    for (i, u) in units.iter().enumerate() {
+        let offset = req.offset + i as u64;
+        if out.len() >= max_count || (!out.is_empty() && bytes + u64::from(u.size) > req.max_bytes)
+        {
+            break;
+        }
+        next = offset + 1;
+        if !filter.matches_hash(u.tag_hash) {
+            continue;
+        }
+        let rec = match read_record(shared, u.phys_offset, u.size) {
+            Ok(r) => r,
+            // Retention deleted the segment after the units were read: the caller restarts
+            // from the queue's new minimum.
+            Err(_) if u.phys_offset < shared.log.watermarks().min_phys_offset => {
+                let (min, max) = queue_offsets(shared, &req.topic, req.queue_id);
+                return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
+            }
+            Err(e) => return Err(e),
+        };
+        let view = MessageView::parse_trusted(&rec)?;
+        if !filter.matches_tag(view.tags) {
+            continue;
+        }
+        bytes += u64::from(u.size);
+        out.push(StoredMessage {
+            message: view.to_message(),
+            msg_id: u.phys_offset,
+            queue_offset: offset,
+            store_size: u.size,
+        });
     }
+    let status = if out.is_empty() {
+        PullStatus::NoMatchedMessage
+    } else {
+        PullStatus::Found
+    };
+    Ok(PullResult {
+        status,
+        messages: out,
+        next_offset: next,
+        min_offset: min,
+        max_offset: max,
+    })
+}
+
+/// `(min, max)` offsets of a queue (`(0, 0)` for a queue without messages yet).
+pub(crate) fn queue_offsets(
+    shared: &Shared,
+    topic: &str,
+    queue_id: QueueId,
+) -> (QueueOffset, QueueOffset) {
+    let st = shared.state.read();
+    st.cqs
+        .get(topic, queue_id)
+        .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+}
+
+/// Long poll: true as soon as the queue's max offset exceeds `offset`, false on timeout.
+pub(crate) async fn wait_for_messages(
+    shared: &Shared,
+    topic: &str,
+    queue_id: QueueId,
+    offset: QueueOffset,
+    timeout: Duration,
+) -> bool {
+    let mut rx = shared.applied_tx.subscribe();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        rx.borrow_and_update();
+        if queue_offsets(shared, topic, queue_id).1 > offset {
+            return true;
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) | Err(_) => return queue_offsets(shared, topic, queue_id).1 > offset,
+        }
+    }
+}
+
+/// The message with id `msg_id` (its physical offset), CRC-checked. Only dispatched
+/// messages are found.
+pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMessage> {
+    let not_found = || StoreError::NotFound {
+        what: format!("message {msg_id}"),
+    };
+    let (end, min) = {
+        let st = shared.state.read();
+        (
+            st.dispatched_phys_end,
+            shared.log.watermarks().min_phys_offset,
+        )
+    };
+    if msg_id < min || msg_id + MESSAGE_MIN_LEN as u64 > end {
+        return Err(not_found());
+    }
+    let head = shared.log.read_at(msg_id, 4).map_err(|_| not_found())?;
+    let len = peek_record_len(&head).ok_or_else(not_found)?;
+    if len < MESSAGE_MIN_LEN as u32 || msg_id + u64::from(len) > end {
+        return Err(not_found());
+    }
+    let rec = shared.log.read_at(msg_id, len).map_err(|_| not_found())?;
+    let view = MessageView::parse(&rec).map_err(|_| not_found())?;
+    let queue_offset = {
+        let st = shared.state.read();
+        st.cqs
+            .get(view.topic, view.queue_id)
+            .and_then(|q| q.offset_of_phys(msg_id))
+    };
+    // A CRC-valid record that no queue points at was never dispatched (rejected batch).
+    let queue_offset = queue_offset.ok_or_else(not_found)?;
+    Ok(StoredMessage {
+        message: view.to_message(),
+        msg_id,
+        queue_offset,
+        store_size: len,
+    })
+}
+
+/// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
+/// most `max`. Index candidates are checked against the record (hash collisions and other
+/// topics are filtered out).
+pub(crate) fn query_by_key(
+    shared: &Shared,
+    topic: &str,
+    key: &str,
+    begin_ms: u64,
+    end_ms: u64,
+    max: usize,
+) -> Result<Vec<StoredMessage>> {
+    let candidates = {
+        let st = shared.state.read();
+        st.index
+            .query(key, begin_ms, end_ms, max.saturating_mul(4).max(64))
+    };
+    let mut out = Vec::new();
+    for phys in candidates {
+        if out.len() >= max {
+            break;
+        }
+        let m = match get_by_id(shared, phys) {
+            Ok(m) => m,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        if m.message.topic == topic && m.message.keys.iter().any(|k| k == key) {
+            out.push(m);
+        }
+    }
+    Ok(out)
 }

@@ -1,5 +1,6 @@
 //! Retention: which CommitLog segments go, and deleting them with the ConsumeQueue and index
-//! units below the new minimum physical offset; the disk-full guard.
+//! units below the new minimum physical offset; the disk-full guard. Functions over `Shared`
+//! behind the [`Store`](crate::Store) methods of the same names.
 //!
 //! A segment's age is the store timestamp of the newest dispatched message in it (a segment
 //! without any dispatched message counts as expired). Whole segments only, oldest first:
@@ -9,17 +10,19 @@
 //! finds its entries), and never the active segment.
 //!
 //! Sequence (driven by the node): `plan = retention_plan(now)`, build a snapshot and
-//! `raft.trigger().purge_log(plan.purge_upto.index)`, then [`Store::apply_retention`].
+//! `raft.trigger().purge_log(plan.purge_upto.index)`, then
+//! [`Store::apply_retention`](crate::Store::apply_retention).
 
 use crate::error::Result;
 use crate::error::StoreError;
-use crate::sm::state::DispatchState;
-use crate::store::Store;
+use crate::state::DispatchState;
+use crate::state::Shared;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 use raftmq_raft_log::types::LogId;
 
-/// How long the send path reuses a disk usage reading (see [`Store::check_disk`]).
+/// How long the send path reuses a disk usage reading (see
+/// [`Store::check_disk`](crate::Store::check_disk)).
 pub const DISK_CHECK_TTL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What retention will delete.
@@ -34,7 +37,7 @@ pub struct RetentionPlan {
 
 /// Store timestamp of the newest dispatched message in `[start, end)`, if any.
 fn newest_ts(
-    store: &Store,
+    shared: &Shared,
     st: &DispatchState,
     start: PhysOffset,
     end: PhysOffset,
@@ -49,7 +52,7 @@ fn newest_ts(
         if u.phys_offset < start {
             continue;
         }
-        let rec = store.shared.log.read_at(u.phys_offset, u.size)?;
+        let rec = shared.log.read_at(u.phys_offset, u.size)?;
         let view = crate::message::MessageView::parse(&rec)?;
         newest = newest.max(Some(view.store_timestamp_ms));
     }
@@ -68,151 +71,150 @@ pub fn usage_ratio(blocks: u64, free: u64, available: u64) -> f64 {
     used as f64 / denominator as f64
 }
 
-impl Store {
-    /// Disk usage of the data dir's file system, 0..1 (statvfs), computed as `df` shows it.
-    pub fn disk_usage(&self) -> Result<f64> {
-        if let Some(u) = *self.shared.disk_usage_override.lock() {
+/// Disk usage of the data dir's file system, 0..1 (statvfs), computed as `df` shows it.
+pub(crate) fn disk_usage(shared: &Shared) -> Result<f64> {
+    if let Some(u) = *shared.disk_usage_override.lock() {
+        return Ok(u);
+    }
+    let path = &shared.data_dir;
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| StoreError::invalid("data dir path contains NUL"))?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
+    if rc != 0 {
+        return Err(StoreError::io(
+            "statvfs",
+            path,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
+}
+
+/// [`Store::disk_usage`](crate::Store::disk_usage), reusing an answer younger than
+/// [`DISK_CHECK_TTL`].
+fn cached_disk_usage(shared: &Shared) -> Result<f64> {
+    if shared.disk_usage_override.lock().is_some() {
+        return disk_usage(shared);
+    }
+    let now = std::time::Instant::now();
+    if let Some((at, u)) = *shared.disk_usage_cache.lock() {
+        if now.duration_since(at) < DISK_CHECK_TTL {
             return Ok(u);
         }
-        let path = &self.shared.data_dir;
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| StoreError::invalid("data dir path contains NUL"))?;
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out pointer.
-        let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
-        if rc != 0 {
-            return Err(StoreError::io(
-                "statvfs",
-                path,
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
     }
+    let u = disk_usage(shared)?;
+    *shared.disk_usage_cache.lock() = Some((now, u));
+    Ok(u)
+}
 
-    /// [`Store::disk_usage`], reusing an answer younger than [`DISK_CHECK_TTL`].
-    fn cached_disk_usage(&self) -> Result<f64> {
-        if self.shared.disk_usage_override.lock().is_some() {
-            return self.disk_usage();
-        }
-        let now = std::time::Instant::now();
-        if let Some((at, u)) = *self.shared.disk_usage_cache.lock() {
-            if now.duration_since(at) < DISK_CHECK_TTL {
-                return Ok(u);
-            }
-        }
-        let u = self.disk_usage()?;
-        *self.shared.disk_usage_cache.lock() = Some((now, u));
-        Ok(u)
+/// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
+#[doc(hidden)]
+pub(crate) fn set_disk_usage_override(shared: &Shared, usage: Option<f64>) {
+    *shared.disk_usage_override.lock() = usage;
+}
+
+/// `DiskFull` once disk usage passes `disk-reject-ratio`: the leader refuses sends before
+/// the log hits an I/O error (which would stop the Raft core).
+///
+/// Called on every send, so the statvfs answer is reused for [`DISK_CHECK_TTL`]: at the
+/// reject ratio's margin (10% of the disk by default) a send burst that long cannot fill it.
+pub(crate) fn check_disk(shared: &Shared) -> Result<()> {
+    let u = cached_disk_usage(shared)?;
+    let max = shared.config.disk_reject_ratio;
+    if u > max {
+        return Err(StoreError::DiskFull {
+            reason: format!(
+                "disk usage {:.1}% is above disk-reject-ratio {:.1}%",
+                u * 100.0,
+                max * 100.0
+            ),
+        });
     }
+    Ok(())
+}
 
-    /// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
-    #[doc(hidden)]
-    pub fn set_disk_usage_override(&self, usage: Option<f64>) {
-        *self.shared.disk_usage_override.lock() = usage;
+/// What retention would delete at `now_ms` (see the module docs), or None.
+pub(crate) fn retention_plan(
+    shared: &Shared,
+    now_ms: TimestampMs,
+) -> Result<Option<RetentionPlan>> {
+    let log = &shared.log;
+    let seg = log.config().segment_bytes;
+    let w = log.watermarks();
+    let st = shared.state.read();
+    let Some(cp) = st.checkpoint_applied else {
+        return Ok(None);
+    };
+    let Some(cp_loc) = log.entry_location(cp.index) else {
+        return Ok(None);
+    };
+    let limit = cp_loc.phys - cp_loc.phys % seg;
+    let over_clean = disk_usage(shared)? > shared.config.disk_clean_ratio;
+    let reserved_ms = shared.config.file_reserved_hours * 3_600_000;
+    let mut below = w.min_phys_offset;
+    while below + seg <= limit {
+        let expired = newest_ts(shared, &st, below, below + seg)?
+            .is_none_or(|ts| ts.saturating_add(reserved_ms) <= now_ms);
+        if !(expired || (over_clean && below == w.min_phys_offset)) {
+            break;
+        }
+        below += seg;
     }
-
-    /// `DiskFull` once disk usage passes `disk-reject-ratio`: the leader refuses sends before
-    /// the log hits an I/O error (which would stop the Raft core).
-    ///
-    /// Called on every send, so the statvfs answer is reused for [`DISK_CHECK_TTL`]: at the
-    /// reject ratio's margin (10% of the disk by default) a send burst that long cannot fill it.
-    pub fn check_disk(&self) -> Result<()> {
-        let u = self.cached_disk_usage()?;
-        let max = self.shared.config.disk_reject_ratio;
-        if u > max {
-            return Err(StoreError::DiskFull {
-                reason: format!(
-                    "disk usage {:.1}% is above disk-reject-ratio {:.1}%",
-                    u * 100.0,
-                    max * 100.0
-                ),
-            });
-        }
-        Ok(())
+    drop(st);
+    if below == w.min_phys_offset {
+        return Ok(None);
     }
-
-    /// What retention would delete at `now_ms` (see the module docs), or None.
-    pub fn retention_plan(&self, now_ms: TimestampMs) -> Result<Option<RetentionPlan>> {
-        let log = &self.shared.log;
-        let seg = log.config().segment_bytes;
-        let w = log.watermarks();
-        let st = self.shared.state.read();
-        let Some(cp) = st.checkpoint_applied else {
-            return Ok(None);
-        };
-        let Some(cp_loc) = log.entry_location(cp.index) else {
-            return Ok(None);
-        };
-        let limit = cp_loc.phys - cp_loc.phys % seg;
-        let over_clean = self.disk_usage()? > self.shared.config.disk_clean_ratio;
-        let reserved_ms = self.shared.config.file_reserved_hours * 3_600_000;
-        let mut below = w.min_phys_offset;
-        while below + seg <= limit {
-            let expired = newest_ts(self, &st, below, below + seg)?
-                .is_none_or(|ts| ts.saturating_add(reserved_ms) <= now_ms);
-            if !(expired || (over_clean && below == w.min_phys_offset)) {
-                break;
-            }
-            below += seg;
-        }
-        drop(st);
-        if below == w.min_phys_offset {
-            return Ok(None);
-        }
-        // The first entry of the segment at `below`: purging up to it covers every byte below
-        // `below` (padding included); the entry itself stays readable, its segment stays.
-        let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
-        let mut found = None;
-        while lo <= hi {
-            let mid = lo + (hi - lo) / 2;
-            match log.entry_location(mid) {
-                Some(l) if l.phys >= below => {
-                    found = Some(l);
-                    match mid.checked_sub(1) {
-                        Some(h) => hi = h,
-                        None => break,
-                    }
+    // The first entry of the segment at `below`: purging up to it covers every byte below
+    // `below` (padding included); the entry itself stays readable, its segment stays.
+    let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
+    let mut found = None;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        match log.entry_location(mid) {
+            Some(l) if l.phys >= below => {
+                found = Some(l);
+                match mid.checked_sub(1) {
+                    Some(h) => hi = h,
+                    None => break,
                 }
-                _ => lo = mid + 1,
             }
+            _ => lo = mid + 1,
         }
-        Ok(found.map(|l| RetentionPlan {
-            purge_upto: LogId::new_term_index(l.term, l.index),
-            delete_below_phys: below,
-        }))
     }
+    Ok(found.map(|l| RetentionPlan {
+        purge_upto: LogId::new_term_index(l.term, l.index),
+        delete_below_phys: below,
+    }))
+}
 
-    /// Deletes what `plan` names: CommitLog segments (the log must be purged up to
-    /// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
-    pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {
-        // Under the write lock, so a reader that finds a record gone sees the new minimum.
-        let mut st = self.shared.state.write();
-        // The stored snapshot first: it must never name a deleted segment (a crash between
-        // the two steps leaves a trimmed snapshot over a log that still has them: harmless).
-        let log_min = self.shared.log.watermarks().min_phys_offset;
-        crate::snapshot::trim_current(&self.shared, &st, plan.delete_below_phys.max(log_min))?;
-        let (new_min, segments) = self
-            .shared
-            .log
-            .detach_segments_below(plan.delete_below_phys)?;
-        let cq_files = st.cqs.delete_below_phys(new_min)?;
-        let index_files = st.index.delete_files_below(new_min)?;
-        drop(st);
-        // The segment files go after the lock: applying (and so every ack) waited for the
-        // unlink of a 1 GiB file otherwise.
-        segments.delete()?;
-        let st = self.shared.state.read();
-        tracing::info!(
-            phys_offset = new_min,
-            log_index = plan.purge_upto.index,
-            cq_files,
-            index_files,
-            "retention applied"
-        );
-        debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
-        Ok(())
-    }
+/// Deletes what `plan` names: CommitLog segments (the log must be purged up to
+/// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
+pub(crate) fn apply_retention(shared: &Shared, plan: &RetentionPlan) -> Result<()> {
+    // Under the write lock, so a reader that finds a record gone sees the new minimum.
+    let mut st = shared.state.write();
+    // The stored snapshot first: it must never name a deleted segment (a crash between
+    // the two steps leaves a trimmed snapshot over a log that still has them: harmless).
+    let log_min = shared.log.watermarks().min_phys_offset;
+    crate::snapshot::trim_current(shared, &st, plan.delete_below_phys.max(log_min))?;
+    let (new_min, segments) = shared.log.detach_segments_below(plan.delete_below_phys)?;
+    let cq_files = st.cqs.delete_below_phys(new_min)?;
+    let index_files = st.index.delete_files_below(new_min)?;
+    drop(st);
+    // The segment files go after the lock: applying (and so every ack) waited for the
+    // unlink of a 1 GiB file otherwise.
+    segments.delete()?;
+    let st = shared.state.read();
+    tracing::info!(
+        phys_offset = new_min,
+        log_index = plan.purge_upto.index,
+        cq_files,
+        index_files,
+        "retention applied"
+    );
+    debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
+    Ok(())
 }
 
 #[cfg(test)]

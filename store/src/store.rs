@@ -1,33 +1,37 @@
-//! [`open`] and the read handle [`Store`]: recovery at open, checkpoints, close, and the small
-//! accessors the node uses. The read path proper lives in [`crate::read`], retention in
-//! [`crate::retention`].
+//! [`Store`]: the cheap clonable read handle the node's services use, with every one of its
+//! methods: checkpoint and close, topics, consumer offsets and watermarks, the read path
+//! (implemented in [`crate::read`]), retention and the disk guard ([`crate::retention`]), and
+//! the snapshot receiver ([`crate::snapshot`]). [`crate::open`] makes it.
 
-use std::path::Path;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::Mutex;
-use parking_lot::RwLock;
 use raftmq_raft_log::types::LogId;
 
 use crate::config::StoreConfig;
-use crate::consume_queue::ConsumeQueueSet;
 use crate::error::Result;
 use crate::error::StoreError;
-use crate::index::IndexStore;
-use crate::index::KeyHashFn;
 use crate::limits::StoreLimits;
 use crate::mapped_file::sync_dir;
+use crate::paths::abort_path;
+use crate::paths::incoming_dir;
+use crate::paths::snapshots_dir;
 use crate::raft_types::LogStore;
-use crate::sm::checkpoint::Checkpoint;
-use crate::sm::state::DispatchState;
-use crate::sm::StateMachine;
+use crate::read;
+use crate::read::PullRequest;
+use crate::read::PullResult;
+use crate::read::StoredMessage;
+use crate::retention;
+use crate::retention::RetentionPlan;
+use crate::snapshot::SnapshotReceiver;
+use crate::state::InstallStop;
+use crate::state::Shared;
 use crate::topic::TopicConfig;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
+use crate::types::TimestampMs;
 
 /// Positions of the store, for metrics and status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,177 +48,17 @@ pub struct StoreWatermarks {
     pub log: raftmq_raft_log::store::Watermarks,
 }
 
-/// State shared by the [`StateMachine`] (writer) and every [`Store`] handle (readers).
-pub(crate) struct Shared {
-    pub data_dir: PathBuf,
-    pub config: StoreConfig,
-    pub log: LogStore,
-    pub state: RwLock<DispatchState>,
-    /// Bumped after every applied batch; long-poll readers wait on it.
-    pub applied_tx: tokio::sync::watch::Sender<u64>,
-    /// CRC32 of CommitLog segment prefixes `(start, len)` already computed for snapshots.
-    pub segment_crcs: Mutex<std::collections::HashMap<(PhysOffset, u64), u32>>,
-    /// Serialises changes to `snapshots/` (new file, removal of the others) with the choice
-    /// of the current snapshot. Lock order: `state` before this.
-    pub snapshot_files: Mutex<()>,
-    /// Test hook: a fixed disk usage ratio instead of statvfs.
-    pub disk_usage_override: Mutex<Option<f64>>,
-    /// Last statvfs answer of the send-path disk check, and when it was taken.
-    pub disk_usage_cache: Mutex<Option<(std::time::Instant, f64)>>,
-    /// Test hook: where snapshot install stops with an error, as a crash there would.
-    pub install_stop: Mutex<Option<crate::snapshot::InstallStop>>,
-    pub closed: AtomicBool,
-}
-
 /// Cheap clonable read handle used by the gRPC services.
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) shared: Arc<Shared>,
-}
-
-fn abort_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("abort")
-}
-
-/// Opens the state machine over an opened CommitLog (same data dir). Recovery happens here:
-/// if the abort marker is present (unclean shutdown), ConsumeQueue and index units at or past
-/// the recovered CommitLog end are cut; openraft then re-applies the committed entries after
-/// the checkpoint's last applied id, which re-dispatch handles idempotently. A snapshot install
-/// interrupted after its log swap is run again from its pending file (see `snapshot::intent`).
-pub fn open(data_dir: &Path, config: StoreConfig, log: LogStore) -> Result<(Store, StateMachine)> {
-    open_with_hasher(data_dir, config, log, crate::hash::key_hash)
-}
-
-/// [`open`] with a given key hash (tests force hash collisions with it).
-#[doc(hidden)]
-pub fn open_with_hasher(
-    data_dir: &Path,
-    config: StoreConfig,
-    log: LogStore,
-    hasher: KeyHashFn,
-) -> Result<(Store, StateMachine)> {
-    config.validate()?;
-    std::fs::create_dir_all(data_dir).map_err(|e| StoreError::io("create dir", data_dir, e))?;
-    let unclean = abort_path(data_dir).exists();
-    crate::snapshot::remove_leftovers(data_dir)?;
-    // An interrupted install swapped the log under the old checkpoint: it is finished below.
-    let install_pending = crate::snapshot::intent_path(data_dir).exists();
-    let state = recover_state(data_dir, &config, &log, hasher, unclean, install_pending)?;
-    create_abort_marker(data_dir)?;
-    tracing::info!(data_dir = %data_dir.display(), unclean, last_applied = ?state.last_applied,
-        "store opened");
-    let (applied_tx, _) = tokio::sync::watch::channel(0u64);
-    let shared = Arc::new(Shared {
-        data_dir: data_dir.to_owned(),
-        config,
-        log,
-        state: RwLock::new(state),
-        applied_tx,
-        segment_crcs: Mutex::new(Default::default()),
-        snapshot_files: Mutex::new(()),
-        disk_usage_override: Mutex::new(None),
-        disk_usage_cache: Mutex::new(None),
-        install_stop: Mutex::new(None),
-        closed: AtomicBool::new(false),
-    });
-    crate::snapshot::resume_install(&shared)?;
-    Ok((
-        Store {
-            shared: shared.clone(),
-        },
-        StateMachine::new(shared),
-    ))
-}
-
-/// Opens ConsumeQueues and index, loads the checkpoint and, after an unclean shutdown, cuts
-/// units at or past the recovered CommitLog end. With `install_pending` the checkpoint may
-/// describe the log an interrupted install replaced; the install is run again right after.
-fn recover_state(
-    data_dir: &Path,
-    config: &StoreConfig,
-    log: &LogStore,
-    hasher: KeyHashFn,
-    unclean: bool,
-    install_pending: bool,
-) -> Result<DispatchState> {
-    let mut cqs =
-        ConsumeQueueSet::open(&data_dir.join("consumequeue"), config.consume_queue.clone())?;
-    let mut index =
-        IndexStore::open_with_hasher(&data_dir.join("index"), config.index.clone(), hasher)?;
-    let checkpoint = Checkpoint::load(data_dir)?;
-    let w = log.watermarks();
-    if unclean {
-        let end = w.appended_phys_end;
-        let cut_units = cqs.truncate_phys_beyond(end)?;
-        let cut_keys = index.truncate_phys_beyond(end)?;
-        tracing::warn!(
-            phys_offset = end,
-            cut_units,
-            cut_keys,
-            "unclean shutdown: units past the recovered commitlog end cut"
-        );
-    }
-    if !install_pending && checkpoint.dispatched_phys_end > w.appended_phys_end {
-        return Err(StoreError::corruption(
-            crate::sm::checkpoint::checkpoint_path(data_dir)
-                .display()
-                .to_string(),
-            0,
-            format!(
-                "checkpoint covers phys {} but the commitlog ends at {}",
-                checkpoint.dispatched_phys_end, w.appended_phys_end
-            ),
-        ));
-    }
-    let mut state = DispatchState {
-        cqs,
-        index,
-        topics: Default::default(),
-        offsets: Default::default(),
-        last_applied: None,
-        membership: Default::default(),
-        dispatched_phys_end: 0,
-        since_checkpoint: 0,
-        checkpoint_applied: None,
-    };
-    state.load_checkpoint(checkpoint);
-    // Units dispatched after the checkpoint may exist (they will be replayed); the dispatched
-    // end must cover them.
-    let unit_end = state
-        .cqs
-        .iter()
-        .filter_map(|q| q.last_unit())
-        .map(|u| u.end_phys())
-        .max();
-    state.dispatched_phys_end = state.dispatched_phys_end.max(unit_end.unwrap_or(0));
-    Ok(state)
-}
-
-fn create_abort_marker(data_dir: &Path) -> Result<()> {
-    let p = abort_path(data_dir);
-    std::fs::File::create(&p).map_err(|e| StoreError::io("create", &p, e))?;
-    sync_dir(data_dir)
-}
-
-impl Shared {
-    /// Writes the dispatch checkpoint: log flush, ConsumeQueue and index msync, then the
-    /// checkpoint file. Caller holds the state write lock.
-    pub fn checkpoint_locked(&self, st: &mut DispatchState) -> Result<()> {
-        self.log.flush()?;
-        st.flush()?;
-        st.to_checkpoint().store(&self.data_dir)?;
-        st.checkpoint_applied = st.last_applied;
-        st.since_checkpoint = 0;
-        Ok(())
-    }
-
-    /// Wakes long-poll readers.
-    pub fn notify_applied(&self) {
-        self.applied_tx.send_modify(|n| *n = n.wrapping_add(1));
-    }
+    shared: Arc<Shared>,
 }
 
 impl Store {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Store { shared }
+    }
+
     /// Writes the dispatch checkpoint now.
     pub fn checkpoint(&self) -> Result<()> {
         let mut st = self.shared.state.write();
@@ -256,10 +100,7 @@ impl Store {
 
     /// `(min, max)` offsets of a queue (`(0, 0)` for a queue without messages yet).
     pub fn queue_offsets(&self, topic: &str, queue_id: QueueId) -> (QueueOffset, QueueOffset) {
-        let st = self.shared.state.read();
-        st.cqs
-            .get(topic, queue_id)
-            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+        read::queue_offsets(&self.shared, topic, queue_id)
     }
 
     /// Current positions.
@@ -293,5 +134,89 @@ impl Store {
     /// Checks the dispatch state invariants (tests, cluster checkers).
     pub fn validate(&self) -> Result<()> {
         self.shared.state.read().validate()
+    }
+
+    /// Pulls from a queue (see [`PullRequest`], [`PullStatus`](crate::PullStatus)).
+    pub fn pull(&self, req: &PullRequest) -> Result<PullResult> {
+        read::pull(&self.shared, req)
+    }
+
+    /// Long poll: true as soon as the queue's max offset exceeds `offset`, false on timeout.
+    pub async fn wait_for_messages(
+        &self,
+        topic: &str,
+        queue_id: QueueId,
+        offset: QueueOffset,
+        timeout: Duration,
+    ) -> bool {
+        read::wait_for_messages(&self.shared, topic, queue_id, offset, timeout).await
+    }
+
+    /// The message with id `msg_id` (its physical offset), CRC-checked. Only dispatched
+    /// messages are found.
+    pub fn get_by_id(&self, msg_id: PhysOffset) -> Result<StoredMessage> {
+        read::get_by_id(&self.shared, msg_id)
+    }
+
+    /// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
+    /// most `max`. Index candidates are checked against the record (hash collisions and other
+    /// topics are filtered out).
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: u64,
+        end_ms: u64,
+        max: usize,
+    ) -> Result<Vec<StoredMessage>> {
+        read::query_by_key(&self.shared, topic, key, begin_ms, end_ms, max)
+    }
+
+    /// Disk usage of the data dir's file system, 0..1 (statvfs), computed as `df` shows it.
+    pub fn disk_usage(&self) -> Result<f64> {
+        retention::disk_usage(&self.shared)
+    }
+
+    /// Test hook: pretend the disk usage is `usage` (None: use statvfs again).
+    #[doc(hidden)]
+    pub fn set_disk_usage_override(&self, usage: Option<f64>) {
+        retention::set_disk_usage_override(&self.shared, usage)
+    }
+
+    /// `DiskFull` once disk usage passes `disk-reject-ratio`: the leader refuses sends before
+    /// the log hits an I/O error (which would stop the Raft core).
+    ///
+    /// Called on every send, so the statvfs answer is reused for
+    /// [`DISK_CHECK_TTL`](retention::DISK_CHECK_TTL): at the reject ratio's margin (10% of the
+    /// disk by default) a send burst that long cannot fill it.
+    pub fn check_disk(&self) -> Result<()> {
+        retention::check_disk(&self.shared)
+    }
+
+    /// What retention would delete at `now_ms` (see [`crate::retention`]), or None.
+    pub fn retention_plan(&self, now_ms: TimestampMs) -> Result<Option<RetentionPlan>> {
+        retention::retention_plan(&self.shared, now_ms)
+    }
+
+    /// Deletes what `plan` names: CommitLog segments (the log must be purged up to
+    /// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
+    pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {
+        retention::apply_retention(&self.shared, plan)
+    }
+
+    /// Test hook: make snapshot install stop with an error at `at` (see [`InstallStop`]).
+    #[doc(hidden)]
+    pub fn set_install_stop(&self, at: Option<InstallStop>) {
+        *self.shared.install_stop.lock() = at;
+    }
+
+    /// A receiver for snapshots sent by the leader (the node's transport sink delegates to
+    /// it), writing under `<data_dir>/snapshots/incoming`.
+    pub fn snapshot_receiver(&self, max_snapshot_bytes: u64) -> SnapshotReceiver {
+        SnapshotReceiver::new(
+            incoming_dir(&snapshots_dir(&self.shared.data_dir)),
+            max_snapshot_bytes,
+            self.shared.log.config().segment_bytes,
+        )
     }
 }

@@ -41,7 +41,7 @@ fn retention(a: &Node, plan: RetentionPlan) {
     a.store.apply_retention(&plan).expect("retention");
 }
 
-async fn current(a: &mut Node) -> raftmq_store::sm::machine::Snapshot {
+async fn current(a: &mut Node) -> raftmq_store::sm::Snapshot {
     a.sm.get_current_snapshot()
         .await
         .expect("current")

@@ -25,8 +25,8 @@
 
 use crate::codec::Reader;
 use crate::codec::Writer;
-use crate::command::Command;
-use crate::command::CommitOffset;
+use crate::command::owned::Command;
+use crate::command::owned::CommitOffset;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::format::encode_into;

@@ -1,3 +1,5 @@
+//! Tests of the command payload format: round trips, truncation, flipped bits, structural errors.
+
 use proptest::prelude::*;
 
 use super::*;

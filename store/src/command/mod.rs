@@ -8,73 +8,25 @@
 //! `payload_start_phys` is the entry's physical offset plus the raft-log entry header length.
 
 pub mod format;
+mod owned;
 
 pub use format::record_offsets;
 pub use format::BatchMessage;
 pub use format::CommandKind;
 pub use format::CommandView;
+pub use owned::Command;
+pub use owned::CommitOffset;
 
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::hash::tag_hash;
-use crate::message::Message;
-use crate::topic::TopicConfig;
 use crate::types::AppPayload;
 use crate::types::PhysOffset;
-use crate::types::QueueId;
-use crate::types::QueueOffset;
-
-/// A consumer group's committed progress on one queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitOffset {
-    /// Consumer group.
-    pub group: String,
-    /// Topic.
-    pub topic: String,
-    /// Queue.
-    pub queue_id: QueueId,
-    /// Next queue offset the group will consume.
-    pub offset: QueueOffset,
-}
-
-/// A command as the leader builds it (owned form of [`CommandView`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// One or more messages, one Raft entry. Queue ids are chosen by the leader (in each
-    /// record). `auto_create_queues: Some(n)` makes apply create a missing topic with `n`
-    /// read/write queues (deterministically, on every replica); `None` rejects the batch at
-    /// apply time if the topic does not exist.
-    SendBatch {
-        /// The messages, in order.
-        messages: Vec<Message>,
-        /// Queue count of a topic created on the fly, if allowed.
-        auto_create_queues: Option<u32>,
-    },
-    /// Create a topic.
-    CreateTopic(TopicConfig),
-    /// Replace a topic's config.
-    UpdateTopic(TopicConfig),
-    /// Delete a topic.
-    DeleteTopic {
-        /// Topic name.
-        topic: String,
-    },
-    /// Commit a consumer group offset.
-    CommitOffset(CommitOffset),
-}
 
 impl Command {
     /// Encodes into a Raft entry payload (deterministic).
     pub fn encode(&self) -> Result<AppPayload> {
         format::encode(self).map(AppPayload)
-    }
-
-    /// A batch that requires its topics to exist.
-    pub fn batch(messages: Vec<Message>) -> Command {
-        Command::SendBatch {
-            messages,
-            auto_create_queues: None,
-        }
     }
 
     /// Decodes and copies a payload (tests and tools; the apply path uses [`CommandView`]).
@@ -108,6 +60,7 @@ impl format::BatchMessage<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Message;
 
     #[test]
     fn cq_unit_of_batch_message() {

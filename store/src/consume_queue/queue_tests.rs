@@ -1,3 +1,6 @@
+//! Tests of one ConsumeQueue: put, read, roll, idempotence, truncation, retention, reset,
+//! recovery, power loss.
+
 use proptest::prelude::*;
 
 use std::path::Path;

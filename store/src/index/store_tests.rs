@@ -1,3 +1,6 @@
+//! Tests of the IndexStore: put, query, roll, collisions, replay, truncation, deletion,
+//! recovery, power loss.
+
 use proptest::prelude::*;
 
 use super::*;

@@ -29,7 +29,7 @@ use crate::codec::Reader;
 use crate::codec::Writer;
 use crate::error::Result;
 use crate::error::StoreError;
-use crate::message::Message;
+use crate::message::owned::Message;
 use crate::types::QueueId;
 use crate::types::TimestampMs;
 

@@ -1,3 +1,5 @@
+//! Tests of the message record format: round trips, truncation, flipped bits.
+
 use proptest::prelude::*;
 
 use super::*;

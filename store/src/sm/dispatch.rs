@@ -15,7 +15,7 @@ use crate::limits::validate_topic_name;
 use crate::raft_types::ApplyResponse;
 use crate::raft_types::MessageAck;
 use crate::raft_types::RejectCode;
-use crate::sm::state::DispatchState;
+use crate::state::DispatchState;
 use crate::topic::TopicConfig;
 use crate::types::PhysOffset;
 

@@ -20,28 +20,18 @@ use raftmq_raft_log::types::LogEntry;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::raft_types::ApplyResponse;
+use crate::raft_types::StoredMembership;
 use crate::raft_types::TypeConfig;
 use crate::sm::dispatch::apply_normal;
-use crate::sm::state::DispatchState;
-use crate::sm::state::StoredMembership;
+use crate::snapshot::Snapshot;
 use crate::snapshot::SnapshotFile;
-use crate::store::Shared;
+use crate::snapshot::SnapshotMeta;
+use crate::state::DispatchState;
+use crate::state::Shared;
 use crate::store::Store;
 
-/// openraft snapshot with our data type.
-pub type Snapshot = openraft::storage::Snapshot<
-    raftmq_raft_log::types::CommittedLeaderId,
-    raftmq_raft_log::types::NodeId,
-    raftmq_raft_log::types::PeerNode,
-    SnapshotFile,
->;
-
-/// openraft snapshot metadata with our types.
-pub type SnapshotMeta = openraft::storage::SnapshotMeta<
-    raftmq_raft_log::types::CommittedLeaderId,
-    raftmq_raft_log::types::NodeId,
-    raftmq_raft_log::types::PeerNode,
->;
+/// The Raft node type.
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
 
 /// The state machine half returned by [`crate::open`]; hand it to `openraft::Raft::new`.
 pub struct StateMachine {
@@ -60,9 +50,7 @@ impl StateMachine {
 
     /// A read handle on the same store.
     pub fn store(&self) -> Store {
-        Store {
-            shared: self.shared.clone(),
-        }
+        Store::new(self.shared.clone())
     }
 
     /// Applies one entry (the core of `apply`; also used by tests and benches).

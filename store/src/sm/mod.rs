@@ -1,11 +1,12 @@
-//! The openraft state machine: dispatch on apply, checkpoints, snapshots.
+//! The openraft state machine: [`StateMachine`] (apply, snapshots through
+//! [`crate::snapshot`]) and [`dispatch`] (one committed entry into the dispatch state).
 
-pub mod checkpoint;
 pub mod dispatch;
 pub mod machine;
-pub mod state;
 
-pub use machine::Snapshot;
+pub use machine::Raft;
 pub use machine::SnapshotBuilder;
-pub use machine::SnapshotMeta;
 pub use machine::StateMachine;
+
+pub use crate::snapshot::Snapshot;
+pub use crate::snapshot::SnapshotMeta;

@@ -9,19 +9,23 @@ use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
-use crate::sm::machine::Snapshot;
-use crate::sm::machine::SnapshotMeta;
-use crate::sm::state::DispatchState;
+use crate::paths::snapshots_dir;
+use crate::snapshot::current::current;
+use crate::snapshot::dir::next_path;
+use crate::snapshot::dir::remove_others;
+use crate::snapshot::file::read_manifest;
+use crate::snapshot::file::Snapshot;
+use crate::snapshot::file::SnapshotFile;
+use crate::snapshot::file::SnapshotMeta;
+use crate::snapshot::format::encode_header;
+use crate::snapshot::format::encode_manifest;
 use crate::snapshot::format::Manifest;
 use crate::snapshot::format::QueueManifest;
 use crate::snapshot::format::SegmentManifest;
+use crate::snapshot::format::PREFIX_CRC_LEN;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
-use crate::snapshot::format::SNAPSHOT_MAGIC;
-use crate::snapshot::next_path;
-use crate::snapshot::remove_others;
-use crate::snapshot::snapshots_dir;
-use crate::snapshot::SnapshotFile;
-use crate::store::Shared;
+use crate::state::DispatchState;
+use crate::state::Shared;
 use crate::types::PhysOffset;
 use raftmq_raft_log::PinnedRange;
 
@@ -150,10 +154,8 @@ fn write_prefix(shared: &Shared, m: &Manifest, st: &DispatchState) -> Result<Sna
         out: BufWriter::with_capacity(1 << 20, f),
         crc: crc32fast::Hasher::new(),
     };
-    let mbytes = serde_json::to_vec(m)
-        .map_err(|e| StoreError::invalid(format!("snapshot manifest does not serialize: {e}")))?;
-    w.write(&tmp, &SNAPSHOT_MAGIC)?;
-    w.write(&tmp, &(mbytes.len() as u64).to_le_bytes())?;
+    let mbytes = encode_manifest(m)?;
+    w.write(&tmp, &encode_header(mbytes.len() as u64))?;
     w.write(&tmp, &mbytes)?;
     write_units(&mut w, &tmp, st, m)?;
     let crc = w.crc.clone().finalize();
@@ -172,7 +174,7 @@ fn write_prefix(shared: &Shared, m: &Manifest, st: &DispatchState) -> Result<Sna
     let file = SnapshotFile::open(&path).map_err(|e| StoreError::io("open", &path, e))?;
     debug_assert_eq!(
         file.len(),
-        SNAPSHOT_HEADER_LEN + mbytes.len() as u64 + m.units_bytes() + 4,
+        SNAPSHOT_HEADER_LEN + mbytes.len() as u64 + m.units_bytes() + PREFIX_CRC_LEN,
         "the prefix holds exactly the units its manifest names"
     );
     Ok(file)
@@ -237,10 +239,10 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
 /// snapshot stays sendable once they are gone. Called before the segments are deleted; a
 /// snapshot already opened (being sent) keeps its own file and pinned segments.
 pub(crate) fn trim_current(shared: &Shared, st: &DispatchState, new_min: PhysOffset) -> Result<()> {
-    let Some(cur) = crate::snapshot::current(shared)? else {
+    let Some(cur) = current(shared)? else {
         return Ok(());
     };
-    let mut m = crate::snapshot::read_manifest(&cur.snapshot)?;
+    let mut m = read_manifest(&cur.snapshot)?;
     drop(cur);
     if m.segments.first().is_none_or(|s| s.start >= new_min) {
         return Ok(());

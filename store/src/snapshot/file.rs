@@ -1,11 +1,10 @@
-//! [`SnapshotFile`] (openraft's `SnapshotData`) and [`SnapshotReceiver`]: a snapshot readable
-//! in chunks by offset, and its chunked rebuild on the receiving node.
+//! [`SnapshotFile`] (openraft's `SnapshotData`): a snapshot readable in chunks by offset, and
+//! the openraft [`Snapshot`] / [`SnapshotMeta`] types over it.
 //!
 //! A snapshot built or installed here is the file prefix (manifest, units, CRC) plus a tail of
-//! segment bytes read from the node's own CommitLog; a received snapshot is one plain file.
-//! The node's transport traits (`SnapshotSource`, `SnapshotSink` in the node crate) are
-//! implemented there by delegating to the inherent methods here (see
-//! `store/tests/snapshot_transport.rs`).
+//! segment bytes read from the node's own CommitLog; a received snapshot is one plain file
+//! (see [`super::receiver`]). The node's transport source (`SnapshotSource` in the node crate)
+//! delegates to [`SnapshotFile::read_chunk`] (see `store/tests/snapshot_transport.rs`).
 
 use std::fmt;
 use std::fs::File;
@@ -13,13 +12,26 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering;
 
+use crate::error::Result;
 use crate::error::StoreError;
+use crate::snapshot::format::read_head;
+use crate::snapshot::format::Manifest;
 use crate::snapshot::format::SegmentManifest;
-use raftmq_raft_log::types::LogId;
+use crate::snapshot::format::SnapshotBytes;
+use raftmq_raft_log::types::CommittedLeaderId;
+use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::PinnedRange;
+
+/// openraft snapshot with our data type.
+pub type Snapshot = openraft::storage::Snapshot<CommittedLeaderId, NodeId, PeerNode, SnapshotFile>;
+
+/// openraft snapshot metadata with our types.
+pub type SnapshotMeta = openraft::storage::SnapshotMeta<CommittedLeaderId, NodeId, PeerNode>;
+
+/// Bytes read at a time by [`SnapshotBytes::read_range`].
+const CHUNK_BYTES: u64 = 4 << 20;
 
 /// Segment bytes served from the CommitLog, pinned when the snapshot was opened: retention
 /// deleting segments meanwhile changes nothing this snapshot reads.
@@ -118,97 +130,41 @@ impl SnapshotFile {
     }
 }
 
-/// A snapshot being received.
-#[derive(Debug)]
-pub struct PartialSnapshot {
-    path: PathBuf,
-    file: File,
-    written: u64,
-}
-
-/// Receives snapshots into files under `<data_dir>/snapshots/incoming/` (the transport's sink).
-#[derive(Clone, Debug)]
-pub struct SnapshotReceiver {
-    dir: PathBuf,
-    max_snapshot_bytes: u64,
-    segment_bytes: u64,
-}
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-impl SnapshotReceiver {
-    /// A receiver writing under `dir`, refusing snapshots above `max_snapshot_bytes`, for a
-    /// node whose CommitLog segments are `segment_bytes` long.
-    pub fn new(dir: PathBuf, max_snapshot_bytes: u64, segment_bytes: u64) -> Self {
-        SnapshotReceiver {
-            dir,
-            max_snapshot_bytes,
-            segment_bytes,
-        }
+impl SnapshotBytes for SnapshotFile {
+    fn source_name(&self) -> String {
+        self.path.display().to_string()
     }
 
-    /// Starts receiving.
-    pub fn begin(&self) -> io::Result<PartialSnapshot> {
-        std::fs::create_dir_all(&self.dir)?;
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let path = self
-            .dir
-            .join(format!("incoming-{}-{n}.snap", std::process::id()));
-        let file = File::create(&path)?;
-        Ok(PartialSnapshot {
-            path,
-            file,
-            written: 0,
-        })
+    fn total_len(&self) -> u64 {
+        self.len()
     }
 
-    /// Appends `data`, which must start at `offset` = bytes written so far.
-    pub fn write_chunk(&self, p: &mut PartialSnapshot, offset: u64, data: &[u8]) -> io::Result<()> {
-        if offset != p.written {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("snapshot chunk at offset {offset}, expected {}", p.written),
+    fn read_range(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let corrupt =
+            |at: u64, reason: String| StoreError::corruption(self.source_name(), at, reason);
+        if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(corrupt(
+                offset,
+                format!("{len} bytes expected, file too short"),
             ));
         }
-        if offset + data.len() as u64 > self.max_snapshot_bytes {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("snapshot larger than {} bytes", self.max_snapshot_bytes),
-            ));
-        }
-        p.file.write_all_at(data, offset)?;
-        p.written += data.len() as u64;
-        Ok(())
-    }
-
-    /// All chunks arrived: fsync and open for install.
-    pub fn finish(&self, p: PartialSnapshot) -> io::Result<SnapshotFile> {
-        p.file.sync_all()?;
-        drop(p.file);
-        SnapshotFile::open(&p.path)
-    }
-
-    /// Checks a received snapshot that should end at `last_log_id` before it is handed to
-    /// openraft (every part's CRC, lengths, manifest consistency; see `snapshot/verify.rs`).
-    /// A bad one is removed and refused with an error naming what is wrong; the caller
-    /// answers the sender with it, so the leader sends again and nothing was installed.
-    pub fn verify(
-        &self,
-        file: SnapshotFile,
-        last_log_id: Option<LogId>,
-    ) -> Result<SnapshotFile, StoreError> {
-        match crate::snapshot::verify::verify(&file, last_log_id, self.segment_bytes) {
-            Ok(_) => Ok(file),
-            Err(e) => {
-                let path = file.path().to_owned();
-                drop(file);
-                if path.parent() == Some(self.dir.as_path()) {
-                    if let Err(rm) = std::fs::remove_file(&path) {
-                        tracing::warn!(path = %path.display(), error = %rm, "cannot remove a refused snapshot");
-                    }
-                }
-                Err(e)
+        let mut buf = Vec::with_capacity(len as usize);
+        while (buf.len() as u64) < len {
+            let at = offset + buf.len() as u64;
+            let want = (len - buf.len() as u64).min(CHUNK_BYTES) as usize;
+            let c = self
+                .read_chunk(at, want)
+                .map_err(|e| StoreError::io("read", self.path(), e))?;
+            if c.is_empty() {
+                return Err(corrupt(at, "snapshot ends early".to_owned()));
             }
+            buf.extend_from_slice(&c);
         }
+        Ok(buf)
     }
+}
+
+/// Checks the magic and decodes the manifest of `f`.
+pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
+    read_head(f).map(|(_, m)| m)
 }

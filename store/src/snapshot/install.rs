@@ -1,4 +1,5 @@
-//! Installing a snapshot file (see [`super::format`] and the module docs).
+//! Installing a snapshot file (see [`super::format`] and the module docs), and finishing at
+//! open an install a crash interrupted ([`resume`]).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -11,70 +12,32 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
 use crate::message::MessageView;
-use crate::sm::checkpoint::Checkpoint;
-use crate::sm::state::DispatchState;
+use crate::paths::incoming_dir;
+use crate::paths::pending_path;
+use crate::paths::snapshots_dir;
+use crate::paths::staged_dir;
+use crate::snapshot::dir::next_path;
+use crate::snapshot::dir::remove_others;
+use crate::snapshot::file::SnapshotFile;
+use crate::snapshot::format::Layout;
 use crate::snapshot::format::Manifest;
-use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
-use crate::snapshot::format::SNAPSHOT_MAGIC;
-use crate::snapshot::intent::pending_path;
+use crate::snapshot::format::SnapshotBytes;
 use crate::snapshot::intent::InstallIntent;
-use crate::snapshot::next_path;
-use crate::snapshot::remove_others;
-use crate::snapshot::snapshots_dir;
 use crate::snapshot::verify::read_segment_checked;
 use crate::snapshot::verify::verify;
 use crate::snapshot::verify::Verified;
-use crate::snapshot::SnapshotFile;
-use crate::store::Shared;
+use crate::state::Checkpoint;
+use crate::state::DispatchState;
+use crate::state::InstallStop;
+use crate::state::Shared;
 use crate::types::PhysOffset;
 use raftmq_raft_log::types::LogId;
 
+/// Bytes copied at a time.
 const CHUNK: u64 = 4 << 20;
 
 fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreError {
     StoreError::corruption(f.path().display().to_string(), offset, reason)
-}
-
-pub(crate) fn read_at(f: &SnapshotFile, offset: u64, len: u64) -> Result<Vec<u8>> {
-    if offset.checked_add(len).is_none_or(|end| end > f.len()) {
-        return Err(corrupt(
-            f,
-            offset,
-            format!("{len} bytes expected, file too short"),
-        ));
-    }
-    let mut buf = Vec::with_capacity(len as usize);
-    while (buf.len() as u64) < len {
-        let want = (len - buf.len() as u64).min(CHUNK) as usize;
-        let c = f
-            .read_chunk(offset + buf.len() as u64, want)
-            .map_err(|e| StoreError::io("read", f.path(), e))?;
-        if c.is_empty() {
-            return Err(corrupt(f, offset + buf.len() as u64, "snapshot ends early"));
-        }
-        buf.extend_from_slice(&c);
-    }
-    Ok(buf)
-}
-
-/// Checks the magic and decodes the manifest.
-pub fn read_manifest(f: &SnapshotFile) -> Result<Manifest> {
-    if f.len() < SNAPSHOT_HEADER_LEN + 4 {
-        return Err(corrupt(f, 0, "file too short for a snapshot"));
-    }
-    let head = read_at(f, 0, SNAPSHOT_HEADER_LEN)?;
-    if head[..8] != SNAPSHOT_MAGIC {
-        return Err(corrupt(f, 0, "bad magic or version"));
-    }
-    let mlen = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-    let mbytes = read_at(f, SNAPSHOT_HEADER_LEN, mlen)?;
-    serde_json::from_slice(&mbytes).map_err(|e| corrupt(f, SNAPSHOT_HEADER_LEN, e.to_string()))
-}
-
-/// Offset of the prefix CRC (= bytes it covers); the segments start 4 bytes later.
-pub(crate) fn crc_offset(f: &SnapshotFile, m: &Manifest) -> Result<u64> {
-    let mlen = u64::from_le_bytes(read_at(f, 8, 8)?.try_into().expect("8 bytes"));
-    Ok(SNAPSHOT_HEADER_LEN + mlen + m.units_bytes())
 }
 
 /// Writes the snapshot's segments (their bytes start at `pos`) as full-size, allocated
@@ -119,20 +82,20 @@ fn reset_dispatch(
     st: &mut DispatchState,
     f: &SnapshotFile,
     m: &Manifest,
+    l: &Layout,
 ) -> Result<()> {
     let topics: Vec<String> = st.cqs.iter().map(|q| q.topic().to_owned()).collect();
     for t in topics {
         st.cqs.remove_topic(&t)?;
     }
     st.index.truncate_phys_beyond(0)?;
-    let mut pos = SNAPSHOT_HEADER_LEN
-        + read_at(f, 8, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8")))?;
+    let mut pos = l.units_at;
     let mut all: Vec<(PhysOffset, u32)> = Vec::new();
     for qm in &m.queues {
         let cq = st.cqs.get_or_create(&qm.topic, qm.queue_id)?;
         cq.reset_to(qm.min_offset)?;
         let n = qm.max_offset - qm.min_offset;
-        let bytes = read_at(f, pos, n * CQ_UNIT_LEN as u64)?;
+        let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;
         for (i, chunk) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
             let u = CqUnit::decode(chunk)
                 .ok_or_else(|| corrupt(f, pos + (i * CQ_UNIT_LEN) as u64, "bad unit"))?;
@@ -166,7 +129,7 @@ fn copy_prefix(file: &SnapshotFile, len: u64, path: &Path) -> Result<()> {
     let mut pos = 0;
     while pos < len {
         let n = CHUNK.min(len - pos);
-        out.write_all_at(&read_at(file, pos, n)?, pos)
+        out.write_all_at(&file.read_range(pos, n)?, pos)
             .map_err(|e| StoreError::io("write", &tmp, e))?;
         pos += n;
     }
@@ -184,7 +147,7 @@ fn keep_prefix(shared: &Shared, file: &SnapshotFile, m: &Manifest, prefix: u64) 
     std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
     let _files = shared.snapshot_files.lock();
     let path = next_path(&dir, m.last_log_id)?;
-    let incoming = dir.join("incoming");
+    let incoming = incoming_dir(&dir);
     if file.path().parent() == Some(incoming.as_path()) {
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -199,19 +162,6 @@ fn keep_prefix(shared: &Shared, file: &SnapshotFile, m: &Manifest, prefix: u64) 
     }
     sync_dir(&dir)?;
     remove_others(&dir, &path)
-}
-
-/// Test hook: the step after which [`install`] stops with an error, as a crash there would
-/// (the test then drops the store without closing it and opens it again).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstallStop {
-    /// The pending file and the install intent are durable; the log is not swapped yet.
-    AfterIntent,
-    /// The log is swapped; the ConsumeQueues and the checkpoint are the old ones.
-    AfterLogSwap,
-    /// The checkpoint is written; the snapshot is not published, the intent not removed.
-    AfterCheckpoint,
 }
 
 fn stop_here(shared: &Shared, at: InstallStop) -> Result<()> {
@@ -235,7 +185,7 @@ pub(crate) fn install(
     let segment_bytes = shared.log.config().segment_bytes;
     let Verified {
         manifest: m,
-        segments_at,
+        layout,
     } = verify(&file, last_log_id, segment_bytes)?;
     let log_has_last = m.last_log_id.is_none_or(|l| {
         shared
@@ -243,7 +193,7 @@ pub(crate) fn install(
             .entry_location(l.index)
             .is_some_and(|loc| loc.term == l.leader_id.term)
     });
-    // Resumed at open (see [`super::intent::resume`]): the intent is already recorded.
+    // Resumed at open (see [`resume`]): the intent is already recorded.
     let mut intent = file.path() == pending_path(&shared.data_dir);
     let mut file = file;
     if let (false, Some(last), Some(end), false) = (
@@ -258,13 +208,13 @@ pub(crate) fn install(
         file = record.record(&shared.data_dir, file, |f, to| copy_prefix(f, f.len(), to))?;
         intent = true;
         stop_here(shared, InstallStop::AfterIntent)?;
-        let staged = snapshots_dir(&shared.data_dir).join("staged");
-        stage_segments(&file, &m, segments_at, &staged)?;
+        let staged = staged_dir(&snapshots_dir(&shared.data_dir));
+        stage_segments(&file, &m, layout.segments_at, &staged)?;
         shared.log.replace_from_files(&staged, last, end)?;
         stop_here(shared, InstallStop::AfterLogSwap)?;
     }
     let mut st = shared.state.write();
-    reset_dispatch(shared, &mut st, &file, &m)?;
+    reset_dispatch(shared, &mut st, &file, &m, &layout)?;
     st.load_checkpoint(Checkpoint {
         last_applied: m.last_log_id,
         membership: m.membership.clone(),
@@ -276,7 +226,7 @@ pub(crate) fn install(
     debug_assert!(st.validate().is_ok(), "{:?}", st.validate());
     stop_here(shared, InstallStop::AfterCheckpoint)?;
     // Still under the state lock: retention cannot trim the old snapshot in between.
-    keep_prefix(shared, &file, &m, segments_at)?;
+    keep_prefix(shared, &file, &m, layout.segments_at)?;
     drop(st);
     drop(file);
     if intent {
@@ -285,4 +235,17 @@ pub(crate) fn install(
     tracing::info!(last_log_id = ?m.last_log_id, queues = m.queues.len(),
         segments = m.segments.len(), "snapshot installed");
     Ok(())
+}
+
+/// At open, before openraft sees the store: finishes an install a crash interrupted (see
+/// [`super::intent`]), or removes a pending file whose install never swapped the log.
+pub(crate) fn resume(shared: &Shared) -> Result<()> {
+    let Some(intent) = InstallIntent::load(&shared.data_dir)? else {
+        return InstallIntent::clear(&shared.data_dir);
+    };
+    tracing::warn!(last_log_id = ?intent.last_log_id,
+        "snapshot install interrupted by a crash: installing it again");
+    let pending = pending_path(&shared.data_dir);
+    let file = SnapshotFile::open(&pending).map_err(|e| StoreError::io("open", &pending, e))?;
+    install(shared, intent.last_log_id, file)
 }

@@ -7,16 +7,16 @@
 //! after the ConsumeQueues, the checkpoint and the published snapshot are durable, and the
 //! pending file after it.
 //!
-//! At open, an intent means a crash between the log swap and the end of install: [`resume`]
-//! runs the install again from the pending file (verified again; the log swap is skipped when
-//! the log already holds the snapshot's last entry, the rest is rewritten). A pending file
-//! without an intent is a leftover of a crash before the swap and is removed.
+//! At open, an intent means a crash between the log swap and the end of install:
+//! [`super::install::resume`] runs the install again from the pending file (verified again;
+//! the log swap is skipped when the log already holds the snapshot's last entry, the rest is
+//! rewritten). A pending file without an intent is a leftover of a crash before the swap and
+//! is removed.
 //!
 //! Invariant: while the intent exists, the pending file exists and is a whole, verified
 //! snapshot ending at the intent's last log id.
 
 use std::path::Path;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -24,10 +24,13 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
-use crate::sm::checkpoint::write_atomic;
-use crate::snapshot::snapshots_dir;
-use crate::snapshot::SnapshotFile;
-use crate::store::Shared;
+use crate::paths::incoming_dir;
+use crate::paths::intent_path;
+use crate::paths::pending_path;
+use crate::paths::snapshots_dir;
+use crate::paths::store_meta_dir;
+use crate::snapshot::file::SnapshotFile;
+use crate::state::checkpoint::write_atomic;
 use raftmq_raft_log::types::LogId;
 
 /// A snapshot install that replaced (or was about to replace) the log and is not finished.
@@ -36,16 +39,6 @@ use raftmq_raft_log::types::LogId;
 pub(crate) struct InstallIntent {
     /// Last log id of the pending snapshot.
     pub last_log_id: Option<LogId>,
-}
-
-/// `<data_dir>/snapshots/pending-install.snap` (not a `snapshot-*` name: never current).
-pub(crate) fn pending_path(data_dir: &Path) -> PathBuf {
-    snapshots_dir(data_dir).join("pending-install.snap")
-}
-
-/// `<data_dir>/store-meta/install-intent.json`.
-pub(crate) fn intent_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("store-meta").join("install-intent.json")
 }
 
 impl InstallIntent {
@@ -73,7 +66,7 @@ impl InstallIntent {
         let pending = pending_path(data_dir);
         let dir = snapshots_dir(data_dir);
         if file.path() != pending {
-            if file.path().parent() == Some(dir.join("incoming").as_path()) {
+            if file.path().parent() == Some(incoming_dir(&dir).as_path()) {
                 std::fs::rename(file.path(), &pending)
                     .map_err(|e| StoreError::io("rename", &pending, e))?;
             } else {
@@ -82,7 +75,7 @@ impl InstallIntent {
             sync_dir(&dir)?;
         }
         drop(file);
-        let meta_dir = data_dir.join("store-meta");
+        let meta_dir = store_meta_dir(data_dir);
         std::fs::create_dir_all(&meta_dir)
             .map_err(|e| StoreError::io("create dir", &meta_dir, e))?;
         let bytes = serde_json::to_vec(self)
@@ -109,17 +102,4 @@ impl InstallIntent {
         }
         Ok(())
     }
-}
-
-/// At open, before openraft sees the store: finishes an install a crash interrupted, or
-/// removes a pending file whose install never swapped the log.
-pub(crate) fn resume(shared: &Shared) -> Result<()> {
-    let Some(intent) = InstallIntent::load(&shared.data_dir)? else {
-        return InstallIntent::clear(&shared.data_dir);
-    };
-    tracing::warn!(last_log_id = ?intent.last_log_id,
-        "snapshot install interrupted by a crash: installing it again");
-    let pending = pending_path(&shared.data_dir);
-    let file = SnapshotFile::open(&pending).map_err(|e| StoreError::io("open", &pending, e))?;
-    super::install::install(shared, intent.last_log_id, file)
 }

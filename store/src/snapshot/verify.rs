@@ -12,12 +12,15 @@ use crate::consume_queue::format::CQ_UNIT_LEN;
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::error::StoreError;
+use crate::snapshot::file::SnapshotFile;
+use crate::snapshot::format::check_prefix_crc;
+use crate::snapshot::format::layout;
+use crate::snapshot::format::read_head;
+use crate::snapshot::format::Layout;
 use crate::snapshot::format::Manifest;
 use crate::snapshot::format::SegmentManifest;
+use crate::snapshot::format::SnapshotBytes;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
-use crate::snapshot::install::read_at;
-use crate::snapshot::install::read_manifest;
-use crate::snapshot::SnapshotFile;
 use raftmq_raft_log::types::LogId;
 
 /// Log bytes and units are read in pieces of at most this size.
@@ -32,8 +35,8 @@ fn corrupt(f: &SnapshotFile, offset: u64, reason: impl Into<String>) -> StoreErr
 pub(crate) struct Verified {
     /// Its manifest.
     pub manifest: Manifest,
-    /// Offset of the first segment byte (just past the prefix CRC).
-    pub segments_at: u64,
+    /// Where its parts start.
+    pub layout: Layout,
 }
 
 /// Checks the manifest alone: ranges, sizes and the segment layout.
@@ -78,27 +81,6 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
     }
 }
 
-/// Checks the CRC of the prefix `[0, body)` against the 4 bytes at `body`.
-fn check_prefix_crc(f: &SnapshotFile, body: u64) -> Result<()> {
-    let mut h = crc32fast::Hasher::new();
-    let mut pos = 0;
-    while pos < body {
-        let n = CHUNK.min(body - pos);
-        h.update(&read_at(f, pos, n)?);
-        pos += n;
-    }
-    let stored = u32::from_le_bytes(read_at(f, body, 4)?.try_into().expect("4 bytes"));
-    let actual = h.finalize();
-    if stored != actual {
-        return Err(corrupt(
-            f,
-            body,
-            format!("prefix crc {stored:#010x}, computed {actual:#010x}"),
-        ));
-    }
-    Ok(())
-}
-
 /// Reads segment `s` of the snapshot (its bytes start at `pos`) in chunks, handing each to
 /// `each` with its offset inside the segment, and checks the CRC the manifest gives it.
 pub(crate) fn read_segment_checked(
@@ -111,7 +93,7 @@ pub(crate) fn read_segment_checked(
     let mut off = 0;
     while off < s.len {
         let n = CHUNK.min(s.len - off);
-        let bytes = read_at(f, pos + off, n)?;
+        let bytes = f.read_range(pos + off, n)?;
         h.update(&bytes);
         each(off, &bytes)?;
         off += n;
@@ -145,7 +127,7 @@ fn check_units(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
         let mut left = q.max_offset - q.min_offset;
         while left > 0 {
             let n = left.min(CHUNK / CQ_UNIT_LEN as u64);
-            let bytes = read_at(f, pos, n * CQ_UNIT_LEN as u64)?;
+            let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;
             for (i, b) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
                 let at = pos + (i * CQ_UNIT_LEN) as u64;
                 let u = CqUnit::decode(b).ok_or_else(|| corrupt(f, at, "bad unit"))?;
@@ -171,7 +153,7 @@ pub(crate) fn verify(
     last_log_id: Option<LogId>,
     segment_bytes: u64,
 ) -> Result<Verified> {
-    let m = read_manifest(f)?;
+    let (h, m) = read_head(f)?;
     if m.last_log_id != last_log_id {
         let reason = format!(
             "snapshot holds {:?}, its meta says {last_log_id:?}",
@@ -180,20 +162,16 @@ pub(crate) fn verify(
         return Err(corrupt(f, SNAPSHOT_HEADER_LEN, reason));
     }
     check_manifest(f, &m, segment_bytes)?;
-    let mlen = u64::from_le_bytes(read_at(f, 8, 8)?.try_into().expect("8 bytes"));
-    let units_at = SNAPSHOT_HEADER_LEN + mlen;
-    let crc_at = units_at + m.units_bytes();
-    check_prefix_crc(f, crc_at)?;
-    let segments_at = crc_at + 4;
-    let expected = segments_at + m.segments_bytes();
-    if f.len() != expected {
-        let reason = format!("{} bytes, the manifest describes {expected}", f.len());
-        return Err(corrupt(f, segments_at, reason));
+    let l = layout(f, &h, &m)?;
+    check_prefix_crc(f, &l)?;
+    if f.len() != l.end {
+        let reason = format!("{} bytes, the manifest describes {}", f.len(), l.end);
+        return Err(corrupt(f, l.segments_at, reason));
     }
-    check_segments(f, &m, segments_at)?;
-    check_units(f, &m, units_at)?;
+    check_segments(f, &m, l.segments_at)?;
+    check_units(f, &m, l.units_at)?;
     Ok(Verified {
         manifest: m,
-        segments_at,
+        layout: l,
     })
 }

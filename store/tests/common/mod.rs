@@ -184,7 +184,7 @@ pub fn fill(a: &mut Node, count: u64) {
 }
 
 /// Builds a snapshot of `n`'s applied state (openraft's builder).
-pub async fn build_snapshot(n: &mut Node) -> raftmq_store::sm::machine::Snapshot {
+pub async fn build_snapshot(n: &mut Node) -> raftmq_store::sm::Snapshot {
     use openraft::storage::RaftSnapshotBuilder;
     use openraft::storage::RaftStateMachine;
     n.sm.get_snapshot_builder()

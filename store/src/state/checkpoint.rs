@@ -8,7 +8,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -17,7 +16,9 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
 use crate::offsets::ConsumerOffsetTable;
-use crate::sm::state::StoredMembership;
+pub use crate::paths::checkpoint_path;
+use crate::paths::store_meta_dir;
+use crate::raft_types::StoredMembership;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
 use raftmq_raft_log::types::LogId;
@@ -38,11 +39,6 @@ pub struct Checkpoint {
     pub dispatched_phys_end: PhysOffset,
 }
 
-/// Path of the checkpoint file under `data_dir`.
-pub fn checkpoint_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("store-meta").join("checkpoint.json")
-}
-
 impl Checkpoint {
     /// Loads the checkpoint, or the empty one if none was written yet.
     pub fn load(data_dir: &Path) -> Result<Checkpoint> {
@@ -60,7 +56,7 @@ impl Checkpoint {
     /// Writes atomically: tmp file, fsync, rename, fsync dir.
     pub fn store(&self, data_dir: &Path) -> Result<()> {
         let path = checkpoint_path(data_dir);
-        let dir = data_dir.join("store-meta");
+        let dir = store_meta_dir(data_dir);
         std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create dir", &dir, e))?;
         let bytes = serde_json::to_vec(self)
             .map_err(|e| StoreError::invalid(format!("checkpoint does not serialize: {e}")))?;

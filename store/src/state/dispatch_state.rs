@@ -6,16 +6,11 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::index::IndexStore;
 use crate::offsets::ConsumerOffsetTable;
-use crate::sm::checkpoint::Checkpoint;
+use crate::raft_types::StoredMembership;
+use crate::state::checkpoint::Checkpoint;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
-use raftmq_raft_log::types::CommittedLeaderId;
 use raftmq_raft_log::types::LogId;
-use raftmq_raft_log::types::NodeId;
-use raftmq_raft_log::types::PeerNode;
-
-/// openraft's stored membership with our types.
-pub type StoredMembership = openraft::StoredMembership<CommittedLeaderId, NodeId, PeerNode>;
 
 /// The state derived from the committed entries applied so far.
 #[derive(Debug)]

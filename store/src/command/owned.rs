@@ -1,0 +1,57 @@
+//! The owned forms of the replicated commands: [`Command`] as the leader builds it and the
+//! [`CommitOffset`] it carries (encoded by [`super::format`]; [`super::CommandView`] is the
+//! borrowed form apply parses).
+
+use crate::message::Message;
+use crate::topic::TopicConfig;
+use crate::types::QueueId;
+use crate::types::QueueOffset;
+
+/// A consumer group's committed progress on one queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitOffset {
+    /// Consumer group.
+    pub group: String,
+    /// Topic.
+    pub topic: String,
+    /// Queue.
+    pub queue_id: QueueId,
+    /// Next queue offset the group will consume.
+    pub offset: QueueOffset,
+}
+
+/// A command as the leader builds it (owned form of [`CommandView`](super::CommandView)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// One or more messages, one Raft entry. Queue ids are chosen by the leader (in each
+    /// record). `auto_create_queues: Some(n)` makes apply create a missing topic with `n`
+    /// read/write queues (deterministically, on every replica); `None` rejects the batch at
+    /// apply time if the topic does not exist.
+    SendBatch {
+        /// The messages, in order.
+        messages: Vec<Message>,
+        /// Queue count of a topic created on the fly, if allowed.
+        auto_create_queues: Option<u32>,
+    },
+    /// Create a topic.
+    CreateTopic(TopicConfig),
+    /// Replace a topic's config.
+    UpdateTopic(TopicConfig),
+    /// Delete a topic.
+    DeleteTopic {
+        /// Topic name.
+        topic: String,
+    },
+    /// Commit a consumer group offset.
+    CommitOffset(CommitOffset),
+}
+
+impl Command {
+    /// A batch that requires its topics to exist.
+    pub fn batch(messages: Vec<Message>) -> Command {
+        Command::SendBatch {
+            messages,
+            auto_create_queues: None,
+        }
+    }
+}

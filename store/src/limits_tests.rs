@@ -1,0 +1,141 @@
+//! Tests of [`super`]: name rules and limits.
+
+use super::*;
+
+#[test]
+fn topic_names() {
+    validate_topic_name("orders").expect("plain");
+    validate_topic_name("%RETRY%g1").expect("system allowed internally");
+    validate_topic_name("ns%a|b_c-D9").expect("all chars");
+    let e = validate_topic_name("a b").expect_err("space");
+    assert_eq!(
+        e.to_string(),
+        "invalid argument: topic name 'a b' contains ' ' at position 1; allowed: letters \
+         a-z A-Z, digits 0-9, '%', '|', '_', '-'"
+    );
+    assert!(validate_topic_name("").is_err());
+    assert!(validate_topic_name("é").is_err());
+    assert!(validate_topic_name(".").is_err());
+    validate_topic_name(&"a".repeat(127)).expect("127 ok");
+    let e = validate_topic_name(&"a".repeat(128)).expect_err("too long");
+    assert!(e.to_string().contains("128 characters; at most 127"), "{e}");
+}
+
+#[test]
+fn reserved_topics_and_groups() {
+    for t in [
+        "rmq_sys_x",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "%RETRY%g",
+        "%DLQ%g",
+        "TBW102",
+    ] {
+        let e = validate_user_topic_name(t).expect_err(t);
+        assert!(e.to_string().contains("reserved"), "{e}");
+    }
+    validate_user_topic_name("rmq_user").expect("not reserved");
+    validate_group_name("g-1").expect("ok");
+    assert!(validate_group_name("CID_RMQ_SYS_x").is_err());
+    assert!(validate_group_name(&"g".repeat(256)).is_err());
+}
+
+#[test]
+fn limits_validate_names_field() {
+    StoreLimits::default().validate().expect("defaults valid");
+    let l = StoreLimits {
+        max_message_bytes: 0,
+        ..StoreLimits::default()
+    };
+    let e = l.validate().expect_err("zero message size");
+    assert!(
+        matches!(
+            e,
+            StoreError::Config {
+                field: "max-message-bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let l = StoreLimits {
+        max_batch_bytes: 1 << 20,
+        ..StoreLimits::default()
+    };
+    let e = l.validate().expect_err("batch below message size");
+    assert!(
+        matches!(
+            e,
+            StoreError::Config {
+                field: "max-batch-bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn limits_serde_kebab_case_and_defaults() {
+    let l: StoreLimits = serde_json::from_str(r#"{"max-message-bytes": 1024}"#).expect("parse");
+    assert_eq!(l.max_message_bytes, 1024);
+    assert_eq!(l.max_tag_bytes, StoreLimits::default().max_tag_bytes);
+    assert!(serde_json::from_str::<StoreLimits>(r#"{"max_message_bytes": 1}"#).is_err());
+}
+
+#[test]
+fn check_message_limits() {
+    let l = StoreLimits {
+        max_message_bytes: 16,
+        max_keys_per_message: 1,
+        max_properties_total_bytes: 5,
+        ..StoreLimits::default()
+    };
+    let mut m = Message::new("t", 0, b"1234".to_vec());
+    m.tags = "ab".into();
+    m.keys = vec!["k".into()];
+    m.properties.insert("p".into(), "v".into());
+    assert_eq!(message_bytes(&m), 4 + 2 + 1 + 2 + 1);
+    m.body.extend_from_slice(b"567890");
+    l.check_message(&m).expect("fits");
+    m.body.push(b'x');
+    let e = l.check_message(&m).expect_err("size");
+    assert_eq!(
+        e.to_string(),
+        "invalid argument: message is 17 bytes; max-message-bytes is 16"
+    );
+    m.body.truncate(4);
+    m.properties.clear();
+    m.keys = vec!["a".into(), "b".into()];
+    assert!(l
+        .check_message(&m)
+        .expect_err("keys")
+        .to_string()
+        .contains("max-keys-per-message"));
+    m.keys = vec![String::new()];
+    assert!(l
+        .check_message(&m)
+        .expect_err("empty key")
+        .to_string()
+        .contains("empty"));
+    m.keys.clear();
+    m.properties.insert("abc".into(), "def".into());
+    assert!(l
+        .check_message(&m)
+        .expect_err("props")
+        .to_string()
+        .contains("in total"));
+    m.properties.clear();
+    m.topic = "%DLQ%x".into();
+    assert!(l.check_message(&m).is_err());
+}
+
+#[test]
+fn check_batch_and_queues() {
+    let l = StoreLimits::default();
+    assert!(l.check_batch(0, 0).is_err());
+    l.check_batch(1, 100).expect("ok");
+    assert!(l.check_batch(1025, 100).is_err());
+    assert!(l.check_batch(1, (8 << 20) + 1).is_err());
+    assert!(l.check_queue_count("write queue count", 0).is_err());
+    l.check_queue_count("write queue count", 8).expect("ok");
+}
