@@ -1,35 +1,27 @@
-//! `raftmq_client`: the Rust client of raftmq (used by the `raftmq` CLI and the tests), plus the
-//! benchmark figures ([`bench`](mod@bench)) and the invariant checkers ([`check`]) that the failover test and
-//! the cluster tests run over a send history and the queues read back from every node, and
-//! [`ports`] for picking local ports that local clusters and tests bind.
+//! `raftmq_cli`: the `raftmq` command line and the test tooling around a raftmq cluster; the
+//! client itself is the `raftmq_client` package.
 //!
-//! A [`Client`] is given seed addresses (client gRPC ports of any members). It learns the
-//! other members and the leader from `ClusterStatus`, sends writes to the leader, and follows
-//! the leader hint a node attaches to a refused write (the `x-raftmq-error-bin` trailer, see
-//! `raftmq_proto`). Retry rules:
-//! - Reads (pull, queries, fetch offset, topic list, status) are retried on other nodes with
-//!   capped exponential backoff.
-//! - Writes are retried only when the failure proves they were not applied: the connection
-//!   could not be made, or the server said `not_applied` (e.g. "not leader, here is the
-//!   leader"). Any other failure (timeout, lost connection, no quorum) is returned as
-//!   [`ClientError::UnknownOutcome`], distinct from a definite failure, unless the caller
-//!   opted into resending with [`ClientOptions::retry_unknown_writes`] (which may duplicate).
-//! - Idempotent writes (commit offset, update topic) are retried like reads.
-//!
-//! Invariant: a send is never transmitted twice unless the caller opted in.
+//! Layers, each using only the ones below it (no module imports one above):
+//! - [`cmd`]: clap definitions and one module per command; the `raftmq` binary is
+//!   `cmd::run` on a runtime.
+//! - `failover`: `raftmq failover-test` (producers, fault injector, read-back, verdict).
+//! - `status`: the merged cluster view (`cluster status`) and waiting for a leader or a node.
+//! - `deploy`: local clusters (manifest, per-node config, node processes).
+//! - [`check`]: one checker per invariant over a send history and the queues read back from
+//!   every node, shared by the failover test and `cluster-tests`; [`check::read`] reads a
+//!   replica.
+//! - [`bench`](mod@bench): latency percentiles and throughput of `raftmq bench`.
+//! - [`locate`]: finds (or builds) the `raftmq-node` and `raftmq` binaries.
+//! - [`ports`]: free 127.0.0.1 ports for local clusters and tests.
+//! - `output`, `clock`: tables and JSON printed, durations parsed, the wall clock.
 
-mod api;
 pub mod bench;
 pub mod check;
-mod client;
-#[cfg(test)]
-mod client_tests;
-mod error;
+mod clock;
+pub mod cmd;
+mod deploy;
+mod failover;
+pub mod locate;
+mod output;
 pub mod ports;
-mod send_stream;
-
-pub use client::Client;
-pub use client::ClientOptions;
-pub use error::ClientError;
-/// The wire types (`Message`, `PullRequest`, `SendResult`, ...).
-pub use raftmq_proto::v1 as proto;
+mod status;

@@ -1,11 +1,8 @@
 //! `raftmq`: deploy a local cluster, send, consume, query, administer, benchmark and test
 //! failover. `raftmq --help` lists the commands; each has `--help` with examples.
 
-mod cmd;
-mod deploy;
-mod failover;
-
 use clap::Parser;
+use raftmq_cli::cmd;
 
 fn main() -> std::process::ExitCode {
     let cli = cmd::Cli::parse();

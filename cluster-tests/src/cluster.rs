@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use raftmq_client::ports::free_addr;
+use raftmq_cli::ports::free_addr;
 use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 use raftmq_node::config::FlushPolicy;

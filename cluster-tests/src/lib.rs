@@ -13,7 +13,7 @@
 //!   status sampler recording [`check::Observation`]s.
 //! - [`reader`]: reads every queue back from every node into [`check::ReplicaRead`]s.
 //!
-//! The invariants themselves are the checkers of `raftmq_client::check` ([`check::check_all`]),
+//! The invariants themselves are the checkers of `raftmq_cli::check` ([`check::check_all`]),
 //! shared with `raftmq failover-test`. Each scenario is one file under `tests/`.
 
 pub mod cluster;
@@ -24,7 +24,7 @@ pub mod retention;
 pub mod scenario;
 pub mod workload;
 
-pub use raftmq_client::check;
+pub use raftmq_cli::check;
 pub use raftmq_node::config::FlushPolicy;
 
 /// Installs a test tracing subscriber once (`RUST_LOG`, default `warn`).

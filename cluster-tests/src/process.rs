@@ -1,21 +1,22 @@
 //! [`ProcCluster`]: real `raftmq-node` processes on 127.0.0.1, for SIGKILL, SIGSTOP/SIGCONT and
 //! SIGTERM.
 //!
-//! The binary is looked up next to the test executable (`target/<profile>/raftmq-node`, the
-//! parent of the test's `deps/`); if it is missing, it is built with `cargo build -p
-//! raftmq-node` (same target dir and profile) on first use. Each node gets a TOML config in
-//! its data dir; ports are picked below the kernel's ephemeral range, so neither a second
-//! pick nor a peer connection's source port can take a node's port before it (re)binds it.
+//! The binary is found by [`node_binary`] (`raftmq_cli::locate`: `$RAFTMQ_NODE_BIN`, else
+//! `target/<profile>/raftmq-node`, the parent of the test's `deps/`; if it is missing, it is
+//! built with `cargo build -p raftmq-node`, same target dir and profile, on first use). Each
+//! node gets a TOML config in its data dir; ports are picked below the kernel's ephemeral
+//! range, so neither a second pick nor a peer connection's source port can take a node's port
+//! before it (re)binds it.
 
 use std::path::PathBuf;
 use std::process::Child;
 use std::process::Command;
 use std::process::ExitStatus;
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use raftmq_client::ports::free_addr;
+pub use raftmq_cli::locate::node_binary;
+use raftmq_cli::ports::free_addr;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
@@ -23,43 +24,6 @@ use tokio::time::Instant;
 
 use crate::cluster::test_config;
 use crate::cluster::unique_cluster_id;
-
-/// Path of the `raftmq-node` binary, building it if needed.
-pub fn node_binary() -> anyhow::Result<PathBuf> {
-    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    PATH.get_or_init(|| locate_or_build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn locate_or_build() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or_else(|| anyhow::anyhow!("cannot find the target dir from {}", exe.display()))?;
-    let bin = profile_dir.join("raftmq-node");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir = profile_dir
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no target dir above {}", profile_dir.display()))?;
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "raftmq-node", "--bin", "raftmq-node"])
-        .env("CARGO_TARGET_DIR", target_dir);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status()?;
-    anyhow::ensure!(
-        status.success(),
-        "cargo build -p raftmq-node failed: {status}"
-    );
-    anyhow::ensure!(bin.exists(), "{} missing after the build", bin.display());
-    Ok(bin)
-}
 
 /// A cluster of `raftmq-node` processes `1..=n`.
 pub struct ProcCluster {

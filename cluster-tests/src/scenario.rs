@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use raftmq_client::check::check_all;
-use raftmq_client::check::History;
-use raftmq_client::check::Observation;
-use raftmq_client::check::ReplicaRead;
-use raftmq_client::check::Report;
+use raftmq_cli::check::check_all;
+use raftmq_cli::check::History;
+use raftmq_cli::check::Observation;
+use raftmq_cli::check::ReplicaRead;
+use raftmq_cli::check::Report;
 use raftmq_client::Client;
 
 use crate::cluster::TestCluster;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use raftmq_client::check::Attempt;
-use raftmq_client::check::History;
-use raftmq_client::check::MessageTag;
-use raftmq_client::check::Observation;
-use raftmq_client::check::Outcome;
+use raftmq_cli::check::Attempt;
+use raftmq_cli::check::History;
+use raftmq_cli::check::MessageTag;
+use raftmq_cli::check::Observation;
+use raftmq_cli::check::Outcome;
 use raftmq_client::proto as pb;
 use raftmq_client::Client;
 use tokio::task::JoinHandle;

@@ -17,10 +17,13 @@
 //! - [`acks_match`]: each acknowledgement's queue, offset and message id are where it was read;
 //! - [`observations`]: the commit index never goes backwards on a node and no term has two leaders.
 //!
+//! [`read::read_replica`] reads one node's queues into a [`ReplicaRead`].
+//!
 //! Messages are identified by a [`MessageTag`] (producer id and sequence number) that the
 //! producer writes into each message; the checkers never trust message ids alone.
 
 mod observe;
+pub mod read;
 mod replicas;
 mod report;
 mod stream;

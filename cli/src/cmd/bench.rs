@@ -1,5 +1,5 @@
 //! `raftmq bench produce|consume`: throughput and latency, with a progress bar while running
-//! and the figures of [`raftmq_client::bench`] at the end.
+//! and the figures of [`crate::bench`] at the end.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -13,8 +13,6 @@ use clap::Args;
 use clap::Subcommand;
 use indicatif::ProgressBar;
 use indicatif::ProgressStyle;
-use raftmq_client::bench::BenchSummary;
-use raftmq_client::bench::Latencies;
 use raftmq_client::proto::Message;
 use raftmq_client::proto::PullRequest;
 use raftmq_client::proto::PullStatus;
@@ -22,11 +20,13 @@ use raftmq_client::Client;
 use raftmq_client::ClientError;
 use raftmq_client::ClientOptions;
 
-use super::output::print_json;
-use super::parse_duration;
 use super::send::filler;
-use super::send::now_ms;
 use super::Global;
+use crate::bench::BenchSummary;
+use crate::bench::Latencies;
+use crate::clock::now_ms;
+use crate::clock::parse_duration;
+use crate::output::print_json;
 
 /// Bench commands.
 #[derive(Debug, Subcommand)]

@@ -7,14 +7,14 @@ use clap::Args;
 use clap::Subcommand;
 use serde::Serialize;
 
-use super::output::print_json;
-use super::parse_duration;
-use super::status;
 use super::Global;
+use crate::clock::parse_duration;
 use crate::deploy::local;
 use crate::deploy::manifest::Manifest;
 use crate::deploy::manifest::MANIFEST_FILE;
-use crate::deploy::process::find_node_binary;
+use crate::locate::node_binary;
+use crate::output::print_json;
+use crate::status;
 
 /// Cluster commands.
 #[derive(Debug, Subcommand)]
@@ -148,7 +148,7 @@ pub async fn run(g: &Global, cmd: ClusterCmd) -> anyhow::Result<i32> {
         ClusterCmd::Stop { id } => node_action(g, id, "stop", local::Stop::Term),
         ClusterCmd::Start { id } => {
             let mut m = g.manifest()?;
-            let bin = find_node_binary()?;
+            let bin = node_binary()?;
             let changed = local::start(&mut m, id, &bin)?;
             let addr = m.node(id)?.client_addr.clone();
             status::wait_serving(&addr, Duration::from_secs(60)).await?;
@@ -201,7 +201,7 @@ fn report(g: &Global, a: NodeAction) -> anyhow::Result<i32> {
 async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
     let dir = local::absolute_dir(&a.dir)?;
     let manifest_path = dir.join(MANIFEST_FILE);
-    let bin = find_node_binary()?;
+    let bin = node_binary()?;
     let mut m = if manifest_path.exists() {
         eprintln!(
             "{} exists: restarting stopped nodes (layout options are ignored)",
@@ -267,7 +267,7 @@ fn node_action(g: &Global, id: u64, action: &'static str, how: local::Stop) -> a
 
 async fn add_node(g: &Global, flush: &str, learner: bool) -> anyhow::Result<i32> {
     let mut m = g.manifest()?;
-    let bin = find_node_binary()?;
+    let bin = node_binary()?;
     let client = g.client()?;
     client.refresh().await?;
     let leader = client

@@ -7,9 +7,9 @@ use raftmq_client::proto::PullStatus;
 use raftmq_client::Client;
 use tokio::sync::mpsc;
 
-use super::output::table;
 use super::view::MessageView;
 use super::Global;
+use crate::output::table;
 
 /// `consume` options.
 #[derive(Debug, Args)]

@@ -3,10 +3,8 @@
 pub mod bench;
 pub mod cluster;
 pub mod consume;
-pub mod output;
 pub mod query;
 pub mod send;
-pub mod status;
 pub mod topic;
 pub mod view;
 
@@ -119,13 +117,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Query(a) => query::run(&g, a).await,
         Command::Topic(c) => topic::run(&g, c).await,
         Command::Bench(c) => bench::run(&g, c).await,
-        Command::FailoverTest(a) => crate::failover::run(&g, a).await,
+        Command::FailoverTest(a) => crate::failover::run(g.manifest()?, g.json, a).await,
     }
-}
-
-/// Parses a duration such as `30s`, `2m`, `500ms`.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 30s, 2m, 500ms)"))
 }
 
 #[cfg(test)]

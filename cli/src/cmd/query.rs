@@ -6,10 +6,10 @@ use std::time::UNIX_EPOCH;
 use clap::Args;
 use raftmq_client::proto::QueryByKeyRequest;
 
-use super::output::print_json;
-use super::output::table;
 use super::view::MessageView;
 use super::Global;
+use crate::output::print_json;
+use crate::output::table;
 
 /// `query` options.
 #[derive(Debug, Args)]

@@ -7,10 +7,11 @@ use clap::Args;
 use raftmq_client::proto::Message;
 use serde::Serialize;
 
-use super::output::print_json;
-use super::output::table;
 use super::view::SendView;
 use super::Global;
+use crate::clock::now_ms;
+use crate::output::print_json;
+use crate::output::table;
 
 /// `send` options.
 #[derive(Debug, Args)]
@@ -60,14 +61,6 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
         return Err(format!("{s:?} has an empty key"));
     }
     Ok((k.to_string(), v.to_string()))
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl SendArgs {

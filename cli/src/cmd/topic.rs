@@ -8,9 +8,9 @@ use raftmq_client::proto::TopicPerm;
 use raftmq_client::proto::UpdateTopicRequest;
 use serde::Serialize;
 
-use super::output::print_json;
-use super::output::table;
 use super::Global;
+use crate::output::print_json;
+use crate::output::table;
 
 /// Topic commands.
 #[derive(Debug, Subcommand)]

@@ -117,9 +117,9 @@ pub fn addrs_from_base(base: u16, id: u64) -> anyhow::Result<NodeAddrs> {
 }
 
 /// Three free ports on 127.0.0.1 for node `id`, picked outside the kernel's ephemeral range
-/// and never twice in one process (see [`raftmq_client::ports`]).
+/// and never twice in one process (see [`crate::ports`]).
 pub fn free_addrs(id: u64) -> anyhow::Result<NodeAddrs> {
-    let ports = raftmq_client::ports::free_ports(3)?;
+    let ports = crate::ports::free_ports(3)?;
     Ok(NodeAddrs {
         id,
         raft: format!("127.0.0.1:{}", ports[0]),

@@ -1,5 +1,5 @@
-//! Node processes: finding the `raftmq-node` binary, starting a node detached from the CLI,
-//! signalling it and waiting for it to exit.
+//! Node processes: starting a node detached from the CLI, signalling it and waiting for it to
+//! exit (finding the binary is `crate::locate`).
 //!
 //! Signals go through `libc` (`kill`, `waitpid`, `setsid`): the standard library can only
 //! SIGKILL its own children, and the CLI must SIGTERM/SIGKILL nodes started by earlier runs.
@@ -15,95 +15,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-/// Environment variable naming the `raftmq-node` binary to run (overrides the lookup).
-pub const NODE_BIN_ENV: &str = "RAFTMQ_NODE_BIN";
-
-const NODE_BIN: &str = "raftmq-node";
-
-/// The `raftmq-node` binary: `$RAFTMQ_NODE_BIN`, else next to the running executable (and its
-/// parent directory, for test executables in `target/*/deps`), else built by cargo when run by
-/// `cargo run`, else on `PATH`.
-pub fn find_node_binary() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os(NODE_BIN_ENV) {
-        let p = PathBuf::from(p);
-        anyhow::ensure!(p.is_file(), "{NODE_BIN_ENV}={} is not a file", p.display());
-        return Ok(p);
-    }
-    let mut beside = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            beside.push(dir.join(NODE_BIN));
-            if let Some(up) = dir.parent() {
-                beside.push(up.join(NODE_BIN));
-            }
-        }
-    }
-    if let Some(found) = beside.into_iter().find(|p| p.is_file()) {
-        return Ok(found);
-    }
-    if let Some(built) = build_under_cargo_run()? {
-        return Ok(built);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(NODE_BIN))
-        .find(|p| p.is_file())
-        .with_context(|| {
-            format!(
-                "cannot find the {NODE_BIN} binary next to this executable or on PATH; build it \
-                 with `cargo build --release -p raftmq-node` (same profile as raftmq), or set \
-                 {NODE_BIN_ENV}"
-            )
-        })
-}
-
-/// Under `cargo run` of this package (cargo sets `CARGO` and `CARGO_PKG_NAME`), builds the
-/// missing `raftmq-node` with the same cargo, profile and target dir, so that
-/// `cargo run --release --bin raftmq -- cluster up` works on a fresh checkout. Returns the
-/// binary, or `None` when not run by cargo.
-fn build_under_cargo_run() -> anyhow::Result<Option<PathBuf>> {
-    let (Some(cargo), Ok(pkg)) = (std::env::var_os("CARGO"), std::env::var("CARGO_PKG_NAME"))
-    else {
-        return Ok(None);
-    };
-    let exe = std::env::current_exe()?;
-    let (Some(profile_dir), true) = (exe.parent(), pkg == env!("CARGO_PKG_NAME")) else {
-        return Ok(None);
-    };
-    let Some(target_dir) = profile_dir.parent() else {
-        return Ok(None);
-    };
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_string(),
-        Some(p) => p.to_string(),
-        None => return Ok(None),
-    };
-    eprintln!("raftmq-node is not built yet; building it (cargo build --profile {profile} -p raftmq-node) ...");
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--profile",
-        &profile,
-        "-p",
-        "raftmq-node",
-        "--bin",
-        NODE_BIN,
-    ])
-    .env("CARGO_TARGET_DIR", target_dir)
-    .stdout(Stdio::null());
-    if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
-        cmd.current_dir(dir);
-    }
-    let status = cmd
-        .status()
-        .context("cannot run cargo to build raftmq-node")?;
-    anyhow::ensure!(
-        status.success(),
-        "cargo build -p raftmq-node failed ({status})"
-    );
-    let bin = profile_dir.join(NODE_BIN);
-    Ok(bin.is_file().then_some(bin))
-}
+use crate::locate::NODE;
 
 /// Starts `bin --config <config>` in its own session (so it outlives the CLI and ignores the
 /// terminal's Ctrl-C and hang-up), stdout and stderr appended to `log`. Returns the pid.
@@ -162,7 +74,7 @@ pub fn is_running(pid: u32) -> bool {
         })
         .unwrap_or(false);
     let is_node = std::fs::read(proc_dir.join("cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).contains(NODE_BIN))
+        .map(|c| String::from_utf8_lossy(&c).contains(NODE.name))
         .unwrap_or(true);
     !zombie && is_node
 }
@@ -231,13 +143,5 @@ mod tests {
         assert!(!is_running(std::process::id()));
         assert!(!is_running(u32::MAX));
         signal(i32::MAX as u32, 0).unwrap();
-    }
-
-    #[test]
-    fn missing_binary_error_says_how_to_build() {
-        std::env::set_var(NODE_BIN_ENV, "/definitely/not/here");
-        let err = find_node_binary().unwrap_err().to_string();
-        std::env::remove_var(NODE_BIN_ENV);
-        assert!(err.contains("not a file"), "{err}");
     }
 }

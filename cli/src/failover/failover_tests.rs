@@ -1,19 +1,20 @@
-use raftmq_client::check::Attempt;
-use raftmq_client::check::History;
-use raftmq_client::check::MessageTag;
-use raftmq_client::check::ReplicaRead;
 use raftmq_client::proto::LogId;
 use raftmq_client::proto::SendResult;
 use raftmq_client::proto::StoredMessage;
 use raftmq_client::ClientError;
 
 use super::producer::outcome_of;
+use super::readback::tag_of;
 use super::readback::tagged_message;
-use super::readback::to_checked;
 use super::verdict::recovery_times;
 use super::verdict::AckTerm;
 use super::verdict::Fault;
 use super::*;
+use crate::check::read::to_checked;
+use crate::check::Attempt;
+use crate::check::History;
+use crate::check::MessageTag;
+use crate::check::ReplicaRead;
 
 /// One producer sends `n` messages, all acknowledged at queue 0 offsets 0..n; what a node
 /// would return for them, through the same conversions the test uses.
@@ -57,7 +58,7 @@ fn replica(node: u64, stored: &[StoredMessage], max: u64) -> ReplicaRead {
     ReplicaRead {
         node,
         ranges: [(0, (0, max))].into_iter().collect(),
-        messages: stored.iter().map(to_checked).collect(),
+        messages: stored.iter().map(|s| to_checked(s, tag_of)).collect(),
     }
 }
 
@@ -103,12 +104,12 @@ fn unknown_outcomes_and_definite_failures_are_kept_apart() {
         code: tonic::Code::DeadlineExceeded,
         message: "x".into(),
     });
-    assert_eq!(outcome_of(&unknown), raftmq_client::check::Outcome::Unknown);
+    assert_eq!(outcome_of(&unknown), crate::check::Outcome::Unknown);
     let failed: Result<SendResult, ClientError> = Err(ClientError::Unavailable {
         attempts: 3,
         last: "x".into(),
     });
-    assert_eq!(outcome_of(&failed), raftmq_client::check::Outcome::Failed);
+    assert_eq!(outcome_of(&failed), crate::check::Outcome::Failed);
 }
 
 #[test]

@@ -10,8 +10,8 @@ use raftmq_client::Client;
 use super::verdict::Fault;
 use super::Mode;
 use super::Run;
-use crate::cmd::status::gather_local;
 use crate::deploy::local;
+use crate::status::gather_local;
 
 /// A small xorshift generator (the picks need no quality, only variety).
 pub struct Rng(u64);

@@ -1,6 +1,6 @@
 //! `raftmq failover-test`: producers send tagged messages while a fault injector kills, stops
 //! or demotes nodes of the local cluster and restarts them; then every queue is read back from
-//! every node and the invariant checkers of [`raftmq_client::check`] give the verdict.
+//! every node and the invariant checkers of [`crate::check`] give the verdict.
 //!
 //! Steps: create a fresh topic; start the producers, the status sampler and the injector; at
 //! the deadline stop them, restart every node, wait for a leader and for every node to apply
@@ -22,20 +22,21 @@ use std::time::Instant;
 
 use clap::Args;
 use clap::ValueEnum;
-use raftmq_client::check::Attempt;
-use raftmq_client::check::History;
-use raftmq_client::check::Observation;
 use raftmq_client::proto::TopicConfig;
 use raftmq_client::proto::TopicPerm;
 use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 
-use crate::cmd::output::print_json;
-use crate::cmd::parse_duration;
-use crate::cmd::status::probe_options;
-use crate::cmd::Global;
+use crate::check::read::read_replica;
+use crate::check::Attempt;
+use crate::check::History;
+use crate::check::Observation;
+use crate::clock::parse_duration;
 use crate::deploy::manifest::Manifest;
-use crate::deploy::process::find_node_binary;
+use crate::locate::node_binary;
+use crate::output::print_json;
+use crate::status::probe_options;
+use readback::tag_of;
 use verdict::AckTerm;
 use verdict::Fault;
 
@@ -168,17 +169,16 @@ fn producer_options() -> ClientOptions {
     }
 }
 
-/// Runs `failover-test`.
-pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
-    let manifest = g.manifest()?;
-    let node_bin = find_node_binary()?;
+/// Runs `failover-test` on the local cluster of `manifest`; `json` prints the summary as JSON.
+pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Result<i32> {
+    let node_bin = node_binary()?;
     let seeds = manifest.client_addrs();
     let admin = Client::new(&seeds, producer_options())?;
-    crate::cmd::status::wait_leader(&manifest, Duration::from_secs(30)).await?;
+    crate::status::wait_leader(&manifest, Duration::from_secs(30)).await?;
     let topic = a
         .topic
         .clone()
-        .unwrap_or_else(|| format!("failover-{}", crate::cmd::send::now_ms()));
+        .unwrap_or_else(|| format!("failover-{}", crate::clock::now_ms()));
     create_topic(&admin, &topic, a.queues).await?;
     let run = Arc::new(Run {
         start: Instant::now(),
@@ -196,7 +196,7 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
         samples: Mutex::default(),
         generations: Mutex::default(),
     });
-    if !g.json {
+    if !json {
         eprintln!(
             "failover-test: topic {topic}, {} producers, mode {}, fault every {:?}, for {:?}",
             a.producers,
@@ -228,7 +228,7 @@ pub async fn run(g: &Global, a: FailoverArgs) -> anyhow::Result<i32> {
     sampler.await?;
     settle(&run).await?;
     let summary = check(&run, a.queues).await?;
-    if g.json {
+    if json {
         print_json(&summary)?;
     } else {
         println!("{}", summary.render());
@@ -263,7 +263,7 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
             if !running {
                 fault::restart_node(run, n.id).await?;
             }
-            let up = crate::cmd::status::wait_serving(&n.client_addr, Duration::from_secs(60));
+            let up = crate::status::wait_serving(&n.client_addr, Duration::from_secs(60));
             match up.await {
                 Ok(()) => break,
                 Err(e) if attempt == 3 => return Err(e),
@@ -272,10 +272,10 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
         }
     }
     let m = run.manifest();
-    crate::cmd::status::wait_leader(&m, Duration::from_secs(30)).await?;
+    crate::status::wait_leader(&m, Duration::from_secs(30)).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let view = crate::cmd::status::gather_local(&m).await?;
+        let view = crate::status::gather_local(&m).await?;
         let applied: Vec<Option<u64>> = view.nodes.iter().map(|n| n.applied).collect();
         let committed = view.nodes.iter().filter_map(|n| n.committed).max();
         if applied.iter().all(|a| a.is_some() && *a >= committed) {
@@ -296,8 +296,8 @@ async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummar
     let reader = Client::new(&m.client_addrs(), ClientOptions::default())?;
     let mut replicas = Vec::new();
     for n in &m.nodes {
-        replicas
-            .push(readback::read_replica(&reader, n.id, &n.client_addr, &run.topic, queues).await?);
+        let read = read_replica(&reader, n.id, &n.client_addr, &run.topic, queues, tag_of).await?;
+        replicas.push(read);
     }
     let history = lock(&run.history).clone();
     let samples = lock(&run.samples).clone();

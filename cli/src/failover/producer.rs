@@ -1,20 +1,20 @@
 //! A failover-test producer: sends tagged messages one after another, records every attempt in
-//! the shared [`History`](raftmq_client::check::History), and retries a message (same tag)
+//! the shared [`History`](crate::check::History), and retries a message (same tag)
 //! until it is acknowledged or the run ends.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use raftmq_client::check::Attempt;
-use raftmq_client::check::MessageTag;
-use raftmq_client::check::Outcome;
 use raftmq_client::Client;
 use raftmq_client::ClientError;
 
 use super::readback::tagged_message;
 use super::verdict::AckTerm;
 use super::Run;
+use crate::check::Attempt;
+use crate::check::MessageTag;
+use crate::check::Outcome;
 
 /// The outcome the checkers see for a client result.
 pub fn outcome_of(r: &Result<raftmq_client::proto::SendResult, ClientError>) -> Outcome {

@@ -1,21 +1,12 @@
-//! Reading the test topic back from every node ([`ReplicaRead`]) and sampling cluster status
-//! ([`Observation`]) for the checkers.
+//! The failover test's side of the checkers' input: the tag each test message carries in its
+//! properties (written by [`tagged_message`], found by [`tag_of`], which the replica reader of
+//! [`crate::check::read`] is given) and cluster status samples as [`Observation`]s.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::Hash;
-use std::hash::Hasher;
-use std::time::Duration;
-
-use raftmq_client::check;
-use raftmq_client::check::MessageTag;
-use raftmq_client::check::Observation;
-use raftmq_client::check::ReplicaRead;
 use raftmq_client::proto::ClusterStatusReply;
 use raftmq_client::proto::Message;
-use raftmq_client::proto::PullRequest;
-use raftmq_client::proto::PullStatus;
-use raftmq_client::proto::StoredMessage;
-use raftmq_client::Client;
+
+use crate::check::MessageTag;
+use crate::check::Observation;
 
 /// Message property holding the producer id.
 pub const PRODUCER_PROP: &str = "raftmq-test-producer";
@@ -50,100 +41,6 @@ pub fn tag_of(m: &Message) -> Option<MessageTag> {
     Some(MessageTag { producer, seq })
 }
 
-/// Digest of everything a producer chose (topic, tags, keys, sorted properties, body).
-pub fn digest(m: &Message) -> u64 {
-    let mut h = DefaultHasher::new();
-    m.topic.hash(&mut h);
-    m.tags.hash(&mut h);
-    m.keys.hash(&mut h);
-    let mut props: Vec<(&String, &String)> = m.properties.iter().collect();
-    props.sort();
-    props.hash(&mut h);
-    m.body.hash(&mut h);
-    h.finish()
-}
-
-/// The checker's view of a stored message.
-pub fn to_checked(s: &StoredMessage) -> check::StoredMessage {
-    let m = s.message.clone().unwrap_or_default();
-    check::StoredMessage {
-        queue_id: u32::try_from(s.queue_id).unwrap_or(u32::MAX),
-        queue_offset: s.queue_offset,
-        msg_id: s.msg_id,
-        tag: tag_of(&m),
-        digest: digest(&m),
-    }
-}
-
-async fn pull_retrying(
-    client: &Client,
-    addr: &str,
-    req: PullRequest,
-) -> anyhow::Result<raftmq_client::proto::PullReply> {
-    let mut last = None;
-    for i in 0..6u32 {
-        match client.pull_from(addr, req.clone()).await {
-            Ok(r) => return Ok(r),
-            Err(e) => last = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(100 << i)).await;
-    }
-    Err(anyhow::anyhow!(
-        "cannot read queue {} from {addr}: {}",
-        req.queue_id,
-        last.map_or_else(String::new, |e| e.to_string())
-    ))
-}
-
-/// Every message of every queue of `topic` on node `node` at `addr`.
-pub async fn read_replica(
-    client: &Client,
-    node: u64,
-    addr: &str,
-    topic: &str,
-    queues: u32,
-) -> anyhow::Result<ReplicaRead> {
-    let mut read = ReplicaRead {
-        node,
-        ..ReplicaRead::default()
-    };
-    for queue in 0..queues {
-        let mut offset = 0u64;
-        loop {
-            let req = PullRequest {
-                topic: topic.to_string(),
-                queue_id: i32::try_from(queue)?,
-                offset,
-                max_count: 256,
-                ..PullRequest::default()
-            };
-            let r = pull_retrying(client, addr, req).await?;
-            let status = PullStatus::try_from(r.status).unwrap_or(PullStatus::Unspecified);
-            if matches!(status, PullStatus::NoSuchTopic | PullStatus::NoSuchQueue) {
-                break;
-            }
-            read.ranges.insert(queue, (r.min_offset, r.max_offset));
-            match status {
-                PullStatus::Found => {
-                    read.messages.extend(r.messages.iter().map(to_checked));
-                    anyhow::ensure!(
-                        r.next_offset > offset,
-                        "node {node} queue {queue}: pull did not advance at {offset}"
-                    );
-                    offset = r.next_offset;
-                }
-                PullStatus::OffsetTooSmall if offset < r.min_offset => offset = r.min_offset,
-                PullStatus::NoMatchedMsg if r.next_offset > offset => offset = r.next_offset,
-                _ => break,
-            }
-            if offset >= r.max_offset {
-                break;
-            }
-        }
-    }
-    Ok(read)
-}
-
 /// One node's status as an [`Observation`].
 pub fn observation(r: &ClusterStatusReply, at_us: u64, restarted: bool) -> Observation {
     let committed = r
@@ -165,6 +62,7 @@ pub fn observation(r: &ClusterStatusReply, at_us: u64, restarted: bool) -> Obser
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::read::digest;
 
     #[test]
     fn tags_round_trip_and_digests_differ() {

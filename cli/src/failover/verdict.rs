@@ -1,12 +1,13 @@
 //! From a finished run (history, replicas read back, status samples, faults) to the summary
 //! the failover test prints: the checkers' [`Report`] plus failovers and recovery times.
 
-use raftmq_client::check::check_all;
-use raftmq_client::check::History;
-use raftmq_client::check::Observation;
-use raftmq_client::check::ReplicaRead;
-use raftmq_client::check::Report;
 use serde::Serialize;
+
+use crate::check::check_all;
+use crate::check::History;
+use crate::check::Observation;
+use crate::check::ReplicaRead;
+use crate::check::Report;
 
 /// One injected fault.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

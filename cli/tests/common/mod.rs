@@ -2,20 +2,17 @@
 //! local cluster in a temp dir that is torn down on drop.
 //!
 //! Locating `raftmq-node`: `CARGO_BIN_EXE_<name>` exists only for binaries of the package under
-//! test, and `raftmq-node` belongs to another package. The test executable lives in
-//! `<target>/<profile>/deps/`, and `cargo build` puts binaries in `<target>/<profile>/`, which is
-//! also the directory of `CARGO_BIN_EXE_raftmq`; `raftmq` itself looks for `raftmq-node` next to
-//! its own executable. So: `$RAFTMQ_NODE_BIN` if set, else `<target>/<profile>/raftmq-node`; if
-//! that is missing, the tests run `cargo build -p raftmq-node` (same profile, same target dir)
-//! once and look again; if it is still missing they fail saying how to build it.
+//! test, and `raftmq-node` belongs to another package. `raftmq_cli::locate::node_binary` finds it
+//! as `raftmq` itself does: `$RAFTMQ_NODE_BIN` if set, else `<target>/<profile>/raftmq-node`
+//! (the parent of the test executable's `deps/`, also the directory of `CARGO_BIN_EXE_raftmq`);
+//! if that is missing, it runs `cargo build -p raftmq-node` (same profile, same target dir) once
+//! and looks again; if it is still missing the tests fail saying how to build it.
 
 #![allow(dead_code)]
 
-use std::path::Path;
 use std::path::PathBuf;
 use std::process::Command;
 use std::process::Output;
-use std::sync::OnceLock;
 
 /// The `raftmq` binary under test.
 pub fn raftmq() -> PathBuf {
@@ -64,43 +61,9 @@ pub fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {text}"))
 }
 
-fn build_node(profile_dir: &Path) {
-    let target = profile_dir
-        .parent()
-        .expect("profile dir has a parent (the target dir)");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "-p", "raftmq-node", "--bin", "raftmq-node"])
-        .env("CARGO_TARGET_DIR", target);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("cargo can be run");
-    assert!(status.success(), "cargo build -p raftmq-node failed");
-}
-
-/// The `raftmq-node` binary (see the module docs).
+/// The `raftmq-node` binary, found (or built once) by `raftmq_cli::locate::node_binary`.
 pub fn node_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("RAFTMQ_NODE_BIN") {
-            return PathBuf::from(p);
-        }
-        let profile_dir = raftmq()
-            .parent()
-            .expect("CARGO_BIN_EXE_raftmq has a parent directory")
-            .to_path_buf();
-        let bin = profile_dir.join("raftmq-node");
-        if !bin.is_file() {
-            build_node(&profile_dir);
-        }
-        assert!(
-            bin.is_file(),
-            "{} is missing: run `cargo build -p raftmq-node` first (same profile), or set RAFTMQ_NODE_BIN",
-            bin.display()
-        );
-        bin
-    })
-    .clone()
+    raftmq_cli::locate::node_binary().unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// A local cluster in a temp dir, stopped (and its processes killed) on drop.

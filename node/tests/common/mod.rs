@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use raftmq_client::ports;
+use raftmq_cli::ports;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;

@@ -1,4 +1,5 @@
-//! Cluster status: every node asked for its own view, merged into one table (and JSON).
+//! Cluster status: every node asked for its own view, merged into one [`ClusterView`] (a table
+//! and JSON for `raftmq cluster status`); waiting until a node serves or a leader is agreed.
 
 use std::time::Duration;
 use std::time::Instant;
@@ -10,10 +11,10 @@ use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 use serde::Serialize;
 
-use super::output::opt;
-use super::output::table;
 use crate::deploy::manifest::Manifest;
 use crate::deploy::process::is_running;
+use crate::output::opt;
+use crate::output::table;
 
 /// One node as it sees itself (and as the leader sees its lag).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
