@@ -1,0 +1,166 @@
+//! The real `raftmq` command line against local clusters it deploys itself (`raftmq cluster
+//! up` in a temp dir): [`raftmq_binary`], runners that assert success and parse JSON, and
+//! [`LocalCluster`], torn down (processes killed) on drop.
+//!
+//! Locating `raftmq`: `CARGO_BIN_EXE_<name>` exists only for binaries of the package under
+//! test, and `raftmq` belongs to `raftmq-cli`. As for `raftmq-node`
+//! ([`crate::process::node_binary`]), the binary is `<target>/<profile>/raftmq`, the parent of
+//! the test executable's `deps/`. Because it is the program under test, it is always built
+//! once per test process with `cargo build -p raftmq-cli --bin raftmq` (same target dir and
+//! profile; a no-op when it is current), so a test never runs a stale binary. `raftmq` starts
+//! nodes from `$RAFTMQ_NODE_BIN`, set to [`crate::process::node_binary`].
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::process::Output;
+use std::sync::OnceLock;
+
+use crate::process::node_binary;
+
+/// Path of the `raftmq` binary, built once per process (see the module docs).
+pub fn raftmq_binary() -> anyhow::Result<PathBuf> {
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PATH.get_or_init(|| build_and_locate().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build_and_locate() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or_else(|| anyhow::anyhow!("cannot find the target dir from {}", exe.display()))?;
+    let bin = profile_dir.join("raftmq");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = profile_dir
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no target dir above {}", profile_dir.display()))?;
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "raftmq-cli", "--bin", "raftmq"])
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status()?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build -p raftmq-cli failed: {status}"
+    );
+    anyhow::ensure!(bin.exists(), "{} missing after the build", bin.display());
+    Ok(bin)
+}
+
+/// `raftmq args...` with the node binary set and no cluster taken from the environment.
+fn command(args: &[&str]) -> Command {
+    let raftmq = raftmq_binary().expect("the raftmq binary can be built");
+    let node = node_binary().expect("the raftmq-node binary can be built");
+    let mut cmd = Command::new(raftmq);
+    cmd.args(args)
+        .env("RAFTMQ_NODE_BIN", node)
+        .env_remove("RAFTMQ_SERVERS")
+        .env_remove("RAFTMQ_CLUSTER");
+    cmd
+}
+
+/// Runs `raftmq args...` and returns its output, whatever the exit status.
+pub fn run(args: &[&str]) -> Output {
+    command(args)
+        .output()
+        .expect("the raftmq binary built for this test can be executed")
+}
+
+/// Runs `raftmq args...`, asserts success and returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "raftmq {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`ok`], parsing stdout as one JSON document.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let text = ok(args);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {text}"))
+}
+
+/// A local cluster deployed by `raftmq cluster up` in a temp dir; `raftmq cluster down` (and,
+/// as a last resort, SIGKILL of every pid in its manifest) on drop.
+pub struct LocalCluster {
+    /// The cluster dir (`cluster.toml`, one dir per node).
+    pub dir: tempfile::TempDir,
+    /// Path of `<dir>/cluster.toml`, for `--cluster`.
+    pub manifest: String,
+}
+
+impl LocalCluster {
+    /// `raftmq cluster up` of `nodes` nodes with free ports and 1 MiB segments; returns the
+    /// status JSON too.
+    pub fn up(nodes: u32) -> (Self, serde_json::Value) {
+        let dir = tempfile::tempdir().expect("a temp dir can be created");
+        let manifest = dir.path().join("cluster.toml").display().to_string();
+        let c = Self { dir, manifest };
+        let d = c.dir.path().display().to_string();
+        let n = nodes.to_string();
+        let status = json(&[
+            "cluster",
+            "up",
+            "--dir",
+            &d,
+            "--nodes",
+            &n,
+            "--base-port",
+            "0",
+            "--segment-bytes",
+            "1048576",
+            "--json",
+        ]);
+        (c, status)
+    }
+
+    /// `<args> --cluster <manifest>`.
+    pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut v = args.to_vec();
+        v.extend(["--cluster", self.manifest.as_str()]);
+        v
+    }
+
+    /// JSON output of `raftmq <args> --json --cluster <manifest>`.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut v = self.args(args);
+        v.push("--json");
+        json(&v)
+    }
+
+    /// Pids in the manifest.
+    pub fn pids(&self) -> Vec<u32> {
+        let text = std::fs::read_to_string(&self.manifest).unwrap_or_default();
+        let v: toml::Value = toml::from_str(&text).unwrap_or(toml::Value::Integer(0));
+        v.get("nodes")
+            .and_then(|n| n.as_array())
+            .map(|nodes| {
+                nodes
+                    .iter()
+                    .filter_map(|n| n.get("pid").and_then(|p| p.as_integer()))
+                    .map(|p| p as u32)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        let pids = self.pids();
+        let _ = run(&self.args(&["cluster", "down"]));
+        for pid in pids {
+            // Last resort if `cluster down` failed: nothing may outlive the test.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
