@@ -6,6 +6,7 @@
 //!   port), short election timeouts, small segments; crash ([`cluster::TestCluster::kill`]),
 //!   restart on the same data dir, join, and peer-link faults (partitions, one-way cuts,
 //!   delays, lost responses) through [`raftmq_node::network::fault`].
+//! - [`node_config`]: the one test node config ([`node_config::test_config`]) and listeners.
 //! - [`raw`]: raw gRPC calls to one node's client API, below `raftmq_client`.
 //! - [`power`]: simulated power loss: cut a stopped node's CommitLog back to its last flushed
 //!   position and leave a torn partial record.
@@ -24,6 +25,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod node_config;
 pub mod power;
 pub mod process;
 pub mod raw;
