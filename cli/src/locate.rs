@@ -12,6 +12,10 @@
 //!    --bin raftmq -- cluster up` works on a fresh checkout and tests build what they spawn;
 //! 4. on `PATH`.
 //!
+//! A test executable run by cargo (in `<target>/<profile>/deps/`, `CARGO` set) runs step 3
+//! first, once per process, even when the binary exists: the build is a no-op when it is up
+//! to date, and a test never spawns a binary older than the code under test.
+//!
 //! Steps 2 to 4 run once per binary and process: the answer (or the error) is remembered, so
 //! concurrent tests build at most once.
 
@@ -78,6 +82,11 @@ pub fn find(bin: &Binary) -> anyhow::Result<PathBuf> {
 }
 
 fn search(bin: &Binary) -> anyhow::Result<PathBuf> {
+    if is_cargo_test() {
+        if let Some(built) = build_under_cargo(bin)? {
+            return Ok(built);
+        }
+    }
     let mut beside = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
@@ -106,6 +115,19 @@ fn search(bin: &Binary) -> anyhow::Result<PathBuf> {
         })
 }
 
+/// True for a test executable that cargo runs (`<target>/<profile>/deps/`, `CARGO` set).
+fn is_cargo_test() -> bool {
+    std::env::var_os("CARGO").is_some()
+        && std::env::current_exe()
+            .ok()
+            .and_then(|exe| {
+                exe.parent()
+                    .and_then(|d| d.file_name())
+                    .map(|n| n == "deps")
+            })
+            .unwrap_or(false)
+}
+
 /// When run by cargo (`CARGO` set), builds `bin` with the same cargo, profile and target dir
 /// as the running executable (`<target>/<profile>/`, or `<target>/<profile>/deps/` for a test).
 /// Returns the binary, or `None` when not run by cargo or the build left no binary there.
@@ -132,9 +154,7 @@ fn build_under_cargo(bin: &Binary) -> anyhow::Result<Option<PathBuf>> {
         None => return Ok(None),
     };
     let (name, package) = (bin.name, bin.package);
-    eprintln!(
-        "{name} is not built yet; building it (cargo build --profile {profile} -p {package}) ..."
-    );
+    eprintln!("building {name} (cargo build --profile {profile} -p {package}) ...");
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--profile", &profile, "-p", package, "--bin", name])
         .env("CARGO_TARGET_DIR", target_dir)

@@ -1,9 +1,18 @@
 //! The real binary's failure modes that need no cluster: usage errors exit 2, runtime errors
 //! exit 1 with one line on stderr.
 
-mod common;
+use std::process::Command;
+use std::process::Output;
 
-use common::run;
+/// Runs the `raftmq` binary under test with `args` (no cluster taken from the environment).
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_raftmq"))
+        .args(args)
+        .env_remove("RAFTMQ_SERVERS")
+        .env_remove("RAFTMQ_CLUSTER")
+        .output()
+        .expect("the raftmq binary built by cargo for this test can be executed")
+}
 
 #[test]
 fn usage_errors_exit_2() {

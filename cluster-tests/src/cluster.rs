@@ -1,7 +1,7 @@
-//! [`TestCluster`]: n raftmq nodes in this process, on 127.0.0.1 port 0, with crash, restart,
-//! power loss and peer-link faults.
+//! [`TestCluster`]: n raftmq nodes in this process, on 127.0.0.1 ports picked below the
+//! kernel's ephemeral range ([`raftmq_cli::ports`]), with crash, restart, join and peer-link
+//! faults; the one in-process harness of every multi-node test.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -20,62 +20,17 @@ use raftmq_node::network::fault::PeerFaults;
 use raftmq_node::Node;
 use raftmq_node::NodeHandle;
 use raftmq_node::NodeListeners;
-use tokio::net::TcpListener;
+use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tokio::time::Instant;
 
-/// Send timeout of test nodes, ms.
-pub const SEND_TIMEOUT_MS: u64 = 1500;
-/// Flush interval of `async` test nodes, ms.
-pub const FLUSH_INTERVAL_MS: u64 = 50;
-
-/// A test node's config: 64 KiB segments, 300..600 ms election timeouts, small files.
-pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) -> NodeConfig {
-    NodeConfig {
-        node_id: id,
-        cluster_id: cluster_id.into(),
-        data_dir: dir,
-        metrics_addr: None,
-        flush_policy: flush,
-        flush_interval_ms: FLUSH_INTERVAL_MS,
-        segment_bytes: 64 << 10,
-        election_timeout_min_ms: 300,
-        election_timeout_max_ms: 600,
-        heartbeat_ms: 50,
-        send_timeout_ms: SEND_TIMEOUT_MS,
-        max_message_bytes: 16 << 10,
-        max_batch_messages: 64,
-        max_batch_bytes: 32 << 10,
-        grpc_max_message_bytes: 4 << 20,
-        cq_units_per_file: 256,
-        index_slots_per_file: 64,
-        index_units_per_file: 256,
-        log_level: "warn".into(),
-        ..NodeConfig::default()
-    }
-}
-
-/// Binds `addr` (port 0 = any), retrying briefly (a restarted node rebinds its old port).
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    let mut last = None;
-    for _ in 0..50 {
-        match TcpListener::bind(addr).await {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(anyhow::anyhow!("cannot bind {addr}: {last:?}"))
-}
-
-/// A unique cluster id per test cluster in this process (fault tables are keyed by it).
-pub fn unique_cluster_id(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use crate::node_config::bind;
+use crate::node_config::bind_metrics;
+use crate::node_config::listeners_of;
+pub use crate::node_config::test_config;
+pub use crate::node_config::unique_cluster_id;
+pub use crate::node_config::FLUSH_INTERVAL_MS;
+pub use crate::node_config::SEND_TIMEOUT_MS;
+use crate::raw::GrpcClient;
 
 /// A cluster of nodes `1..=n` in this process.
 pub struct TestCluster {
@@ -93,7 +48,8 @@ pub struct TestCluster {
 
 impl TestCluster {
     /// Starts `flush.len()` nodes bootstrapping one cluster, each with its flush policy;
-    /// `tweak` may change each config before start.
+    /// `tweak` may change each config before start (not its listen addresses: the ports are
+    /// bound before).
     pub async fn start(
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
@@ -134,12 +90,13 @@ impl TestCluster {
             cluster.configs.push(cfg);
             cluster.nodes.push(None);
             cluster.generations.push(Arc::default());
+            let cfg = &cluster.configs[i];
             let l = NodeListeners {
                 raft: r,
                 client: c,
-                metrics: None,
+                metrics: bind_metrics(cfg.metrics_addr).await?,
             };
-            let node = Node::start_with_listeners(cluster.configs[i].clone(), l).await?;
+            let node = Node::start_with_listeners(cfg.clone(), l).await?;
             cluster.nodes[i] = Some(node);
         }
         Ok(cluster)
@@ -170,6 +127,12 @@ impl TestCluster {
     /// Client addresses of every node.
     pub fn seeds(&self) -> Vec<String> {
         self.ids().iter().map(|&i| self.client_addr(i)).collect()
+    }
+
+    /// A raw gRPC client of node `id`'s client API (below `raftmq_client`: no retries, no
+    /// leader following).
+    pub async fn grpc(&self, id: u64) -> anyhow::Result<GrpcClient> {
+        Ok(RaftMqClient::connect(format!("http://{}", self.client_addr(id))).await?)
     }
 
     /// A client library instance seeded with every node; `request_timeout` bounds one attempt.
@@ -237,6 +200,26 @@ impl TestCluster {
         }
     }
 
+    /// Waits (up to 10 s) until every running node applied at least log index `index`.
+    pub async fn wait_applied(&self, index: u64) -> anyhow::Result<()> {
+        let end = Instant::now() + Duration::from_secs(10);
+        for n in self.nodes.iter().flatten() {
+            loop {
+                let applied = n.store().watermarks().applied.map(|l| l.index);
+                if applied >= Some(index) {
+                    break;
+                }
+                anyhow::ensure!(
+                    Instant::now() < end,
+                    "node {} applied {applied:?} < {index}",
+                    n.node_id()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(())
+    }
+
     /// Stops node `id` gracefully.
     pub async fn stop(&mut self, id: u64) -> anyhow::Result<()> {
         let n = self.nodes[id as usize - 1].take().expect("node is running");
@@ -275,29 +258,31 @@ impl TestCluster {
     pub async fn try_start(&self, id: u64) -> anyhow::Result<NodeHandle> {
         assert!(!self.is_up(id), "node {id} is already running");
         let cfg = self.configs[id as usize - 1].clone();
-        let l = NodeListeners {
-            raft: bind(cfg.raft_listen_addr).await?,
-            client: bind(cfg.client_listen_addr).await?,
-            metrics: None,
-        };
+        let l = listeners_of(&cfg).await?;
         Node::start_with_listeners(cfg, l).await
     }
 
     /// Starts a new node (id `n + 1`) that joins the cluster through node `via`'s client
     /// address (it becomes a learner; promote it with `change_membership`). Returns its id.
     pub async fn add_node(&mut self, flush: FlushPolicy, via: u64) -> anyhow::Result<u64> {
+        self.add_node_with(flush, via, |_| {}).await
+    }
+
+    /// [`Self::add_node`], with `tweak` changing the new node's config before it starts.
+    pub async fn add_node_with(
+        &mut self,
+        flush: FlushPolicy,
+        via: u64,
+        tweak: impl FnOnce(&mut NodeConfig),
+    ) -> anyhow::Result<u64> {
         let id = self.configs.len() as u64 + 1;
-        let (r, c) = (bind(free_addr()?).await?, bind(free_addr()?).await?);
         let data = self.dir.path().join(format!("node-{id}"));
         let mut cfg = test_config(id, &self.configs[0].cluster_id, data, flush);
-        cfg.raft_listen_addr = r.local_addr()?;
-        cfg.client_listen_addr = c.local_addr()?;
+        cfg.raft_listen_addr = free_addr()?;
+        cfg.client_listen_addr = free_addr()?;
         cfg.join_addr = Some(self.client_addr(via));
-        let l = NodeListeners {
-            raft: r,
-            client: c,
-            metrics: None,
-        };
+        tweak(&mut cfg);
+        let l = listeners_of(&cfg).await?;
         let node = Node::start_with_listeners(cfg.clone(), l).await?;
         self.configs.push(cfg);
         self.nodes.push(Some(node));

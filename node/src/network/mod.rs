@@ -29,9 +29,6 @@ mod split;
 mod streams;
 mod vote_guard;
 
-#[cfg(test)]
-mod network_tests;
-
 use std::time::Duration;
 
 pub use client::PeerNetwork;

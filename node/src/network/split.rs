@@ -116,12 +116,23 @@ mod tests {
     use openraft::raft::StreamAppendError;
     use raftmq_raft_log::types::AppPayload;
     use raftmq_raft_log::types::CommittedLeaderId;
+    use raftmq_raft_log::types::LeaderId;
     use raftmq_raft_log::types::LogEntry;
     use raftmq_raft_log::types::Payload;
+    use raftmq_raft_log::types::PeerNode;
     use raftmq_raft_log::types::Vote;
 
     use super::*;
-    use crate::network::network_tests::TestConfig;
+
+    openraft::declare_raft_types!(
+        /// Type config of these tests (the transport tests with test doubles, in
+        /// `cluster-tests/tests/peer_transport.rs`, declare the same one).
+        pub TestConfig:
+            D = AppPayload,
+            R = u64,
+            Node = PeerNode,
+            LeaderId = LeaderId,
+    );
 
     fn log_id(index: u64) -> LogId {
         LogId {

@@ -2,25 +2,27 @@
 //! install) and promoted to voter, the disk-full guard, `/metrics` over HTTP, and the binary's
 //! exit codes (bad config: 2; SIGTERM: graceful, 0).
 
-mod common;
-
 use std::io::Read;
 use std::io::Write;
 use std::time::Duration;
 
-use common::msg;
-use common::read_all;
-use common::test_config;
-use common::Cluster;
+use cluster_tests::cluster::TestCluster;
+use cluster_tests::process::node_binary;
+use cluster_tests::raw::msg;
+use cluster_tests::raw::read_all;
+use cluster_tests::raw::GrpcClient;
+use cluster_tests::raw::ReadMessage;
 use raftmq_node::config::FlushPolicy;
-use raftmq_node::Node;
+use raftmq_node::config::NodeConfig;
 use raftmq_proto::v1 as pb;
 use tonic::Code;
 
-async fn fill(
-    c: &mut pb::raft_mq_client::RaftMqClient<tonic::transport::Channel>,
-    n: usize,
-) -> u64 {
+/// The 20 ms `async` flush interval these tests always ran with (the harness default is 50).
+fn flush_every_20ms(c: &mut NodeConfig) {
+    c.flush_interval_ms = 20;
+}
+
+async fn fill(c: &mut GrpcClient, n: usize) -> u64 {
     let mut last = 0;
     for b in 0..n {
         let batch = (0..16)
@@ -52,10 +54,12 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_then_learner_joins_by_snapshot() {
-    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
-    cluster.wait_leader().await;
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
     let n1 = cluster.node(1);
-    let mut c = cluster.grpc(1).await;
+    let mut c = cluster.grpc(1).await.expect("connect");
     fill(&mut c, 20).await;
 
     // Disk above the reject ratio: sends refused, nothing proposed.
@@ -100,12 +104,15 @@ async fn retention_then_learner_joins_by_snapshot() {
     assert_eq!(r.status, pb::PullStatus::OffsetTooSmall as i32, "{r:?}");
 
     // A new node joins as learner (only a snapshot can bring it up), then becomes a voter.
-    let mut cfg = test_config(2, cluster.dir.path(), FlushPolicy::Async);
-    cfg.raft_listen_addr = "127.0.0.1:0".parse().expect("addr");
-    cfg.client_listen_addr = "127.0.0.1:0".parse().expect("addr");
-    cfg.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
-    cfg.join_addr = Some(cluster.client_addr(1));
-    let n2 = Node::start(cfg).await.expect("joiner starts");
+    let joiner = cluster
+        .add_node_with(FlushPolicy::Async, 1, |cfg| {
+            flush_every_20ms(cfg);
+            cfg.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
+        })
+        .await
+        .expect("joiner starts");
+    assert_eq!(joiner, 2);
+    let (n1, n2) = (cluster.node(1), cluster.node(2));
     let end = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let learners: Vec<u64> = n1
@@ -134,15 +141,15 @@ async fn retention_then_learner_joins_by_snapshot() {
         assert!(tokio::time::Instant::now() < end, "joiner did not catch up");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut c2 = pb::raft_mq_client::RaftMqClient::connect(format!("http://{}", n2.addrs().client))
+    let mut c2 = GrpcClient::connect(format!("http://{}", n2.addrs().client))
         .await
         .expect("connect n2");
-    let key = |v: Vec<(i32, u64, u64, Vec<u8>)>| -> Vec<(i32, u64, u64)> {
+    let key = |v: Vec<ReadMessage>| -> Vec<(i32, u64, u64)> {
         v.into_iter().map(|(q, o, id, _)| (q, o, id)).collect()
     };
     let (v1, v2) = (
-        key(read_all(&mut c, "ret", 4).await),
-        key(read_all(&mut c2, "ret", 4).await),
+        key(read_all(&mut c, "ret", 4).await.expect("read all")),
+        key(read_all(&mut c2, "ret", 4).await.expect("read all")),
     );
     let only1: Vec<_> = v1.iter().filter(|x| !v2.contains(x)).collect();
     // The joiner holds every message the leader retains, at the same queue offsets and ids
@@ -157,14 +164,14 @@ async fn retention_then_learner_joins_by_snapshot() {
     let text = http_get(n2.addrs().metrics.expect("metrics on"), "/metrics");
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("raftmq_applied_index"), "{text}");
-    n2.shutdown().await.expect("n2 down");
-    cluster.shutdown_all().await;
+    cluster.stop(2).await.expect("n2 down");
+    cluster.shutdown().await.expect("clean shutdown");
 }
 
 #[test]
 fn binary_exit_codes() {
-    let bin = env!("CARGO_BIN_EXE_raftmq-node");
-    let out = std::process::Command::new(bin)
+    let bin = node_binary().expect("the raftmq-node binary");
+    let out = std::process::Command::new(&bin)
         .args(["--heartbeat-ms", "5000"])
         .output()
         .expect("run");
@@ -173,7 +180,7 @@ fn binary_exit_codes() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("n1");
-    let mut child = std::process::Command::new(bin)
+    let mut child = std::process::Command::new(&bin)
         .args(["--data-dir", data.to_str().expect("utf-8")])
         .args([
             "--raft-listen-addr",

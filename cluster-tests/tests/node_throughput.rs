@@ -1,8 +1,6 @@
 //! A rough throughput probe (ignored by default; not a timed assertion): one connection to
 //! the leader of a three-node `sync` cluster, 64 sends of 1 KiB in flight, for 3 seconds.
-//! Run with `cargo test --release -p raftmq-node --test throughput -- --ignored --nocapture`.
-
-mod common;
+//! Run with `cargo test --release -p cluster-tests --test node_throughput -- --ignored --nocapture`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -10,15 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
-use common::msg;
-use common::Cluster;
+use cluster_tests::cluster::TestCluster;
+use cluster_tests::raw::msg;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::v1 as pb;
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn sixty_four_in_flight_one_kib() {
-    let cluster = Cluster::start(&[FlushPolicy::Sync; 3], |c| {
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
+        // The 20 ms `async` flush interval this probe always ran with (harness default: 50).
+        c.flush_interval_ms = 20;
         c.segment_bytes = 64 << 20;
         c.max_message_bytes = 64 << 10;
         c.max_batch_bytes = 1 << 20;
@@ -26,9 +26,10 @@ async fn sixty_four_in_flight_one_kib() {
         c.index_slots_per_file = 500_000;
         c.index_units_per_file = 2_000_000;
     })
-    .await;
-    let leader = cluster.wait_leader().await;
-    let client = cluster.grpc(leader).await;
+    .await
+    .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let client = cluster.grpc(leader).await.expect("connect");
     let done = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs(3);
     let body = vec![b'x'; 1024];
@@ -58,5 +59,5 @@ async fn sixty_four_in_flight_one_kib() {
         start.elapsed(),
         n as f64 / start.elapsed().as_secs_f64()
     );
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }

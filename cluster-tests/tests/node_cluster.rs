@@ -1,16 +1,16 @@
 //! Three nodes in one process: replication, reads from every node, forwarding, leader
 //! transfer, quorum loss, restart catch-up, mixed flush policies.
 
-mod common;
-
 use std::time::Duration;
 use std::time::Instant;
 
-use common::msg;
-use common::read_all;
-use common::Cluster;
-use common::SEND_TIMEOUT_MS;
+use cluster_tests::cluster::TestCluster;
+use cluster_tests::cluster::SEND_TIMEOUT_MS;
+use cluster_tests::raw::msg;
+use cluster_tests::raw::read_all;
+use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::NodeConfig;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::send_stream_reply::Outcome;
 use raftmq_proto::FORWARDED_BY_KEY;
@@ -18,13 +18,18 @@ use tonic::Code;
 
 const MIXED: [FlushPolicy; 3] = [FlushPolicy::Sync, FlushPolicy::Async, FlushPolicy::Sync];
 
+/// The 20 ms `async` flush interval these tests always ran with (the harness default is 50).
+fn flush_every_20ms(c: &mut NodeConfig) {
+    c.flush_interval_ms = 20;
+}
+
 fn follower_of(leader: u64) -> u64 {
     leader % 3 + 1
 }
 
 /// Sends `reqs` on one SendStream and collects every answer by seq.
 async fn stream_sends(
-    c: &mut raftmq_proto::v1::raft_mq_client::RaftMqClient<tonic::transport::Channel>,
+    c: &mut GrpcClient,
     reqs: Vec<pb::SendStreamRequest>,
 ) -> std::collections::HashMap<u64, Outcome> {
     let n = reqs.len();
@@ -43,8 +48,10 @@ async fn stream_sends(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicate_forward_transfer_and_read_everywhere() {
-    let cluster = Cluster::start(&MIXED, |_| {}).await;
-    let leader = cluster.wait_leader().await;
+    let cluster = TestCluster::start(&MIXED, flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
     let client = raftmq_client::Client::connect(&cluster.seeds(), Default::default())
         .await
         .expect("client");
@@ -67,7 +74,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
 
     // Raw call to a follower: forwarded once to the leader.
     let follower = follower_of(leader);
-    let mut raw = cluster.grpc(follower).await;
+    let mut raw = cluster.grpc(follower).await.expect("connect");
     let r = raw
         .send(pb::SendRequest {
             message: Some(msg("orders", b"via-follower")),
@@ -129,7 +136,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
 
     // SendStream to the leader: messages of a topic that arrive together share an entry;
     // a bad one is answered alone and the others keep their own answers.
-    let mut lead = cluster.grpc(leader).await;
+    let mut lead = cluster.grpc(leader).await.expect("connect");
     let mut reqs: Vec<pb::SendStreamRequest> = (1..=6)
         .map(|seq| pb::SendStreamRequest {
             seq,
@@ -201,11 +208,14 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         .map(|l| l.index)
         .max()
         .expect("ids");
-    cluster.wait_applied(last).await;
+    cluster
+        .wait_applied(last)
+        .await
+        .expect("applied everywhere");
     let mut views = Vec::new();
     for id in 1..=3 {
-        let mut c = cluster.grpc(id).await;
-        views.push(read_all(&mut c, "orders", 4).await);
+        let mut c = cluster.grpc(id).await.expect("connect");
+        views.push(read_all(&mut c, "orders", 4).await.expect("read all"));
         let q = c
             .query_by_id(pb::QueryByIdRequest {
                 msg_id: acked[0].msg_id,
@@ -244,7 +254,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         .await
         .expect("transfer");
     assert_eq!(new_leader, target);
-    assert_eq!(cluster.wait_leader().await, target);
+    assert_eq!(cluster.wait_leader().await.expect("a leader"), target);
     client
         .send(msg("orders", b"after-transfer"))
         .await
@@ -276,14 +286,14 @@ async fn replicate_forward_transfer_and_read_everywhere() {
     // Transfer without a target: to the most caught-up other voter.
     let auto = client.transfer_leader(None).await.expect("auto transfer");
     assert_ne!(auto, target);
-    let target = cluster.wait_leader().await;
+    let target = cluster.wait_leader().await.expect("a leader");
     assert_eq!(target, auto);
 
     // Graceful stop of the leader hands leadership over; the client keeps sending.
     let mut cluster = cluster;
     let started = Instant::now();
-    cluster.stop(target).await;
-    let next = cluster.wait_leader().await;
+    cluster.stop(target).await.expect("clean shutdown");
+    let next = cluster.wait_leader().await.expect("a leader");
     assert_ne!(next, target);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -294,25 +304,25 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         .send(msg("orders", b"after-stop"))
         .await
         .expect("send after leader stop");
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_loss_and_restart_catch_up() {
-    let mut cluster = Cluster::start(&MIXED, |_| {}).await;
-    let leader = cluster.wait_leader().await;
-    let mut c = cluster.grpc(leader).await;
-    let send =
-        |c: &mut raftmq_proto::v1::raft_mq_client::RaftMqClient<tonic::transport::Channel>,
-         body: &'static [u8]| {
-            let mut c = c.clone();
-            async move {
-                c.send(pb::SendRequest {
-                    message: Some(msg("q", body)),
-                })
-                .await
-            }
-        };
+    let mut cluster = TestCluster::start(&MIXED, flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(leader).await.expect("connect");
+    let send = |c: &mut GrpcClient, body: &'static [u8]| {
+        let mut c = c.clone();
+        async move {
+            c.send(pb::SendRequest {
+                message: Some(msg("q", body)),
+            })
+            .await
+        }
+    };
     send(&mut c, b"before").await.expect("3 up");
 
     // One follower down (crash): sends still succeed.
@@ -333,7 +343,7 @@ async fn quorum_loss_and_restart_catch_up() {
     assert!(down.replication_lag.is_some_and(|l| l >= 5), "{down:?}");
 
     // Two down: UNAVAILABLE within the bound, known not applied.
-    cluster.stop(f2).await;
+    cluster.stop(f2).await.expect("clean shutdown");
     // Past the quorum-freshness window (4 heartbeats): the leader knows it has no quorum.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let start = Instant::now();
@@ -348,10 +358,10 @@ async fn quorum_loss_and_restart_catch_up() {
     assert!(d.not_applied, "{d:?}");
 
     // Both come back (same data dirs); the crashed one catches up.
-    cluster.restart(f1).await;
-    cluster.restart(f2).await;
-    let leader = cluster.wait_leader().await;
-    let mut c = cluster.grpc(leader).await;
+    cluster.restart(f1).await.expect("node restarts");
+    cluster.restart(f2).await.expect("node restarts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(leader).await.expect("connect");
     let r = send(&mut c, b"after")
         .await
         .expect("quorum back")
@@ -361,15 +371,18 @@ async fn quorum_loss_and_restart_catch_up() {
         .and_then(|r| r.log_id)
         .map(|l| l.index)
         .expect("log id");
-    cluster.wait_applied(last).await;
+    cluster
+        .wait_applied(last)
+        .await
+        .expect("applied everywhere");
     let mut views = Vec::new();
     for id in 1..=3 {
-        let mut c = cluster.grpc(id).await;
-        views.push(read_all(&mut c, "q", 4).await);
+        let mut c = cluster.grpc(id).await.expect("connect");
+        views.push(read_all(&mut c, "q", 4).await.expect("read all"));
     }
     assert_eq!(views[0].len(), 7, "{:?}", views[0]);
     assert_eq!(views[0], views[1]);
     assert_eq!(views[0], views[2]);
     assert!(views[0].iter().all(|(_, _, _, b)| b != b"no-quorum"));
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }

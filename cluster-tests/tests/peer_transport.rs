@@ -1,5 +1,8 @@
-//! Peer transport tests over real tonic servers on 127.0.0.1 (port 0), with in-memory
-//! `RaftLogStorage` / `RaftStateMachine` TEST DOUBLES (the real stores are raft-log and store).
+//! Peer transport tests of `raftmq_node::network` over real tonic servers on 127.0.0.1 (port
+//! 0: nothing here restarts on its port), with in-memory `RaftLogStorage` /
+//! `RaftStateMachine` TEST DOUBLES (the real stores are raft-log and store). They drive
+//! `openraft::Raft` with their own type config through the public network API, so they build
+//! their nodes here rather than on `TestCluster` (which runs whole raftmq nodes).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -31,6 +34,13 @@ use openraft::Config;
 use openraft::EntryPayload;
 use openraft::Raft;
 use openraft::StoredMembership;
+use raftmq_node::network::FloorFn;
+use raftmq_node::network::MemorySnapshotSink;
+use raftmq_node::network::PeerNetworkFactory;
+use raftmq_node::network::PeerNetworkOptions;
+use raftmq_node::network::PeerService;
+use raftmq_node::network::PeerServiceStats;
+use raftmq_node::network::DEFAULT_MAX_MESSAGE_BYTES;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_raft_log::types::AppPayload;
@@ -43,8 +53,6 @@ use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
-
-use super::*;
 
 openraft::declare_raft_types!(
     /// Type config of these tests: apply answers the number of normal entries applied.

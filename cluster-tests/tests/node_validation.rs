@@ -1,19 +1,28 @@
 //! Request validation on a single-node cluster: every bad request gets a precise status and
 //! the node keeps serving.
 
-mod common;
-
-use common::msg;
-use common::Cluster;
+use cluster_tests::cluster::TestCluster;
+use cluster_tests::raw::msg;
 use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::NodeConfig;
 use raftmq_proto::v1 as pb;
 use tonic::Code;
 
+/// The 20 ms `async` flush interval these tests always ran with (the harness default is 50).
+fn flush_every_20ms(c: &mut NodeConfig) {
+    c.flush_interval_ms = 20;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_precise_statuses() {
-    let cluster = Cluster::start(&[FlushPolicy::Sync], |c| c.topic_auto_create = false).await;
-    cluster.wait_leader().await;
-    let mut c = cluster.grpc(1).await;
+    let cluster = TestCluster::start(&[FlushPolicy::Sync], |c| {
+        flush_every_20ms(c);
+        c.topic_auto_create = false;
+    })
+    .await
+    .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(1).await.expect("connect");
     let base = c.clone();
     let send = |m: Option<pb::Message>| {
         let mut c = base.clone();
@@ -221,14 +230,16 @@ async fn bad_requests_get_precise_statuses() {
 
     // Still serving.
     send(Some(msg("t", b"still"))).await.expect("node alive");
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_does_not_reinitialise_and_keeps_data() {
-    let mut cluster = Cluster::start(&[FlushPolicy::Async], |_| {}).await;
-    cluster.wait_leader().await;
-    let mut c = cluster.grpc(1).await;
+    let mut cluster = TestCluster::start(&[FlushPolicy::Async], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(1).await.expect("connect");
     let r = c
         .send(pb::SendRequest {
             message: Some(msg("r", b"kept")),
@@ -238,10 +249,10 @@ async fn restart_does_not_reinitialise_and_keeps_data() {
         .into_inner()
         .result
         .expect("result");
-    cluster.stop(1).await;
-    cluster.restart(1).await;
-    cluster.wait_leader().await;
-    let mut c = cluster.grpc(1).await;
+    cluster.stop(1).await.expect("clean shutdown");
+    cluster.restart(1).await.expect("node restarts");
+    cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(1).await.expect("connect");
     let m = c
         .query_by_id(pb::QueryByIdRequest { msg_id: r.msg_id })
         .await
@@ -261,7 +272,7 @@ async fn restart_does_not_reinitialise_and_keeps_data() {
         .result
         .expect("result");
     assert!(r2.msg_id > r.msg_id, "{r2:?} after {r:?}");
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }
 
 /// Bytes that are not a valid `SendRequest` (field 1 as a varint instead of a message).
@@ -273,8 +284,10 @@ struct NotASendRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
-    let cluster = Cluster::start(&[FlushPolicy::Sync], |_| {}).await;
-    cluster.wait_leader().await;
+    let cluster = TestCluster::start(&[FlushPolicy::Sync], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.client_addr(1)))
             .expect("endpoint")
@@ -346,13 +359,13 @@ async fn malformed_protobuf_is_refused_and_the_node_keeps_serving() {
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("SendStreamRequest"), "{e:?}");
 
-    let mut c = cluster.grpc(1).await;
+    let mut c = cluster.grpc(1).await.expect("connect");
     c.send(pb::SendRequest {
         message: Some(msg("after", b"ok")),
     })
     .await
     .expect("still serving");
-    cluster.shutdown_all().await;
+    cluster.shutdown().await.expect("clean shutdown");
 }
 
 /// A `SendStreamRequest` whose `message` (field 2) holds bytes that are no protobuf message.

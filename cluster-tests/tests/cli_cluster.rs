@@ -1,9 +1,8 @@
 //! End to end: the real `raftmq` and `raftmq-node` binaries, a real three-node cluster in a
 //! temp dir (free ports, 1 MiB segments).
 
-mod common;
-
-use common::TestCluster;
+use cluster_tests::cli;
+use cluster_tests::cli::LocalCluster;
 
 fn leader_of(status: &serde_json::Value) -> u64 {
     status["leader_id"]
@@ -13,7 +12,7 @@ fn leader_of(status: &serde_json::Value) -> u64 {
 
 #[test]
 fn cluster_up_send_consume_kill_start_down() {
-    let (c, status) = TestCluster::up(3);
+    let (c, status) = LocalCluster::up(3);
     // Status JSON shape.
     let nodes = status["nodes"].as_array().expect("nodes array");
     assert_eq!(nodes.len(), 3, "{status}");
@@ -37,7 +36,7 @@ fn cluster_up_send_consume_kill_start_down() {
     assert_eq!(sent_n["messages"], 20, "{sent_n}");
 
     // Consume everything back (NDJSON, one object per line).
-    let out = common::ok(&c.args(&["consume", "--topic", "e2e", "--json"]));
+    let out = cli::ok(&c.args(&["consume", "--topic", "e2e", "--json"]));
     let msgs: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -85,9 +84,9 @@ fn cluster_up_send_consume_kill_start_down() {
     assert_eq!(b["messages"], 50, "{b}");
 
     // Consumer group: commits and resumes.
-    let first = common::ok(&c.args(&["consume", "--topic", "e2e", "--group", "g1", "--json"]));
+    let first = cli::ok(&c.args(&["consume", "--topic", "e2e", "--group", "g1", "--json"]));
     assert_eq!(first.lines().count(), 21);
-    let again = common::ok(&c.args(&["consume", "--topic", "e2e", "--group", "g1", "--json"]));
+    let again = cli::ok(&c.args(&["consume", "--topic", "e2e", "--group", "g1", "--json"]));
     assert_eq!(again.lines().count(), 0, "{again}");
 
     // Kill the leader: a new one is elected, sends work again.
@@ -102,7 +101,7 @@ fn cluster_up_send_consume_kill_start_down() {
 
     // `cluster up` again on the same dir restarts nothing (all running) and keeps the data.
     let d = c.dir.path().display().to_string();
-    let status = common::json(&["cluster", "up", "--dir", &d, "--json"]);
+    let status = cli::json(&["cluster", "up", "--dir", &d, "--json"]);
     assert_eq!(status["nodes"].as_array().unwrap().len(), 3);
 
     let down = c.json(&["cluster", "down"]);
@@ -110,7 +109,7 @@ fn cluster_up_send_consume_kill_start_down() {
     assert!(c.pids().is_empty());
 }
 
-fn wait_new_leader(c: &TestCluster, old: u64) -> u64 {
+fn wait_new_leader(c: &LocalCluster, old: u64) -> u64 {
     for _ in 0..100 {
         let s = c.json(&["cluster", "status"]);
         if let Some(l) = s["leader_id"].as_u64() {
@@ -125,8 +124,8 @@ fn wait_new_leader(c: &TestCluster, old: u64) -> u64 {
 
 #[test]
 fn failover_test_passes_on_a_healthy_cluster() {
-    let (c, _) = TestCluster::up(3);
-    let out = common::run_nodes(&c.args(&[
+    let (c, _) = LocalCluster::up(3);
+    let out = cli::run(&c.args(&[
         "failover-test",
         "--duration",
         "8s",

@@ -1,50 +1,44 @@
-//! Helpers of the CLI tests: run the real `raftmq` binary, find (or build) `raftmq-node`, and a
-//! local cluster in a temp dir that is torn down on drop.
+//! The real `raftmq` command line against local clusters it deploys itself (`raftmq cluster
+//! up` in a temp dir): [`raftmq_binary`], runners that assert success and parse JSON, and
+//! [`LocalCluster`], torn down (processes killed) on drop.
 //!
-//! Locating `raftmq-node`: `CARGO_BIN_EXE_<name>` exists only for binaries of the package under
-//! test, and `raftmq-node` belongs to another package. `raftmq_cli::locate::node_binary` finds it
-//! as `raftmq` itself does: `$RAFTMQ_NODE_BIN` if set, else `<target>/<profile>/raftmq-node`
-//! (the parent of the test executable's `deps/`, also the directory of `CARGO_BIN_EXE_raftmq`);
-//! if that is missing, it runs `cargo build -p raftmq-node` (same profile, same target dir) once
-//! and looks again; if it is still missing the tests fail saying how to build it.
-
-#![allow(dead_code)]
+//! Both binaries come from the one locator, [`raftmq_cli::locate`]: a test process builds each
+//! once (`cargo build`, a no-op when current), so a test never runs a stale binary. `raftmq`
+//! starts nodes from `$RAFTMQ_NODE_BIN`, set to [`crate::process::node_binary`].
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::process::Output;
 
-/// The `raftmq` binary under test.
-pub fn raftmq() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_raftmq"))
+use crate::process::node_binary;
+
+/// Path of the `raftmq` binary ([`raftmq_cli::locate::raftmq_binary`]).
+pub fn raftmq_binary() -> anyhow::Result<PathBuf> {
+    raftmq_cli::locate::raftmq_binary()
 }
 
+/// `raftmq args...` with the node binary set and no cluster taken from the environment.
 fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(raftmq());
+    let raftmq = raftmq_binary().expect("the raftmq binary can be built");
+    let node = node_binary().expect("the raftmq-node binary can be built");
+    let mut cmd = Command::new(raftmq);
     cmd.args(args)
+        .env("RAFTMQ_NODE_BIN", node)
         .env_remove("RAFTMQ_SERVERS")
         .env_remove("RAFTMQ_CLUSTER");
     cmd
 }
 
-/// Runs `raftmq args...` (no node binary needed).
+/// Runs `raftmq args...` and returns its output, whatever the exit status.
 pub fn run(args: &[&str]) -> Output {
     command(args)
         .output()
-        .expect("the raftmq binary built by cargo for this test can be executed")
+        .expect("the raftmq binary built for this test can be executed")
 }
 
-/// Runs `raftmq args...` with `RAFTMQ_NODE_BIN` set (commands that start nodes).
-pub fn run_nodes(args: &[&str]) -> Output {
-    command(args)
-        .env("RAFTMQ_NODE_BIN", node_bin())
-        .output()
-        .expect("the raftmq binary built by cargo for this test can be executed")
-}
-
-/// Runs `raftmq args...` (with the node binary) and asserts success; returns stdout.
+/// Runs `raftmq args...`, asserts success and returns stdout.
 pub fn ok(args: &[&str]) -> String {
-    let out = run_nodes(args);
+    let out = run(args);
     assert!(
         out.status.success(),
         "raftmq {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
@@ -55,25 +49,24 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Parses one JSON document from stdout.
+/// [`ok`], parsing stdout as one JSON document.
 pub fn json(args: &[&str]) -> serde_json::Value {
     let text = ok(args);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {text}"))
 }
 
-/// The `raftmq-node` binary, found (or built once) by `raftmq_cli::locate::node_binary`.
-pub fn node_bin() -> PathBuf {
-    raftmq_cli::locate::node_binary().unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// A local cluster in a temp dir, stopped (and its processes killed) on drop.
-pub struct TestCluster {
+/// A local cluster deployed by `raftmq cluster up` in a temp dir; `raftmq cluster down` (and,
+/// as a last resort, SIGKILL of every pid in its manifest) on drop.
+pub struct LocalCluster {
+    /// The cluster dir (`cluster.toml`, one dir per node).
     pub dir: tempfile::TempDir,
+    /// Path of `<dir>/cluster.toml`, for `--cluster`.
     pub manifest: String,
 }
 
-impl TestCluster {
-    /// `raftmq cluster up` with free ports and 1 MiB segments; returns the status JSON too.
+impl LocalCluster {
+    /// `raftmq cluster up` of `nodes` nodes with free ports and 1 MiB segments; returns the
+    /// status JSON too.
     pub fn up(nodes: u32) -> (Self, serde_json::Value) {
         let dir = tempfile::tempdir().expect("a temp dir can be created");
         let manifest = dir.path().join("cluster.toml").display().to_string();
@@ -96,7 +89,7 @@ impl TestCluster {
         (c, status)
     }
 
-    /// `raftmq <args> --cluster <manifest>`.
+    /// `<args> --cluster <manifest>`.
     pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let mut v = args.to_vec();
         v.extend(["--cluster", self.manifest.as_str()]);
@@ -127,7 +120,7 @@ impl TestCluster {
     }
 }
 
-impl Drop for TestCluster {
+impl Drop for LocalCluster {
     fn drop(&mut self) {
         let pids = self.pids();
         let _ = run(&self.args(&["cluster", "down"]));
