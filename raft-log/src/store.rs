@@ -142,7 +142,7 @@ impl<C> LogStore<C> {
         }
         let interval = match config.flush {
             FlushPolicy::Sync => None,
-            FlushPolicy::Async { interval_ms } => Some(Duration::from_millis(interval_ms)),
+            FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
         };
         let inner = Arc::new(Inner {
             dir,

@@ -62,7 +62,7 @@ impl<C> LogStore<C> {
                 end,
                 callback: on_durable,
             }),
-            FlushPolicy::Async { .. } => on_durable(Ok(())),
+            FlushPolicy::Async => on_durable(Ok(())),
         }
         Ok(end)
     }
@@ -364,7 +364,7 @@ impl Inner {
             pos = start + seg_bytes;
             st.append_pos = pos;
             tracing::info!(phys_offset = pos, "rolling to a new segment");
-            if matches!(self.config.flush, FlushPolicy::Async { .. }) {
+            if matches!(self.config.flush, FlushPolicy::Async) {
                 self.flush.wake();
             }
         }
