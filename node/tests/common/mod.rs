@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use raftmq_client::ports;
 use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::LogConfig;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
 use raftmq_node::Node;
@@ -23,14 +24,17 @@ pub const SEND_TIMEOUT_MS: u64 = 1500;
 
 /// A test node's config (addresses filled in by the caller).
 pub fn test_config(id: u64, dir: &Path, flush: FlushPolicy) -> NodeConfig {
-    NodeConfig {
+    let mut c = NodeConfig {
         node_id: id,
         cluster_id: "test".into(),
         data_dir: dir.join(format!("node-{id}")),
         metrics_addr: None,
-        flush_policy: flush,
-        flush_interval_ms: 20,
-        segment_bytes: 64 << 10,
+        log: LogConfig {
+            flush,
+            flush_interval_ms: 20,
+            segment_bytes: 64 << 10,
+            ..LogConfig::default()
+        },
         election_timeout_min_ms: 300,
         election_timeout_max_ms: 600,
         heartbeat_ms: 50,
@@ -39,12 +43,13 @@ pub fn test_config(id: u64, dir: &Path, flush: FlushPolicy) -> NodeConfig {
         max_batch_messages: 64,
         max_batch_bytes: 32 << 10,
         grpc_max_message_bytes: 4 << 20,
-        cq_units_per_file: 256,
-        index_slots_per_file: 64,
-        index_units_per_file: 256,
         log_level: "warn".into(),
         ..NodeConfig::default()
-    }
+    };
+    c.store.consume_queue.units_per_file = 256;
+    c.store.index.slots_per_file = 64;
+    c.store.index.max_units_per_file = 256;
+    c
 }
 
 /// A free address on 127.0.0.1 outside the ephemeral port range.
