@@ -87,11 +87,24 @@ impl NodeConfig {
     /// This config as a TOML document: every key of [`file_keys`] that has a value (unset
     /// advertised and join addresses are left out), one per line, in that order.
     pub fn to_toml_string(&self) -> String {
+        let keys = file_keys();
+        self.to_toml_keys(&keys.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// Like [`to_toml_string`](Self::to_toml_string), but only the given keys (e.g. the ones
+    /// a deploy tool sets; the node gives the others their defaults). Each must be one of
+    /// [`file_keys`].
+    pub fn to_toml_keys(&self, keys: &[&str]) -> String {
         let table =
             toml::Table::try_from(self).expect("NodeConfig has only TOML-representable fields");
+        let known = file_keys();
+        debug_assert!(
+            keys.iter().all(|k| known.iter().any(|n| n == k)),
+            "not config keys: {keys:?}"
+        );
         let mut out = String::new();
-        for k in file_keys() {
-            if let Some(v) = table.get(&k) {
+        for k in known.iter().filter(|k| keys.contains(&k.as_str())) {
+            if let Some(v) = table.get(k) {
                 out.push_str(&format!("{k} = {v}\n"));
             }
         }
