@@ -1,7 +1,7 @@
 //! [`NodeConfig`]: everything one raftmq node is told at start.
 //!
 //! Sources, later wins: built-in defaults, a TOML file (`--config`, flat kebab-case keys, the
-//! flag names of [`NodeArgs`]; see [`file`]), then command-line flags (`raftmq-node --help`
+//! flag names of [`NodeArgs`]; see `config/file.rs`), then command-line flags (`raftmq-node --help`
 //! lists them). The result is checked by [`NodeConfig::validate`], which names the offending
 //! field. The defaults run a single-node cluster on 127.0.0.1 without any file.
 //!
@@ -18,7 +18,7 @@
 mod args;
 #[cfg(test)]
 mod config_tests;
-pub mod file;
+mod file;
 mod member;
 mod raft;
 mod validate;
@@ -30,6 +30,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 pub use args::NodeArgs;
+pub use file::file_keys;
 pub use member::MemberSpec;
 pub use raftmq_raft_log::FlushPolicy;
 pub use raftmq_raft_log::LogConfig;
