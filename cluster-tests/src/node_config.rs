@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::LogConfig;
 use raftmq_node::config::NodeConfig;
 use raftmq_node::NodeListeners;
 use tokio::net::TcpListener;
@@ -20,14 +21,17 @@ pub const FLUSH_INTERVAL_MS: u64 = 50;
 
 /// A test node's config: 64 KiB segments, 300..600 ms election timeouts, small files.
 pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) -> NodeConfig {
-    NodeConfig {
+    let mut c = NodeConfig {
         node_id: id,
         cluster_id: cluster_id.into(),
         data_dir: dir,
         metrics_addr: None,
-        flush_policy: flush,
-        flush_interval_ms: FLUSH_INTERVAL_MS,
-        segment_bytes: 64 << 10,
+        log: LogConfig {
+            flush,
+            flush_interval_ms: FLUSH_INTERVAL_MS,
+            segment_bytes: 64 << 10,
+            ..LogConfig::default()
+        },
         election_timeout_min_ms: 300,
         election_timeout_max_ms: 600,
         heartbeat_ms: 50,
@@ -36,12 +40,13 @@ pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) 
         max_batch_messages: 64,
         max_batch_bytes: 32 << 10,
         grpc_max_message_bytes: 4 << 20,
-        cq_units_per_file: 256,
-        index_slots_per_file: 64,
-        index_units_per_file: 256,
         log_level: "warn".into(),
         ..NodeConfig::default()
-    }
+    };
+    c.store.consume_queue.units_per_file = 256;
+    c.store.index.slots_per_file = 64;
+    c.store.index.max_units_per_file = 256;
+    c
 }
 
 /// Binds `addr` (port 0 = any), retrying briefly (a restarted node rebinds its old port).

@@ -20,7 +20,7 @@ const MIXED: [FlushPolicy; 3] = [FlushPolicy::Sync, FlushPolicy::Async, FlushPol
 
 /// The 20 ms `async` flush interval these tests always ran with (the harness default is 50).
 fn flush_every_20ms(c: &mut NodeConfig) {
-    c.flush_interval_ms = 20;
+    c.log.flush_interval_ms = 20;
 }
 
 fn follower_of(leader: u64) -> u64 {

@@ -19,7 +19,7 @@ use tonic::Code;
 
 /// The 20 ms `async` flush interval these tests always ran with (the harness default is 50).
 fn flush_every_20ms(c: &mut NodeConfig) {
-    c.flush_interval_ms = 20;
+    c.log.flush_interval_ms = 20;
 }
 
 async fn fill(c: &mut GrpcClient, n: usize) -> u64 {

@@ -18,13 +18,13 @@ use raftmq_proto::v1 as pb;
 async fn sixty_four_in_flight_one_kib() {
     let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
         // The 20 ms `async` flush interval this probe always ran with (harness default: 50).
-        c.flush_interval_ms = 20;
-        c.segment_bytes = 64 << 20;
+        c.log.flush_interval_ms = 20;
+        c.log.segment_bytes = 64 << 20;
         c.max_message_bytes = 64 << 10;
         c.max_batch_bytes = 1 << 20;
-        c.cq_units_per_file = 300_000;
-        c.index_slots_per_file = 500_000;
-        c.index_units_per_file = 2_000_000;
+        c.store.consume_queue.units_per_file = 300_000;
+        c.store.index.slots_per_file = 500_000;
+        c.store.index.max_units_per_file = 2_000_000;
     })
     .await
     .expect("cluster starts");

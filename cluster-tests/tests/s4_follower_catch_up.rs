@@ -67,7 +67,7 @@ async fn follower_refuses_a_corrupted_snapshot_then_installs_a_fresh_one() -> an
 
 async fn catch_up_past_the_purge_point(corrupt_first_snapshot: bool) -> anyhow::Result<()> {
     let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
-        c.file_reserved_hours = 1;
+        c.store.file_reserved_hours = 1;
     })
     .await?;
     let leader = cluster.wait_leader().await?;

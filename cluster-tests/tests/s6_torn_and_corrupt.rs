@@ -92,7 +92,9 @@ async fn torn_then_corrupt(flush: [FlushPolicy; 3]) -> anyhow::Result<(TestClust
 /// Operator repair: truncate at the bad record, re-replicate from the peers, and end with
 /// the same queues as everyone else; restarts cleanly without the flag afterwards.
 async fn repair(mut cluster: TestCluster, run: Run, f: u64) -> anyhow::Result<()> {
-    cluster.configs[f as usize - 1].repair_truncate_corruption = true;
+    cluster.configs[f as usize - 1]
+        .log
+        .repair_truncate_corruption = true;
     cluster.restart(f).await?;
     run.producers
         .wait_more_acked(50, Duration::from_secs(20))
@@ -110,7 +112,9 @@ async fn repair(mut cluster: TestCluster, run: Run, f: u64) -> anyhow::Result<()
     assert!(regressions.iter().all(|r| r.0 == f), "{regressions:?}");
     out.assert_pass(200);
     cluster.kill(f).await;
-    cluster.configs[f as usize - 1].repair_truncate_corruption = false;
+    cluster.configs[f as usize - 1]
+        .log
+        .repair_truncate_corruption = false;
     cluster.restart(f).await?;
     cluster.wait_converged(Duration::from_secs(20)).await?;
     cluster.shutdown().await

@@ -17,13 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use raftmq_raft_log::config::LogConfig;
 use raftmq_raft_log::types::NodeId;
 use raftmq_store::LogStore;
 use raftmq_store::Raft;
 use raftmq_store::SnapshotFile;
 use raftmq_store::Store;
-use raftmq_store::StoreConfig;
 use raftmq_store::TypeConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -31,7 +29,6 @@ use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 use tracing::Instrument;
 
-use crate::config::FlushPolicy;
 use crate::config::NodeConfig;
 use crate::core::NodeCore;
 use crate::metrics::NodeMetrics;
@@ -94,36 +91,6 @@ pub struct NodeHandle {
     stop_tx: watch::Sender<bool>,
     servers: Vec<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
-}
-
-fn log_config(c: &NodeConfig) -> LogConfig {
-    LogConfig {
-        segment_bytes: c.segment_bytes,
-        flush: match c.flush_policy {
-            FlushPolicy::Sync => raftmq_raft_log::FlushPolicy::Sync,
-            FlushPolicy::Async => raftmq_raft_log::FlushPolicy::Async {
-                interval_ms: c.flush_interval_ms,
-            },
-        },
-        repair_truncate_corruption: c.repair_truncate_corruption,
-        accept_lost_commits: c.accept_lost_commits,
-        ..LogConfig::default()
-    }
-}
-
-fn store_config(c: &NodeConfig) -> StoreConfig {
-    let mut s = StoreConfig::default();
-    let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-    s.limits.max_message_bytes = clamp(c.max_message_bytes);
-    s.limits.max_batch_messages = c.max_batch_messages;
-    s.limits.max_batch_bytes = clamp(c.max_batch_bytes);
-    s.file_reserved_hours = u64::from(c.file_reserved_hours);
-    s.disk_clean_ratio = c.disk_clean_ratio;
-    s.disk_reject_ratio = c.disk_reject_ratio;
-    s.consume_queue.units_per_file = c.cq_units_per_file.try_into().unwrap_or(u32::MAX);
-    s.index.slots_per_file = clamp(c.index_slots_per_file);
-    s.index.max_units_per_file = clamp(c.index_units_per_file);
-    s
 }
 
 impl Node {
@@ -204,9 +171,9 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let dir = config.data_dir.clone();
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
-    let log = LogStore::open(&dir, log_config(&config))
+    let log = LogStore::open(&dir, config.log.clone())
         .with_context(|| format!("cannot open the commitlog in {}", dir.display()))?;
-    let (store, sm) = raftmq_store::open(&dir, store_config(&config), log.clone())
+    let (store, sm) = raftmq_store::open(&dir, config.store_config(), log.clone())
         .with_context(|| format!("cannot open the store in {}", dir.display()))?;
     let mut raft_config = config.raft_config()?;
     if let Some(floor) = log.lost_commit_floor() {
@@ -249,7 +216,7 @@ fn serve(
     span: &tracing::Span,
 ) -> Vec<JoinHandle<()>> {
     let max = usize::try_from(core.config.grpc_max_message_bytes).unwrap_or(usize::MAX);
-    let snapshot_max = core.config.segment_bytes.saturating_mul(1 << 16);
+    let snapshot_max = core.config.log.segment_bytes.saturating_mul(1 << 16);
     let peer = PeerService::new(
         core.raft.clone(),
         core.node_id,

@@ -66,6 +66,7 @@ async fn bench_log(
     let config = LogConfig {
         segment_bytes: SEGMENT_BYTES,
         flush,
+        flush_interval_ms: 200,
         ..LogConfig::default()
     };
     let store: LogStore<()> = match std::env::var("RAFTLOG_BENCH_MAPPED").ok() {
@@ -260,10 +261,7 @@ fn main() {
     println!();
     println!("| policy | entry | appenders | log appends/s | log MB/s | raw appends/s | raw MB/s | log/raw | raw prealloc MB/s (log/raw) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let policies = [
-        ("sync", FlushPolicy::Sync),
-        ("async", FlushPolicy::Async { interval_ms: 200 }),
-    ];
+    let policies = [("sync", FlushPolicy::Sync), ("async", FlushPolicy::Async)];
     let only = std::env::var("RAFTLOG_BENCH_POLICY").ok();
     let only_size: Option<usize> = std::env::var("RAFTLOG_BENCH_SIZE")
         .ok()

@@ -1,4 +1,10 @@
-//! Configuration of one node's log.
+//! [`LogConfig`]: the settings of one node's log, each declared, defaulted and validated here.
+//!
+//! Serde form: flat kebab-case keys (`segment-bytes`, `flush-policy = "sync" | "async"`,
+//! `flush-interval-ms`, ...), so a node's config file can embed it with `#[serde(flatten)]`.
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -8,38 +14,85 @@ use crate::format::ENTRY_HEADER_LEN;
 
 /// When appended entries are reported durable to openraft.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "mode")]
+#[serde(rename_all = "kebab-case")]
 pub enum FlushPolicy {
     /// Group commit: an append's callback completes after the fdatasync that covers it.
     #[default]
     Sync,
     /// The callback completes once the bytes are in the page cache; a flush runs every
-    /// `interval_ms`, on segment roll and on shutdown.
-    Async {
-        /// Milliseconds between background flushes. Default 500, range 1..=60000.
-        #[serde(rename = "interval-ms")]
-        interval_ms: u64,
-    },
+    /// `flush-interval-ms`, on segment roll and on shutdown.
+    Async,
+}
+
+impl FlushPolicy {
+    /// Every policy with its config name and what it means (for help texts).
+    pub const ALL: [(FlushPolicy, &'static str, &'static str); 2] = [
+        (
+            FlushPolicy::Sync,
+            "sync",
+            "Acknowledge an append only after fsync (group commit)",
+        ),
+        (
+            FlushPolicy::Async,
+            "async",
+            "Acknowledge once the bytes are in the mapping; fsync every flush-interval-ms",
+        ),
+    ];
+
+    /// The config name: `sync` or `async`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushPolicy::Sync => "sync",
+            FlushPolicy::Async => "async",
+        }
+    }
+}
+
+impl fmt::Display for FlushPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FlushPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .iter()
+            .find(|(_, name, _)| *name == s)
+            .map(|(p, _, _)| *p)
+            .ok_or_else(|| format!("{s:?} is not a flush policy (sync | async)"))
+    }
 }
 
 /// Configuration of the log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+#[serde(rename_all = "kebab-case", default)]
 pub struct LogConfig {
     /// Bytes per CommitLog segment; a cluster-wide setting (it fixes every entry's physical
-    /// offset) and the largest entry record accepted. Default 1 GiB, range 4 KiB..=4 GiB.
+    /// offset, so it must never change once a data dir exists) and the largest entry record
+    /// accepted. Default 1073741824 (1 GiB); range 4096..=4294967296.
     pub segment_bytes: u64,
-    /// Flush policy of this node. Default `sync`.
+    /// When appends are fsynced: `sync` (before the ack, group commit) or `async` (every
+    /// flush-interval-ms). Per node. Default sync; sync | async.
+    #[serde(rename = "flush-policy")]
     pub flush: FlushPolicy,
+    /// fsync period of the `async` flush policy, in ms (checked under `sync` too).
+    /// Default 500; range 1..=60000.
+    pub flush_interval_ms: u64,
     /// On open, truncate at the first corrupted record even if it was flushed (the node must
-    /// then catch up from its peers) instead of refusing to start. Default false.
+    /// then catch up from its peers) instead of refusing to start. Use only on a node whose
+    /// data a majority still holds. Default false.
     pub repair_truncate_corruption: bool,
     /// Preallocate the next segment in the background. Default true.
     pub preallocate: bool,
     /// On open, forget the lost-commit floor (see [`crate::LogStore::lost_commit_floor`]) so
-    /// the node votes as plain Raft would again. Only for when every member lost the same
-    /// committed entries (a whole-cluster power loss with `async` flush): those entries are
-    /// then gone for good. Default false.
+    /// the node votes as plain Raft would again. Without it, a node that lost committed
+    /// entries votes only for a candidate that still holds them (so two such nodes cannot
+    /// elect each other and overwrite what a third committed); if *no* member holds them
+    /// (a whole-cluster power loss with `async` flush), no leader can be elected until this is
+    /// set. Those entries are then gone for good. Default false.
     pub accept_lost_commits: bool,
 }
 
@@ -48,6 +101,7 @@ impl Default for LogConfig {
         LogConfig {
             segment_bytes: 1 << 30,
             flush: FlushPolicy::Sync,
+            flush_interval_ms: 500,
             repair_truncate_corruption: false,
             preallocate: true,
             accept_lost_commits: false,
@@ -61,20 +115,22 @@ pub const MIN_SEGMENT_BYTES: u64 = 4096;
 pub const MAX_SEGMENT_BYTES: u64 = 4 << 30;
 
 impl LogConfig {
-    /// Rejects out-of-range values, naming the field.
+    /// Rejects out-of-range values with [`LogError::Config`] naming the field.
     pub fn validate(&self) -> Result<(), LogError> {
         if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes) {
-            return Err(LogError::InvalidArgument(format!(
-                "segment-bytes = {} is out of range {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}",
-                self.segment_bytes
-            )));
+            return Err(LogError::Config {
+                field: "segment-bytes",
+                reason: format!(
+                    "{} is outside {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}",
+                    self.segment_bytes
+                ),
+            });
         }
-        if let FlushPolicy::Async { interval_ms } = self.flush {
-            if !(1..=60_000).contains(&interval_ms) {
-                return Err(LogError::InvalidArgument(format!(
-                    "flush.interval-ms = {interval_ms} is out of range 1..=60000"
-                )));
-            }
+        if !(1..=60_000).contains(&self.flush_interval_ms) {
+            return Err(LogError::Config {
+                field: "flush-interval-ms",
+                reason: format!("{} is outside 1..=60000", self.flush_interval_ms),
+            });
         }
         Ok(())
     }
@@ -101,24 +157,29 @@ mod tests {
             .to_string()
             .contains("segment-bytes"));
         let c = LogConfig {
-            flush: FlushPolicy::Async { interval_ms: 0 },
+            flush: FlushPolicy::Async,
+            flush_interval_ms: 0,
             ..LogConfig::default()
         };
         assert!(c
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("interval-ms"));
+            .contains("flush-interval-ms"));
         LogConfig::default().validate().unwrap();
     }
 
     #[test]
-    fn serde_is_kebab_case() {
+    fn serde_is_flat_kebab_case() {
         let c: LogConfig = serde_json::from_str(
-            r#"{"segment-bytes": 8192, "flush": {"mode": "async", "interval-ms": 5}}"#,
+            r#"{"segment-bytes": 8192, "flush-policy": "async", "flush-interval-ms": 5}"#,
         )
         .unwrap();
         assert_eq!(c.segment_bytes, 8192);
-        assert_eq!(c.flush, FlushPolicy::Async { interval_ms: 5 });
+        assert_eq!(c.flush, FlushPolicy::Async);
+        assert_eq!(c.flush_interval_ms, 5);
+        assert_eq!("async".parse::<FlushPolicy>(), Ok(FlushPolicy::Async));
+        assert_eq!(FlushPolicy::Sync.to_string(), "sync");
+        assert!("fast".parse::<FlushPolicy>().is_err());
     }
 }

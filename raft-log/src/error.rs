@@ -34,6 +34,14 @@ pub enum LogError {
     /// A caller passed a value the log cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A [`crate::LogConfig`] field has an invalid value.
+    #[error("invalid config field `{field}`: {reason}")]
+    Config {
+        /// Kebab-case field name, as in a config file.
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
     /// An entry record does not fit in one segment.
     #[error("entry record of {size} bytes is larger than the maximum {max} (one segment)")]
     EntryTooLarge {
@@ -104,9 +112,9 @@ impl From<LogError> for io::Error {
         let kind = match &e {
             LogError::Io { source, .. } => source.kind(),
             LogError::Corruption { .. } => io::ErrorKind::InvalidData,
-            LogError::InvalidArgument(_) | LogError::EntryTooLarge { .. } => {
-                io::ErrorKind::InvalidInput
-            }
+            LogError::InvalidArgument(_)
+            | LogError::Config { .. }
+            | LogError::EntryTooLarge { .. } => io::ErrorKind::InvalidInput,
             LogError::TruncateCommitted { .. } | LogError::DeleteUnpurged { .. } => {
                 io::ErrorKind::InvalidInput
             }

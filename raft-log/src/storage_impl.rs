@@ -77,7 +77,7 @@ impl<C: LogTypes> RaftLogStorage<C> for LogStore<C> {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         match self.config().flush {
             FlushPolicy::Sync => Ok(LogStore::save_committed_deferred(self, committed)?),
-            FlushPolicy::Async { .. } => Ok(LogStore::save_committed(self, committed)?),
+            FlushPolicy::Async => Ok(LogStore::save_committed(self, committed)?),
         }
     }
 

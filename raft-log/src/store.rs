@@ -122,7 +122,7 @@ impl<C> LogStore<C> {
         });
         let interval = match config.flush {
             FlushPolicy::Sync => None,
-            FlushPolicy::Async { interval_ms } => Some(Duration::from_millis(interval_ms)),
+            FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
         };
         let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
         let index_dir = dir.join("raft-index");

@@ -116,7 +116,7 @@ impl Writer {
                 end,
                 callback: on_durable,
             }),
-            FlushPolicy::Async { .. } => on_durable(Ok(())),
+            FlushPolicy::Async => on_durable(Ok(())),
         }
         Ok(end)
     }
@@ -181,7 +181,7 @@ impl Writer {
             pos = start + seg_bytes;
             st.append_pos = pos;
             tracing::info!(phys_offset = pos, "rolling to a new segment");
-            if matches!(self.config.flush, FlushPolicy::Async { .. }) {
+            if matches!(self.config.flush, FlushPolicy::Async) {
                 self.shared.waiters.wake();
             }
         }

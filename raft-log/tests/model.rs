@@ -79,6 +79,7 @@ impl Harness {
         let config = LogConfig {
             segment_bytes: 4096,
             flush,
+            flush_interval_ms: 1,
             ..LogConfig::default()
         };
         let store =
@@ -268,7 +269,7 @@ fn run(flush: FlushPolicy, ops: Vec<Op>) {
 /// goes on at 3, and a later purge passes 3. Reopening must accept the gap 1 -> 3.
 #[test]
 fn purge_past_the_entry_after_a_gap() {
-    for flush in [FlushPolicy::Sync, FlushPolicy::Async { interval_ms: 1 }] {
+    for flush in [FlushPolicy::Sync, FlushPolicy::Async] {
         run(
             flush,
             vec![
@@ -292,6 +293,6 @@ proptest! {
 
     #[test]
     fn model_async(ops in prop::collection::vec(op(), 1..40)) {
-        run(FlushPolicy::Async { interval_ms: 1 }, ops);
+        run(FlushPolicy::Async, ops);
     }
 }

@@ -30,9 +30,10 @@ fn config(flush: FlushPolicy) -> LogConfig {
 
 /// Async with a long interval: nothing is flushed unless asked.
 fn lazy() -> LogConfig {
-    config(FlushPolicy::Async {
-        interval_ms: 60_000,
-    })
+    LogConfig {
+        flush_interval_ms: 60_000,
+        ..config(FlushPolicy::Async)
+    }
 }
 
 fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, LogError> {

@@ -21,9 +21,8 @@ const SEG: u64 = 4096;
 fn open(dir: &tempfile::TempDir, env: &MemEnv) -> Store {
     let c = LogConfig {
         segment_bytes: SEG,
-        flush: FlushPolicy::Async {
-            interval_ms: 60_000,
-        },
+        flush: FlushPolicy::Async,
+        flush_interval_ms: 60_000,
         ..LogConfig::default()
     };
     LogStore::open_with_env(dir.path(), c, Arc::new(env.clone())).unwrap()
@@ -219,9 +218,8 @@ fn full_disk_fails_the_roll_cleanly() {
 fn open_fs(dir: &tempfile::TempDir) -> Store {
     let c = LogConfig {
         segment_bytes: SEG,
-        flush: FlushPolicy::Async {
-            interval_ms: 60_000,
-        },
+        flush: FlushPolicy::Async,
+        flush_interval_ms: 60_000,
         ..LogConfig::default()
     };
     LogStore::open(dir.path(), c).unwrap()

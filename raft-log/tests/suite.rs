@@ -27,6 +27,7 @@ impl StoreBuilder<TestConfig, LogStore<TestConfig>, MemStateMachine, tempfile::T
         let config = LogConfig {
             segment_bytes: 4096,
             flush: self.flush,
+            flush_interval_ms: 5,
             ..LogConfig::default()
         };
         let store = LogStore::open(dir.path(), config).map_err(|e| {
@@ -48,7 +49,7 @@ async fn suite_sync_policy() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_async_policy() -> anyhow::Result<()> {
     Suite::test_all(Builder {
-        flush: FlushPolicy::Async { interval_ms: 5 },
+        flush: FlushPolicy::Async,
     })
     .await?;
     Ok(())

@@ -33,7 +33,8 @@ const PER_ENTRY: usize = 32;
 fn open(dir: &Path) -> (LogStore, Store, StateMachine) {
     let cfg = LogConfig {
         segment_bytes: 256 << 20,
-        flush: FlushPolicy::Async { interval_ms: 200 },
+        flush: FlushPolicy::Async,
+        flush_interval_ms: 200,
         ..LogConfig::default()
     };
     let log = LogStore::open(dir, cfg).expect("log");

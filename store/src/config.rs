@@ -1,4 +1,8 @@
 //! [`StoreConfig`]: everything the state machine and read path can be tuned with.
+//!
+//! Serde form: flat kebab-case keys, the ConsumeQueue and IndexFile settings included
+//! (`cq-units-per-file`, `index-slots-per-file`, ...), so a node's config file can embed it
+//! with `#[serde(flatten)]`; only the limits stay a nested `limits` table.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -11,31 +15,33 @@ use crate::limits::StoreLimits;
 
 /// Store configuration (serde kebab-case; every field has a default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+#[serde(rename_all = "kebab-case", default)]
 pub struct StoreConfig {
-    /// ConsumeQueue file sizing.
+    /// ConsumeQueue file sizing (flat keys).
+    #[serde(flatten)]
     pub consume_queue: ConsumeQueueConfig,
-    /// IndexFile sizing.
+    /// IndexFile sizing (flat keys).
+    #[serde(flatten)]
     pub index: IndexConfig,
     /// Message and topic limits (checked by the leader before proposing).
     pub limits: StoreLimits,
-    /// Commit-log segments whose newest message is older than this are deleted. Default 72;
-    /// range 1 ..= 87600.
+    /// Age after which a whole CommitLog segment is deleted (age of its newest message), in
+    /// hours. Default 72; range 1..=87600.
     pub file_reserved_hours: u64,
-    /// Past this disk usage (0..1), the oldest segments are deleted whatever their age.
-    /// Default 0.75; range 0.1 ..= 0.99, at most `disk-reject-ratio`.
+    /// Disk usage ratio above which old segments are deleted before their time.
+    /// Default 0.75; range 0.1..=0.99 and < disk-reject-ratio.
     pub disk_clean_ratio: f64,
-    /// Past this disk usage (0..1), sends are refused with a disk-full error. Default 0.90;
-    /// range 0.1 ..= 0.99.
+    /// Disk usage ratio above which sends fail with a "disk full" error.
+    /// Default 0.90; range disk-clean-ratio..=0.99 (exclusive lower bound).
     pub disk_reject_ratio: f64,
     /// The dispatch checkpoint (log flush, ConsumeQueue and index msync, checkpoint file) is
-    /// written after this many applied entries. Default 10000; range 1 ..= 10000000.
+    /// written after this many applied entries. Default 10000; range 1..=10000000.
     pub checkpoint_every_entries: u64,
     /// Most ConsumeQueue units one pull scans (tag filtering may skip many). Default 16384;
-    /// range 1 ..= 1000000.
+    /// range 1..=1000000.
     pub max_pull_scan_units: u32,
-    /// Largest pull answer when the request asks for more. Default 32 (messages); range
-    /// 1 ..= 65536.
+    /// Largest pull answer when the request asks for more, in messages. Default 32; range
+    /// 1..=65536.
     pub max_pull_messages: u32,
 }
 
@@ -59,17 +65,7 @@ fn range_u64(field: &'static str, v: u64, lo: u64, hi: u64) -> Result<()> {
     if v < lo || v > hi {
         return Err(StoreError::Config {
             field,
-            reason: format!("{v} is out of range {lo} ..= {hi}"),
-        });
-    }
-    Ok(())
-}
-
-fn ratio(field: &'static str, v: f64) -> Result<()> {
-    if !(0.1..=0.99).contains(&v) {
-        return Err(StoreError::Config {
-            field,
-            reason: format!("{v} is out of range 0.1 ..= 0.99"),
+            reason: format!("{v} is outside {lo}..={hi}"),
         });
     }
     Ok(())
@@ -82,14 +78,18 @@ impl StoreConfig {
         self.index.validate()?;
         self.limits.validate()?;
         range_u64("file-reserved-hours", self.file_reserved_hours, 1, 87_600)?;
-        ratio("disk-clean-ratio", self.disk_clean_ratio)?;
-        ratio("disk-reject-ratio", self.disk_reject_ratio)?;
-        if self.disk_clean_ratio > self.disk_reject_ratio {
+        if !(0.1..=0.99).contains(&self.disk_clean_ratio) {
             return Err(StoreError::Config {
                 field: "disk-clean-ratio",
+                reason: format!("{} is outside 0.1..=0.99", self.disk_clean_ratio),
+            });
+        }
+        if !(self.disk_reject_ratio > self.disk_clean_ratio && self.disk_reject_ratio <= 0.99) {
+            return Err(StoreError::Config {
+                field: "disk-reject-ratio",
                 reason: format!(
-                    "{} is above disk-reject-ratio {}",
-                    self.disk_clean_ratio, self.disk_reject_ratio
+                    "{} must be above disk-clean-ratio {} and at most 0.99",
+                    self.disk_reject_ratio, self.disk_clean_ratio
                 ),
             });
         }
@@ -142,5 +142,26 @@ mod tests {
         let toml_like: StoreConfig =
             serde_json::from_str(r#"{"file-reserved-hours": 5}"#).expect("serde");
         assert_eq!(toml_like.file_reserved_hours, 5);
+    }
+
+    #[test]
+    fn sub_configs_are_flat_keys() {
+        let c: StoreConfig = serde_json::from_str(
+            r#"{"cq-units-per-file": 8, "index-slots-per-file": 16, "index-units-per-file": 32}"#,
+        )
+        .expect("serde");
+        assert_eq!(c.consume_queue.units_per_file, 8);
+        assert_eq!(c.index.slots_per_file, 16);
+        assert_eq!(c.index.max_units_per_file, 32);
+        let e = StoreConfig {
+            index: IndexConfig {
+                slots_per_file: 0,
+                ..IndexConfig::default()
+            },
+            ..StoreConfig::default()
+        }
+        .validate()
+        .expect_err("zero slots");
+        assert!(e.to_string().contains("index-slots-per-file"), "{e}");
     }
 }

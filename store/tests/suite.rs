@@ -24,6 +24,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Bui
         let err = |e: std::io::Error| StorageError::read(TypeConfig::err_from_error(&e));
         let cfg = LogConfig {
             flush: self.flush,
+            flush_interval_ms: 5,
             ..common::log_config(4096)
         };
         let log = LogStore::open(dir.path(), cfg).map_err(|e| err(e.into()))?;
@@ -45,7 +46,7 @@ async fn suite_with_commitlog_and_state_machine() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_with_async_flush() -> anyhow::Result<()> {
     Suite::test_all(Builder {
-        flush: FlushPolicy::Async { interval_ms: 5 },
+        flush: FlushPolicy::Async,
     })
     .await?;
     Ok(())

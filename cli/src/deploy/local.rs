@@ -69,7 +69,7 @@ fn write_node(
         node_dir.clone(),
         flush,
         segment_bytes,
-    );
+    )?;
     let config = node_dir.join("node.toml");
     std::fs::write(&config, cfg.to_toml()?)
         .with_context(|| format!("cannot write {}", config.display()))?;

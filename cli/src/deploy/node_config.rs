@@ -1,46 +1,35 @@
-//! [`NodeToml`]: the `node.toml` that `raftmq cluster up` writes for each node. Its keys are the
-//! kebab-case keys of `raftmq-node`'s `NodeConfig` (see `node/src/config.rs`); keys left out
-//! take the node's defaults.
+//! [`NodeToml`]: the `node.toml` that `raftmq cluster up` writes for each node: a
+//! `raftmq-node` [`NodeConfig`] (the node's own type, defaults and key names) of which only
+//! the keys this module sets are written; the node gives every other key its default.
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use anyhow::Context;
+use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::MemberSpec;
+use raftmq_node::config::NodeConfig;
 
-/// Largest batch the node accepts by default (16 MiB); smaller segments lower it.
-const DEFAULT_MAX_BATCH_BYTES: u64 = 16 << 20;
-/// Largest message the node accepts by default (4 MiB).
-const DEFAULT_MAX_MESSAGE_BYTES: u64 = 4 << 20;
+/// The keys [`NodeToml::new`] sets (`initial-members` only for a bootstrapping node,
+/// `join-addr` only for a joining one).
+const KEYS: [&str; 12] = [
+    "node-id",
+    "cluster-id",
+    "data-dir",
+    "raft-listen-addr",
+    "client-listen-addr",
+    "metrics-addr",
+    "initial-members",
+    "join-addr",
+    "flush-policy",
+    "segment-bytes",
+    "max-batch-bytes",
+    "max-message-bytes",
+];
 
 /// One node's config file.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeToml {
-    /// Node id.
-    pub node_id: u64,
-    /// Cluster id, equal on all members.
-    pub cluster_id: String,
-    /// Data directory (`<node_dir>/data`).
-    pub data_dir: PathBuf,
-    /// Raft listen address.
-    pub raft_listen_addr: String,
-    /// Client listen address.
-    pub client_listen_addr: String,
-    /// Metrics address.
-    pub metrics_addr: String,
-    /// Bootstrap members (`id=raft/client`); empty for a node that joins.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub initial_members: Vec<String>,
-    /// Client address of a member to join through (add-node).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub join_addr: Option<String>,
-    /// `sync` or `async`.
-    pub flush_policy: String,
-    /// CommitLog segment size, bytes.
-    pub segment_bytes: u64,
-    /// Largest batch, bytes (at most half a segment).
-    pub max_batch_bytes: u64,
-    /// Largest message, bytes (at most one batch).
-    pub max_message_bytes: u64,
+    config: NodeConfig,
 }
 
 /// Where one node listens.
@@ -64,7 +53,10 @@ impl NodeAddrs {
 }
 
 impl NodeToml {
-    /// The config of `me` in a cluster bootstrapped by `members` (or joining through `join`).
+    /// The config of `me` in a cluster bootstrapped by `members` (or joining through `join`):
+    /// the node's defaults with these addresses, `flush_policy` (`sync` | `async`) and
+    /// `segment_bytes`; the batch and message limits are lowered to fit small segments
+    /// (a batch at most half a segment, a message at most one batch).
     pub fn new(
         cluster_id: &str,
         me: &NodeAddrs,
@@ -73,31 +65,41 @@ impl NodeToml {
         node_dir: PathBuf,
         flush_policy: &str,
         segment_bytes: u64,
-    ) -> Self {
-        let max_batch_bytes = DEFAULT_MAX_BATCH_BYTES.min(segment_bytes / 2);
-        Self {
+    ) -> anyhow::Result<Self> {
+        let addr = |a: &str| a.parse().with_context(|| format!("{a:?} is not ip:port"));
+        let mut c = NodeConfig {
             node_id: me.id,
             cluster_id: cluster_id.to_string(),
             data_dir: node_dir.join("data"),
-            raft_listen_addr: me.raft.clone(),
-            client_listen_addr: me.client.clone(),
-            metrics_addr: me.metrics.clone(),
-            initial_members: if join.is_some() {
-                Vec::new()
-            } else {
-                members.iter().map(NodeAddrs::member_spec).collect()
-            },
-            join_addr: join,
-            flush_policy: flush_policy.to_string(),
-            segment_bytes,
-            max_batch_bytes,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES.min(max_batch_bytes),
+            raft_listen_addr: addr(&me.raft)?,
+            client_listen_addr: addr(&me.client)?,
+            metrics_addr: Some(addr(&me.metrics)?),
+            ..NodeConfig::default()
+        };
+        if join.is_none() {
+            c.initial_members = members
+                .iter()
+                .map(|m| m.member_spec().parse::<MemberSpec>())
+                .collect::<Result<_, _>>()
+                .map_err(anyhow::Error::msg)?;
         }
+        c.join_addr = join;
+        c.log.flush = flush_policy
+            .parse::<FlushPolicy>()
+            .map_err(anyhow::Error::msg)?;
+        c.log.segment_bytes = segment_bytes;
+        c.max_batch_bytes = c.max_batch_bytes.min(segment_bytes / 2);
+        c.max_message_bytes = c.max_message_bytes.min(c.max_batch_bytes);
+        Ok(Self { config: c })
     }
 
-    /// The TOML text.
+    /// The TOML text: the keys set here (an empty initial-members is left out).
     pub fn to_toml(&self) -> anyhow::Result<String> {
-        Ok(toml::to_string(self)?)
+        let keys: Vec<&str> = KEYS
+            .into_iter()
+            .filter(|k| *k != "initial-members" || !self.config.initial_members.is_empty())
+            .collect();
+        Ok(self.config.to_toml_keys(&keys))
     }
 }
 
@@ -132,10 +134,8 @@ pub fn free_addrs(id: u64) -> anyhow::Result<NodeAddrs> {
 pub fn flush_policies(spec: &str, nodes: usize) -> anyhow::Result<Vec<String>> {
     let parts: Vec<String> = spec.split(',').map(|s| s.trim().to_lowercase()).collect();
     for p in &parts {
-        anyhow::ensure!(
-            p == "sync" || p == "async",
-            "--flush: {p:?} is not sync or async"
-        );
+        p.parse::<FlushPolicy>()
+            .map_err(|e| anyhow::anyhow!("--flush: {e}"))?;
     }
     match parts.len() {
         1 => Ok(vec![parts[0].clone(); nodes]),
@@ -159,7 +159,8 @@ mod tests {
             PathBuf::from("/d/node-2"),
             "async",
             1 << 20,
-        );
+        )
+        .unwrap();
         let text = cfg.to_toml().unwrap();
         assert!(text.contains("node-id = 2"), "{text}");
         assert!(
@@ -179,9 +180,18 @@ mod tests {
         );
         assert!(!text.contains("join-addr"), "{text}");
         // Small segments lower the batch and message limits so the node accepts them.
-        assert_eq!(cfg.max_batch_bytes, 512 << 10);
-        assert_eq!(cfg.max_message_bytes, 512 << 10);
-        assert!(cfg.segment_bytes >= 2 * cfg.max_batch_bytes);
+        let c = &cfg.config;
+        assert_eq!(c.max_batch_bytes, 512 << 10);
+        assert_eq!(c.max_message_bytes, 512 << 10);
+        assert!(c.log.segment_bytes >= 2 * c.max_batch_bytes);
+        // What raftmq-node reads back is this config, and valid.
+        let back = NodeConfig::from_toml_str(&text, std::path::Path::new("node.toml")).unwrap();
+        assert_eq!(&back, c);
+        back.validate().unwrap();
+        assert!(
+            !text.contains("log-level"),
+            "defaults are left to the node: {text}"
+        );
     }
 
     #[test]
@@ -195,11 +205,14 @@ mod tests {
             PathBuf::from("n4"),
             "sync",
             1 << 30,
-        );
+        )
+        .unwrap();
         let text = cfg.to_toml().unwrap();
         assert!(!text.contains("initial-members"), "{text}");
         assert!(text.contains("join-addr = \"127.0.0.1:9201\""), "{text}");
-        assert_eq!(cfg.max_batch_bytes, 16 << 20);
+        assert_eq!(cfg.config.max_batch_bytes, 16 << 20);
+        let back = NodeConfig::from_toml_str(&text, std::path::Path::new("node.toml")).unwrap();
+        assert_eq!(&back, &cfg.config);
     }
 
     #[test]

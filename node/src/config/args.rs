@@ -4,6 +4,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
+use clap::builder::PossibleValuesParser;
+use clap::builder::TypedValueParser;
 use clap::Parser;
 
 use super::ConfigError;
@@ -60,7 +63,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub join_addr: Option<String>,
     /// fsync before acknowledging (sync) or periodically (async). [default sync]
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = flush_policy_parser())]
     pub flush_policy: Option<FlushPolicy>,
     /// fsync period of the async flush policy, ms. [default 500; 1..=60000]
     #[arg(long)]
@@ -100,7 +103,7 @@ pub struct NodeArgs {
     pub default_queue_count: Option<u32>,
     /// Segment retention, hours. [default 72; 1..=87600]
     #[arg(long)]
-    pub file_reserved_hours: Option<u32>,
+    pub file_reserved_hours: Option<u64>,
     /// Disk usage ratio that triggers early cleaning. [default 0.75; 0.1..=0.99]
     #[arg(long)]
     pub disk_clean_ratio: Option<f64>,
@@ -109,13 +112,13 @@ pub struct NodeArgs {
     pub disk_reject_ratio: Option<f64>,
     /// ConsumeQueue units per file. [default 300000; 1..=50000000]
     #[arg(long)]
-    pub cq_units_per_file: Option<u64>,
+    pub cq_units_per_file: Option<u32>,
     /// Hash slots per IndexFile. [default 5000000; 1..=100000000]
     #[arg(long)]
-    pub index_slots_per_file: Option<u64>,
+    pub index_slots_per_file: Option<u32>,
     /// Index units per IndexFile. [default 20000000; 1..=100000000]
     #[arg(long)]
-    pub index_units_per_file: Option<u64>,
+    pub index_units_per_file: Option<u32>,
     /// Log filter (tracing EnvFilter syntax; RUST_LOG wins). [default info]
     #[arg(long)]
     pub log_level: Option<String>,
@@ -129,9 +132,18 @@ pub struct NodeArgs {
     pub accept_lost_commits: Option<bool>,
 }
 
+/// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
+fn flush_policy_parser() -> impl TypedValueParser<Value = FlushPolicy> {
+    let values = FlushPolicy::ALL.map(|(_, name, help)| PossibleValue::new(name).help(help));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<FlushPolicy>())
+}
+
+/// For each named flag that was given, `cfg.<path>.<flag> = value` (`Some(value)` after `?`).
 macro_rules! override_fields {
-    ($args:expr, $cfg:expr; $($f:ident),* ; $($o:ident),*) => {
+    ($args:expr => $cfg:expr; $($f:ident),*) => {
         $( if let Some(v) = $args.$f { $cfg.$f = v; } )*
+    };
+    ($args:expr => $cfg:expr; ? $($o:ident),*) => {
         $( if let Some(v) = $args.$o { $cfg.$o = Some(v); } )*
     };
 }
@@ -150,15 +162,29 @@ impl NodeArgs {
 
     /// Writes every flag that was given over `cfg`.
     pub fn apply(self, cfg: &mut NodeConfig) {
-        override_fields!(self, cfg;
+        override_fields!(self => cfg;
             node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
-            initial_members, flush_policy, flush_interval_ms, segment_bytes,
-            election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms, send_timeout_ms,
-            max_message_bytes, max_batch_messages, max_batch_bytes, grpc_max_message_bytes,
-            topic_auto_create, default_queue_count, file_reserved_hours, disk_clean_ratio,
-            disk_reject_ratio, cq_units_per_file, index_slots_per_file, index_units_per_file,
-            log_level, repair_truncate_corruption, accept_lost_commits;
+            initial_members, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
+            send_timeout_ms, max_message_bytes, max_batch_messages, max_batch_bytes,
+            grpc_max_message_bytes, topic_auto_create, default_queue_count, log_level);
+        override_fields!(self => cfg; ?
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
+        override_fields!(self => cfg.log;
+            segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits);
+        override_fields!(self => cfg.store;
+            file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
+        if let Some(v) = self.flush_policy {
+            cfg.log.flush = v;
+        }
+        if let Some(v) = self.cq_units_per_file {
+            cfg.store.consume_queue.units_per_file = v;
+        }
+        if let Some(v) = self.index_slots_per_file {
+            cfg.store.index.slots_per_file = v;
+        }
+        if let Some(v) = self.index_units_per_file {
+            cfg.store.index.max_units_per_file = v;
+        }
         if self.no_metrics {
             cfg.metrics_addr = None;
         }

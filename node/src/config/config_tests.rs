@@ -54,9 +54,11 @@ fn each_invalid_field_is_named() {
             c.initial_members = vec!["1=a:1/a:2".parse().unwrap()];
             c.join_addr = Some("h:1".into());
         }),
-        ("flush-interval-ms", |c| c.flush_interval_ms = 0),
-        ("segment-bytes", |c| c.segment_bytes = 1000),
-        ("segment-bytes", |c| c.segment_bytes = 20 << 20),
+        ("flush-interval-ms", |c| c.log.flush_interval_ms = 0),
+        ("segment-bytes", |c| c.log.segment_bytes = 1000),
+        ("segment-bytes", |c| c.log.segment_bytes = 20 << 20),
+        ("segment-bytes", |c| c.log.segment_bytes = 32 << 10),
+        ("segment-bytes", |c| c.log.segment_bytes = 8 << 30),
         ("election-timeout-min-ms", |c| {
             c.election_timeout_min_ms = 10
         }),
@@ -73,10 +75,17 @@ fn each_invalid_field_is_named() {
             c.grpc_max_message_bytes = 16 << 20
         }),
         ("default-queue-count", |c| c.default_queue_count = 0),
-        ("file-reserved-hours", |c| c.file_reserved_hours = 0),
-        ("disk-clean-ratio", |c| c.disk_clean_ratio = 1.5),
-        ("disk-reject-ratio", |c| c.disk_reject_ratio = 0.5),
-        ("disk-reject-ratio", |c| c.disk_reject_ratio = 1.0),
+        ("file-reserved-hours", |c| c.store.file_reserved_hours = 0),
+        ("cq-units-per-file", |c| {
+            c.store.consume_queue.units_per_file = 0
+        }),
+        ("index-slots-per-file", |c| c.store.index.slots_per_file = 0),
+        ("index-units-per-file", |c| {
+            c.store.index.max_units_per_file = 100_000_001
+        }),
+        ("disk-clean-ratio", |c| c.store.disk_clean_ratio = 1.5),
+        ("disk-reject-ratio", |c| c.store.disk_reject_ratio = 0.5),
+        ("disk-reject-ratio", |c| c.store.disk_reject_ratio = 1.0),
         ("log-level", |c| c.log_level = "info,[".into()),
     ];
     for (want, brk) in cases {
@@ -94,12 +103,18 @@ fn toml_round_trip() {
     let mut c = NodeConfig {
         node_id: 2,
         cluster_id: "prod-1".into(),
-        flush_policy: FlushPolicy::Async,
-        flush_interval_ms: 50,
+        log: LogConfig {
+            flush: FlushPolicy::Async,
+            flush_interval_ms: 50,
+            ..Default::default()
+        },
         topic_auto_create: false,
         metrics_addr: None,
         join_addr: None,
-        disk_clean_ratio: 0.6,
+        store: StoreConfig {
+            disk_clean_ratio: 0.6,
+            ..Default::default()
+        },
         ..Default::default()
     };
     c.initial_members = vec![
@@ -118,10 +133,48 @@ fn toml_round_trip() {
 }
 
 #[test]
+fn every_key_is_written_and_read_back() {
+    let mut c = NodeConfig {
+        raft_advertised_addr: Some("h:1".into()),
+        client_advertised_addr: Some("h:2".into()),
+        join_addr: Some("h:3".into()),
+        ..Default::default()
+    };
+    c.store.consume_queue.units_per_file = 7;
+    c.store.index.max_units_per_file = 9;
+    let text = c.to_toml_string();
+    let written: Vec<&str> = text.lines().filter_map(|l| l.split(" = ").next()).collect();
+    assert_eq!(written, file::file_keys(), "{text}");
+    assert!(text.contains("cq-units-per-file = 7\n"), "{text}");
+    assert!(text.contains("index-units-per-file = 9\n"), "{text}");
+    let back = NodeConfig::from_toml_str(&text, Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+}
+
+#[test]
 fn unknown_keys_and_bad_members_fail_to_parse() {
     let err =
         NodeConfig::from_toml_str("nodeid = 3", Path::new("x.toml")).expect_err("unknown key");
     assert!(err.to_string().contains("nodeid"), "{err}");
+    // Fields of the crate configs that have no flag are not keys either.
+    for (text, key) in [
+        (
+            "node-id = 2\npreallocate = false\n",
+            "`preallocate` (line 2)",
+        ),
+        ("[limits]\nmax-tag-bytes = 1\n", "`limits` (line 1)"),
+        ("checkpoint-every-entries = 5", "`checkpoint-every-entries`"),
+    ] {
+        let err = NodeConfig::from_toml_str(text, Path::new("x.toml")).expect_err(key);
+        assert!(err.to_string().contains(key), "{err}");
+    }
+    let err = NodeConfig::from_toml_str("\nsegment-bytes = \"big\"", Path::new("x.toml"))
+        .expect_err("bad type");
+    assert!(
+        err.to_string().contains("`segment-bytes` (line 2)"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("big"), "{err}");
     let err = NodeConfig::from_toml_str("initial-members = [\"1=a\"]", Path::new("x.toml"))
         .expect_err("bad member");
     assert!(
@@ -155,11 +208,34 @@ fn flags_override_file() {
     let cfg = args.resolve().expect("valid");
     assert_eq!(cfg.node_id, 3, "from file");
     assert_eq!(cfg.heartbeat_ms, 100, "from file");
-    assert_eq!(cfg.flush_policy, FlushPolicy::Async, "from file");
+    assert_eq!(cfg.log.flush, FlushPolicy::Async, "from file");
     assert_eq!(cfg.cluster_id, "from-flag", "flag wins");
     assert_eq!(cfg.initial_members.len(), 2);
     assert_eq!(cfg.metrics_addr, Some("127.0.0.1:0".parse().unwrap()));
     assert_eq!(cfg.send_timeout_ms, 3000, "default");
+
+    let cfg = NodeArgs::try_parse_from([
+        "raftmq-node",
+        "--flush-policy",
+        "async",
+        "--flush-interval-ms",
+        "7",
+        "--cq-units-per-file",
+        "64",
+        "--index-units-per-file",
+        "65",
+        "--file-reserved-hours",
+        "2",
+    ])
+    .expect("flags parse")
+    .resolve()
+    .expect("valid");
+    assert_eq!(cfg.log.flush, FlushPolicy::Async);
+    assert_eq!(cfg.log.flush_interval_ms, 7);
+    assert_eq!(cfg.store.consume_queue.units_per_file, 64);
+    assert_eq!(cfg.store.index.max_units_per_file, 65);
+    assert_eq!(cfg.store.file_reserved_hours, 2);
+    assert!(NodeArgs::try_parse_from(["raftmq-node", "--flush-policy", "fast"]).is_err());
 
     let bad = NodeArgs::try_parse_from(["raftmq-node", "--heartbeat-ms", "5000"])
         .expect("flags parse")

@@ -61,16 +61,14 @@ mod tests {
 
     #[test]
     fn raft_config_follows_node_config() {
-        let mut c = NodeConfig {
-            flush_policy: FlushPolicy::Async,
-            ..Default::default()
-        };
+        let mut c = NodeConfig::default();
+        c.log.flush = FlushPolicy::Async;
         let rc = c.raft_config().expect("valid");
         assert_eq!(rc.cluster_name, "raftmq");
         assert_eq!(rc.heartbeat_interval, 150);
         assert_eq!(rc.snapshot_policy, SnapshotPolicy::Never);
         assert_eq!(rc.allow_log_reversion, Some(true));
-        c.flush_policy = FlushPolicy::Sync;
+        c.log.flush = FlushPolicy::Sync;
         assert_eq!(
             c.raft_config().expect("valid").allow_log_reversion,
             Some(true),

@@ -1,4 +1,4 @@
-//! ConsumeQueue configuration.
+//! [`ConsumeQueueConfig`]: how ConsumeQueue files are sized.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -8,10 +8,12 @@ use crate::error::StoreError;
 
 /// How ConsumeQueue files are sized.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+#[serde(rename_all = "kebab-case", default)]
 pub struct ConsumeQueueConfig {
-    /// Units per file (a file is `20 * units-per-file` bytes). Changing it for an existing data
-    /// dir is refused at open. Default 300000 (6 MB files, as RocketMQ); range 1 ..= 50000000.
+    /// ConsumeQueue units (20 bytes each) per ConsumeQueue file. Changing it for an existing
+    /// data dir is refused at open. Key `cq-units-per-file` (flat in a node's config file).
+    /// Default 300000 (6 MB files, as RocketMQ); range 1..=50000000.
+    #[serde(rename = "cq-units-per-file")]
     pub units_per_file: u32,
 }
 
@@ -28,8 +30,8 @@ impl ConsumeQueueConfig {
     pub fn validate(&self) -> Result<()> {
         if self.units_per_file == 0 || self.units_per_file > 50_000_000 {
             return Err(StoreError::Config {
-                field: "units-per-file",
-                reason: format!("{} is out of range 1 ..= 50000000", self.units_per_file),
+                field: "cq-units-per-file",
+                reason: format!("{} is outside 1..=50000000", self.units_per_file),
             });
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! IndexFile configuration.
+//! [`IndexConfig`]: the geometry of IndexFiles.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -6,14 +6,18 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::error::StoreError;
 
-/// Geometry of IndexFiles. Changing it for an existing data dir is refused at open.
+/// Geometry of IndexFiles. Changing it for an existing data dir is refused at open. Keys are
+/// prefixed `index-` (flat in a node's config file).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+#[serde(rename_all = "kebab-case", default)]
 pub struct IndexConfig {
-    /// Hash slots per file. Default 5000000 (RocketMQ); range 1 ..= 100000000.
+    /// Hash slots per IndexFile. Key `index-slots-per-file`. Default 5000000 (RocketMQ);
+    /// range 1..=100000000.
+    #[serde(rename = "index-slots-per-file")]
     pub slots_per_file: u32,
-    /// Units (indexed keys) per file; a new file starts when one is full. Default 20000000
-    /// (RocketMQ); range 1 ..= 100000000.
+    /// Index units (indexed keys, 20 bytes each) per IndexFile; a new file starts when one is
+    /// full. Key `index-units-per-file`. Default 20000000 (RocketMQ); range 1..=100000000.
+    #[serde(rename = "index-units-per-file")]
     pub max_units_per_file: u32,
 }
 
@@ -30,13 +34,13 @@ impl IndexConfig {
     /// Rejects out-of-range fields, naming the field.
     pub fn validate(&self) -> Result<()> {
         for (field, v) in [
-            ("slots-per-file", self.slots_per_file),
-            ("max-units-per-file", self.max_units_per_file),
+            ("index-slots-per-file", self.slots_per_file),
+            ("index-units-per-file", self.max_units_per_file),
         ] {
             if v == 0 || v > 100_000_000 {
                 return Err(StoreError::Config {
                     field,
-                    reason: format!("{v} is out of range 1 ..= 100000000"),
+                    reason: format!("{v} is outside 1..=100000000"),
                 });
             }
         }
