@@ -12,7 +12,6 @@ use raftmq_cli::ports::free_addr;
 use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 use raftmq_node::config::FlushPolicy;
-use raftmq_node::config::LogConfig;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
 use raftmq_node::network::fault::register_faults;
