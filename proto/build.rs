@@ -1,8 +1,14 @@
-//! Compiles `proto/raftmq/v1/*.proto` with protox (pure Rust; no `protoc` binary needed) and
+//! Compiles `proto/raftmq/v1/*.proto` and the vendored RocketMQ 5 protocol
+//! (`proto/apache/rocketmq/v2/*.proto`) with protox (pure Rust; no `protoc` binary needed) and
 //! generates prost messages plus tonic clients and servers.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/raftmq/v1/client.proto", "proto/raftmq/v1/peer.proto"];
+    let files = [
+        "proto/raftmq/v1/client.proto",
+        "proto/raftmq/v1/peer.proto",
+        "proto/apache/rocketmq/v2/definition.proto",
+        "proto/apache/rocketmq/v2/service.proto",
+    ];
     println!("cargo:rerun-if-changed=build.rs");
     for f in &files {
         println!("cargo:rerun-if-changed={f}");

@@ -10,7 +10,12 @@
 //!   transport between peers. openraft's messages travel as opaque bytes (codec named in each
 //!   request); every request names its cluster id and target node, which the server checks.
 //!
-//! Both use [`codec::StrictProstCodec`]: an undecodable message answers INVALID_ARGUMENT.
+//!
+//! And the RocketMQ 5 protocol, vendored unchanged from Apache RocketMQ (`apache/rocketmq-apis`,
+//! Apache-2.0; see `NOTICE`): [`rocketmq::v2::messaging_service_server::MessagingService`], the
+//! gRPC service the official RocketMQ 5 clients speak.
+//!
+//! All use [`codec::StrictProstCodec`]: an undecodable message answers INVALID_ARGUMENT.
 //!
 //! Invariant: field numbers are never reused; a breaking change gets a new package
 //! (`raftmq.v2`) served beside the old one.
@@ -21,6 +26,16 @@ pub mod codec;
 #[allow(clippy::all, missing_docs)]
 pub mod v1 {
     tonic::include_proto!("raftmq.v1");
+}
+
+/// The RocketMQ 5 protocol (package `apache.rocketmq.v2`), generated from the vendored
+/// `proto/apache/rocketmq/v2/{definition,service}.proto`.
+pub mod rocketmq {
+    /// Generated code of package `apache.rocketmq.v2`.
+    #[allow(clippy::all, missing_docs)]
+    pub mod v2 {
+        tonic::include_proto!("apache.rocketmq.v2");
+    }
 }
 
 /// Binary metadata key of the [`v1::ErrorDetail`] attached to a failed call.
@@ -91,6 +106,9 @@ pub fn not_leader_status(node_id: u64, leader_id: Option<u64>, leader_addr: &str
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
+    use super::rocketmq::v2 as rmq;
     use super::*;
 
     #[test]
@@ -129,6 +147,24 @@ mod tests {
         assert_eq!(
             (d.leader_id, d.leader_addr.as_str(), d.not_applied),
             (Some(3), "h:9203", true)
+        );
+    }
+
+    #[test]
+    fn rocketmq_messages_round_trip() {
+        let req = rmq::QueryRouteRequest {
+            topic: Some(rmq::Resource {
+                resource_namespace: String::new(),
+                name: "orders".into(),
+            }),
+            endpoints: None,
+        };
+        let bytes = req.encode_to_vec();
+        let back = rmq::QueryRouteRequest::decode(bytes.as_slice()).expect("decodes");
+        assert_eq!(back, req);
+        assert_eq!(
+            rmq::Code::from_str_name("TOPIC_NOT_FOUND"),
+            Some(rmq::Code::TopicNotFound)
         );
     }
 }
