@@ -36,13 +36,13 @@ pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) 
         election_timeout_max_ms: 600,
         heartbeat_ms: 50,
         send_timeout_ms: SEND_TIMEOUT_MS,
-        max_message_bytes: 16 << 10,
-        max_batch_messages: 64,
-        max_batch_bytes: 32 << 10,
         grpc_max_message_bytes: 4 << 20,
         log_level: "warn".into(),
         ..NodeConfig::default()
     };
+    c.store.limits.max_message_bytes = 16 << 10;
+    c.store.limits.max_batch_messages = 64;
+    c.store.limits.max_batch_bytes = 32 << 10;
     c.store.consume_queue.units_per_file = 256;
     c.store.index.slots_per_file = 64;
     c.store.index.max_units_per_file = 256;

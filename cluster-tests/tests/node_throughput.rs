@@ -20,8 +20,8 @@ async fn sixty_four_in_flight_one_kib() {
         // The 20 ms `async` flush interval this probe always ran with (harness default: 50).
         c.log.flush_interval_ms = 20;
         c.log.segment_bytes = 64 << 20;
-        c.max_message_bytes = 64 << 10;
-        c.max_batch_bytes = 1 << 20;
+        c.store.limits.max_message_bytes = 64 << 10;
+        c.store.limits.max_batch_bytes = 1 << 20;
         c.store.consume_queue.units_per_file = 300_000;
         c.store.index.slots_per_file = 500_000;
         c.store.index.max_units_per_file = 2_000_000;

@@ -9,7 +9,7 @@
 //! store's are [`StoreConfig`] (with its ConsumeQueue and IndexFile parts), embedded flat
 //! (`#[serde(flatten)]`), so each is declared, documented, defaulted and validated once, in
 //! the crate that uses it. This file adds only the node's own settings: identity, addresses,
-//! membership, Raft timings, the send path's limits and timeout, logging.
+//! membership, Raft timings, the send timeout and gRPC limit, logging.
 //!
 //! Cluster-wide settings (`cluster-id`, `segment-bytes`, the Raft timings) must be equal on
 //! all members; `segment-bytes` in particular decides where every entry sits in the
@@ -117,17 +117,6 @@ pub struct NodeConfig {
     /// How long a send waits for its quorum ack before failing DEADLINE_EXCEEDED, in ms.
     /// Default 3000; range 100..=600000.
     pub send_timeout_ms: u64,
-    /// Largest message (body + properties + names), in bytes; also the store's body limit
-    /// (`store.limits.max_body_bytes` is replaced by it, see [`NodeConfig::store_config`]).
-    /// Default 4194304 (4 MiB); range 1024..=67108864.
-    pub max_message_bytes: u64,
-    /// Most messages in one SendBatch (replaces `store.limits.max_batch_messages`).
-    /// Default 1024; range 1..=65536.
-    pub max_batch_messages: u32,
-    /// Largest SendBatch (sum of its messages), in bytes; also bounds the entries a SendStream
-    /// groups (replaces `store.limits.max_batch_bytes`).
-    /// Default 16777216 (16 MiB); range max-message-bytes..=268435456.
-    pub max_batch_bytes: u64,
     /// gRPC message size limit of both services (peer traffic carries whole batches), bytes.
     /// Default 67108864 (64 MiB); range max-batch-bytes + 1 MiB..=2147483647.
     pub grpc_max_message_bytes: u64,
@@ -138,8 +127,11 @@ pub struct NodeConfig {
     /// Default 4; range 1..=1024.
     pub default_queue_count: u32,
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
-    /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` (see
-    /// [`StoreConfig`]). Its other fields are not read from the file and keep their defaults.
+    /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits
+    /// `max-message-bytes`, `max-batch-messages`, `max-batch-bytes` (see [`StoreConfig`] and
+    /// [`StoreLimits`](raftmq_store::limits::StoreLimits)). Its other fields are not read from
+    /// the file and keep their defaults. On a node, max-batch-bytes also bounds the entries a
+    /// SendStream groups.
     #[serde(flatten)]
     pub store: StoreConfig,
     /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
@@ -165,9 +157,6 @@ impl Default for NodeConfig {
             election_timeout_max_ms: 1200,
             heartbeat_ms: 150,
             send_timeout_ms: 3000,
-            max_message_bytes: 4 << 20,
-            max_batch_messages: 1024,
-            max_batch_bytes: 16 << 20,
             grpc_max_message_bytes: 64 << 20,
             topic_auto_create: true,
             default_queue_count: 4,
@@ -214,17 +203,5 @@ impl NodeConfig {
         self.client_advertised_addr
             .clone()
             .unwrap_or_else(|| self.client_listen_addr.to_string())
-    }
-
-    /// The store's configuration: [`NodeConfig::store`] with the node's send limits
-    /// (max-message-bytes, max-batch-messages, max-batch-bytes) as its limits, so the store
-    /// refuses nothing the node's own checks let through.
-    pub fn store_config(&self) -> StoreConfig {
-        let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-        let mut s = self.store.clone();
-        s.limits.max_message_bytes = clamp(self.max_message_bytes);
-        s.limits.max_batch_messages = self.max_batch_messages;
-        s.limits.max_batch_bytes = clamp(self.max_batch_bytes);
-        s
     }
 }

@@ -173,7 +173,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
     let log = LogStore::open(&dir, config.log.clone())
         .with_context(|| format!("cannot open the commitlog in {}", dir.display()))?;
-    let (store, sm) = raftmq_store::open(&dir, config.store_config(), log.clone())
+    let (store, sm) = raftmq_store::open(&dir, config.store.clone(), log.clone())
         .with_context(|| format!("cannot open the store in {}", dir.display()))?;
     let mut raft_config = config.raft_config()?;
     if let Some(floor) = log.lost_commit_floor() {

@@ -1,8 +1,8 @@
 //! [`StoreConfig`]: everything the state machine and read path can be tuned with.
 //!
-//! Serde form: flat kebab-case keys, the ConsumeQueue and IndexFile settings included
-//! (`cq-units-per-file`, `index-slots-per-file`, ...), so a node's config file can embed it
-//! with `#[serde(flatten)]`; only the limits stay a nested `limits` table.
+//! Serde form: flat kebab-case keys, the ConsumeQueue and IndexFile settings and the limits
+//! included (`cq-units-per-file`, `index-slots-per-file`, `max-message-bytes`, ...), so a
+//! node's config file can embed it with `#[serde(flatten)]`.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -23,7 +23,8 @@ pub struct StoreConfig {
     /// IndexFile sizing (flat keys).
     #[serde(flatten)]
     pub index: IndexConfig,
-    /// Message and topic limits (checked by the leader before proposing).
+    /// Message and topic limits, checked by the leader before proposing (flat keys).
+    #[serde(flatten)]
     pub limits: StoreLimits,
     /// Age after which a whole CommitLog segment is deleted (age of its newest message), in
     /// hours. Default 72; range 1..=87600.
@@ -153,6 +154,11 @@ mod tests {
         assert_eq!(c.consume_queue.units_per_file, 8);
         assert_eq!(c.index.slots_per_file, 16);
         assert_eq!(c.index.max_units_per_file, 32);
+        let c: StoreConfig =
+            serde_json::from_str(r#"{"max-batch-messages": 8, "max-batch-bytes": 65536}"#)
+                .expect("serde");
+        assert_eq!(c.limits.max_batch_messages, 8);
+        assert_eq!(c.limits.max_batch_bytes, 65536);
         let e = StoreConfig {
             index: IndexConfig {
                 slots_per_file: 0,

@@ -116,11 +116,15 @@ pub fn message_bytes(m: &Message) -> usize {
 }
 
 /// Size and count limits of messages, batches and topics.
+///
+/// Serde form: flat kebab-case keys, so [`StoreConfig`](crate::StoreConfig) embeds it with
+/// `#[serde(flatten)]`; a node's config file reads the three send limits (`max-message-bytes`,
+/// `max-batch-messages`, `max-batch-bytes`), its other fields have no key there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct StoreLimits {
     /// Largest message, counted by [`message_bytes`]. Default 4 MiB (4194304); range
-    /// 1 ..= 256 MiB.
+    /// 1024 ..= 64 MiB (67108864).
     pub max_message_bytes: u32,
     /// Longest tag string. Default 256; range 1 ..= 65535.
     pub max_tag_bytes: u32,
@@ -139,8 +143,8 @@ pub struct StoreLimits {
     pub max_properties_total_bytes: u32,
     /// Most messages in one batch (one Raft entry). Default 1024; range 1 ..= 65536.
     pub max_batch_messages: u32,
-    /// Largest encoded batch payload. Default 8 MiB; range 1 KiB ..= 512 MiB, and at least
-    /// `max-message-bytes`.
+    /// Largest encoded batch payload; also bounds the entries a node's SendStream groups.
+    /// Default 16 MiB (16777216); range max-message-bytes ..= 256 MiB (268435456).
     pub max_batch_bytes: u32,
     /// Most queues a topic may have (read or write). Default 1024; range 1 ..= 65535.
     pub max_queues_per_topic: u32,
@@ -158,7 +162,7 @@ impl Default for StoreLimits {
             max_property_value_bytes: 16384,
             max_properties_total_bytes: 32767,
             max_batch_messages: 1024,
-            max_batch_bytes: 8 << 20,
+            max_batch_bytes: 16 << 20,
             max_queues_per_topic: 1024,
         }
     }
@@ -168,7 +172,7 @@ fn check_range(field: &'static str, v: u32, lo: u32, hi: u32) -> Result<()> {
     if v < lo || v > hi {
         return Err(StoreError::Config {
             field,
-            reason: format!("{v} is out of range {lo} ..= {hi}"),
+            reason: format!("{v} is outside {lo}..={hi}"),
         });
     }
     Ok(())
@@ -195,7 +199,7 @@ fn too_many(what: &str, actual: usize, field: &str, max: u32) -> Result<()> {
 impl StoreLimits {
     /// Rejects out-of-range fields, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
-        check_range("max-message-bytes", self.max_message_bytes, 1, 256 << 20)?;
+        check_range("max-message-bytes", self.max_message_bytes, 1024, 64 << 20)?;
         check_range("max-tag-bytes", self.max_tag_bytes, 1, 65535)?;
         check_range("max-key-bytes", self.max_key_bytes, 1, 65535)?;
         check_range("max-keys-per-message", self.max_keys_per_message, 0, 1024)?;
@@ -219,18 +223,13 @@ impl StoreLimits {
             16 << 20,
         )?;
         check_range("max-batch-messages", self.max_batch_messages, 1, 65536)?;
-        check_range("max-batch-bytes", self.max_batch_bytes, 1024, 512 << 20)?;
+        check_range(
+            "max-batch-bytes",
+            self.max_batch_bytes,
+            self.max_message_bytes,
+            256 << 20,
+        )?;
         check_range("max-queues-per-topic", self.max_queues_per_topic, 1, 65535)?;
-        if self.max_batch_bytes < self.max_message_bytes {
-            return Err(StoreError::Config {
-                field: "max-batch-bytes",
-                reason: format!(
-                    "{} is below max-message-bytes ({}); a single largest message must fit a \
-                     batch",
-                    self.max_batch_bytes, self.max_message_bytes
-                ),
-            });
-        }
         Ok(())
     }
 

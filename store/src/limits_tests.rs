@@ -75,9 +75,44 @@ fn limits_validate_names_field() {
 }
 
 #[test]
+fn send_limit_ranges() {
+    type Breaker = fn(&mut StoreLimits);
+    let cases: [(&str, Breaker); 5] = [
+        ("max-message-bytes", |l| l.max_message_bytes = 1023),
+        ("max-message-bytes", |l| {
+            l.max_message_bytes = (64 << 20) + 1
+        }),
+        ("max-batch-messages", |l| l.max_batch_messages = 65_537),
+        ("max-batch-bytes", |l| l.max_batch_bytes = (4 << 20) - 1),
+        ("max-batch-bytes", |l| l.max_batch_bytes = (256 << 20) + 1),
+    ];
+    for (want, brk) in cases {
+        let mut l = StoreLimits::default();
+        brk(&mut l);
+        match l.validate().expect_err(want) {
+            StoreError::Config { field, .. } => assert_eq!(field, want),
+            other => panic!("expected Config, got {other}"),
+        }
+    }
+    let edges = StoreLimits {
+        max_message_bytes: 1024,
+        max_batch_messages: 65_536,
+        max_batch_bytes: 1024,
+        ..StoreLimits::default()
+    };
+    edges.validate().expect("range edges are valid");
+}
+
+#[test]
 fn limits_serde_kebab_case_and_defaults() {
     let l: StoreLimits = serde_json::from_str(r#"{"max-message-bytes": 1024}"#).expect("parse");
     assert_eq!(l.max_message_bytes, 1024);
+    let d = StoreLimits::default();
+    assert_eq!(
+        (d.max_message_bytes, d.max_batch_messages, d.max_batch_bytes),
+        (4 << 20, 1024, 16 << 20),
+        "the node's send-limit defaults"
+    );
     assert_eq!(l.max_tag_bytes, StoreLimits::default().max_tag_bytes);
     assert!(serde_json::from_str::<StoreLimits>(r#"{"max_message_bytes": 1}"#).is_err());
 }
@@ -135,7 +170,9 @@ fn check_batch_and_queues() {
     assert!(l.check_batch(0, 0).is_err());
     l.check_batch(1, 100).expect("ok");
     assert!(l.check_batch(1025, 100).is_err());
-    assert!(l.check_batch(1, (8 << 20) + 1).is_err());
+    l.check_batch(1, 8 << 20)
+        .expect("8 MiB fits the 16 MiB default");
+    assert!(l.check_batch(1, (16 << 20) + 1).is_err());
     assert!(l.check_queue_count("write queue count", 0).is_err());
     l.check_queue_count("write queue count", 8).expect("ok");
 }

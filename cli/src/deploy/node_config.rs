@@ -88,8 +88,10 @@ impl NodeToml {
             .parse::<FlushPolicy>()
             .map_err(anyhow::Error::msg)?;
         c.log.segment_bytes = segment_bytes;
-        c.max_batch_bytes = c.max_batch_bytes.min(segment_bytes / 2);
-        c.max_message_bytes = c.max_message_bytes.min(c.max_batch_bytes);
+        let limits = &mut c.store.limits;
+        let half_segment = u32::try_from(segment_bytes / 2).unwrap_or(u32::MAX);
+        limits.max_batch_bytes = limits.max_batch_bytes.min(half_segment);
+        limits.max_message_bytes = limits.max_message_bytes.min(limits.max_batch_bytes);
         Ok(Self { config: c })
     }
 
@@ -181,9 +183,9 @@ mod tests {
         assert!(!text.contains("join-addr"), "{text}");
         // Small segments lower the batch and message limits so the node accepts them.
         let c = &cfg.config;
-        assert_eq!(c.max_batch_bytes, 512 << 10);
-        assert_eq!(c.max_message_bytes, 512 << 10);
-        assert!(c.log.segment_bytes >= 2 * c.max_batch_bytes);
+        assert_eq!(c.store.limits.max_batch_bytes, 512 << 10);
+        assert_eq!(c.store.limits.max_message_bytes, 512 << 10);
+        assert!(c.log.segment_bytes >= 2 * u64::from(c.store.limits.max_batch_bytes));
         // What raftmq-node reads back is this config, and valid.
         let back = NodeConfig::from_toml_str(&text, std::path::Path::new("node.toml")).unwrap();
         assert_eq!(&back, c);
@@ -210,7 +212,7 @@ mod tests {
         let text = cfg.to_toml().unwrap();
         assert!(!text.contains("initial-members"), "{text}");
         assert!(text.contains("join-addr = \"127.0.0.1:9201\""), "{text}");
-        assert_eq!(cfg.config.max_batch_bytes, 16 << 20);
+        assert_eq!(cfg.config.store.limits.max_batch_bytes, 16 << 20);
         let back = NodeConfig::from_toml_str(&text, std::path::Path::new("node.toml")).unwrap();
         assert_eq!(&back, &cfg.config);
     }

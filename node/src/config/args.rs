@@ -85,13 +85,13 @@ pub struct NodeArgs {
     pub send_timeout_ms: Option<u64>,
     /// Largest message, bytes. [default 4 MiB; 1 KiB..=64 MiB]
     #[arg(long)]
-    pub max_message_bytes: Option<u64>,
+    pub max_message_bytes: Option<u32>,
     /// Most messages per batch. [default 1024; 1..=65536]
     #[arg(long)]
     pub max_batch_messages: Option<u32>,
     /// Largest batch, bytes. [default 16 MiB; max-message-bytes..=256 MiB]
     #[arg(long)]
-    pub max_batch_bytes: Option<u64>,
+    pub max_batch_bytes: Option<u32>,
     /// gRPC message limit, bytes. [default 64 MiB; >= max-batch-bytes + 1 MiB]
     #[arg(long)]
     pub grpc_max_message_bytes: Option<u64>,
@@ -165,14 +165,16 @@ impl NodeArgs {
         override_fields!(self => cfg;
             node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
             initial_members, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
-            send_timeout_ms, max_message_bytes, max_batch_messages, max_batch_bytes,
-            grpc_max_message_bytes, topic_auto_create, default_queue_count, log_level);
+            send_timeout_ms, grpc_max_message_bytes, topic_auto_create, default_queue_count,
+            log_level);
         override_fields!(self => cfg; ?
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
         override_fields!(self => cfg.log;
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits);
         override_fields!(self => cfg.store;
             file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
+        override_fields!(self => cfg.store.limits;
+            max_message_bytes, max_batch_messages, max_batch_bytes);
         if let Some(v) = self.flush_policy {
             cfg.log.flush = v;
         }

@@ -68,9 +68,13 @@ fn each_invalid_field_is_named() {
         ("heartbeat-ms", |c| c.heartbeat_ms = 600),
         ("heartbeat-ms", |c| c.heartbeat_ms = 5),
         ("send-timeout-ms", |c| c.send_timeout_ms = 10),
-        ("max-message-bytes", |c| c.max_message_bytes = 10),
-        ("max-batch-messages", |c| c.max_batch_messages = 0),
-        ("max-batch-bytes", |c| c.max_batch_bytes = 1024),
+        ("max-message-bytes", |c| {
+            c.store.limits.max_message_bytes = 10
+        }),
+        ("max-batch-messages", |c| {
+            c.store.limits.max_batch_messages = 0
+        }),
+        ("max-batch-bytes", |c| c.store.limits.max_batch_bytes = 1024),
         ("grpc-max-message-bytes", |c| {
             c.grpc_max_message_bytes = 16 << 20
         }),
@@ -164,6 +168,7 @@ fn unknown_keys_and_bad_members_fail_to_parse() {
         ),
         ("[limits]\nmax-tag-bytes = 1\n", "`limits` (line 1)"),
         ("checkpoint-every-entries = 5", "`checkpoint-every-entries`"),
+        ("max-tag-bytes = 5", "`max-tag-bytes`"),
     ] {
         let err = NodeConfig::from_toml_str(text, Path::new("x.toml")).expect_err(key);
         assert!(err.to_string().contains(key), "{err}");
@@ -190,7 +195,8 @@ fn flags_override_file() {
     let path = dir.path().join("node.toml");
     std::fs::write(
         &path,
-        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 100\nflush-policy = \"async\"\n",
+        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 100\nflush-policy = \"async\"\n\
+         max-batch-messages = 32\n",
     )
     .expect("write");
     let args = NodeArgs::try_parse_from([
@@ -209,6 +215,7 @@ fn flags_override_file() {
     assert_eq!(cfg.node_id, 3, "from file");
     assert_eq!(cfg.heartbeat_ms, 100, "from file");
     assert_eq!(cfg.log.flush, FlushPolicy::Async, "from file");
+    assert_eq!(cfg.store.limits.max_batch_messages, 32, "from file");
     assert_eq!(cfg.cluster_id, "from-flag", "flag wins");
     assert_eq!(cfg.initial_members.len(), 2);
     assert_eq!(cfg.metrics_addr, Some("127.0.0.1:0".parse().unwrap()));
@@ -226,6 +233,12 @@ fn flags_override_file() {
         "65",
         "--file-reserved-hours",
         "2",
+        "--max-message-bytes",
+        "2048",
+        "--max-batch-messages",
+        "16",
+        "--max-batch-bytes",
+        "65536",
     ])
     .expect("flags parse")
     .resolve()
@@ -235,6 +248,11 @@ fn flags_override_file() {
     assert_eq!(cfg.store.consume_queue.units_per_file, 64);
     assert_eq!(cfg.store.index.max_units_per_file, 65);
     assert_eq!(cfg.store.file_reserved_hours, 2);
+    let l = &cfg.store.limits;
+    assert_eq!(
+        (l.max_message_bytes, l.max_batch_messages, l.max_batch_bytes),
+        (2048, 16, 65536)
+    );
     assert!(NodeArgs::try_parse_from(["raftmq-node", "--flush-policy", "fast"]).is_err());
 
     let bad = NodeArgs::try_parse_from(["raftmq-node", "--heartbeat-ms", "5000"])

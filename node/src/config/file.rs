@@ -4,7 +4,7 @@
 //! `#[serde(deny_unknown_fields)]` does not work with the flattened [`LogConfig`] /
 //! [`StoreConfig`](super::StoreConfig), so a file's keys are checked against that set before
 //! it is deserialized; fields of the crate configs without a flag (`preallocate`, the store's
-//! `limits`, ...) are neither read nor written and keep their defaults.
+//! `max-tag-bytes`, ...) are neither read nor written and keep their defaults.
 //!
 //! [`LogConfig`]: super::LogConfig
 

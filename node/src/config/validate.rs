@@ -1,5 +1,6 @@
 //! [`NodeConfig::validate`]: the node's own ranges and the rules that tie settings of
-//! different crates together; the log's and the store's fields are checked by
+//! different crates together (segment-bytes and grpc-max-message-bytes against the store's
+//! max-batch-bytes); the log's and the store's fields are checked by
 //! [`LogConfig::validate`](raftmq_raft_log::LogConfig::validate) and
 //! [`StoreConfig::validate`](raftmq_store::StoreConfig::validate), whose errors name the same
 //! kebab-case keys.
@@ -101,7 +102,7 @@ impl NodeConfig {
         )?;
         check_range("send-timeout-ms", self.send_timeout_ms, 100, 600_000)?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;
-        self.store_config().validate().map_err(store_error)?;
+        self.store.validate().map_err(store_error)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err() {
             return Err(invalid(
                 "log-level",
@@ -175,20 +176,15 @@ impl NodeConfig {
         Ok(())
     }
 
-    /// The send limits and how they bound the gRPC limit and the segment size.
+    /// The send limits (their ranges are the store's, checked first) and how they bound the
+    /// gRPC limit and the segment size.
     fn validate_sizes(&self) -> Result<(), ConfigError> {
-        check_range("max-message-bytes", self.max_message_bytes, 1024, 64 << 20)?;
-        check_range("max-batch-messages", self.max_batch_messages, 1, 65_536)?;
-        check_range(
-            "max-batch-bytes",
-            self.max_batch_bytes,
-            self.max_message_bytes,
-            256 << 20,
-        )?;
+        self.store.limits.validate().map_err(store_error)?;
+        let max_batch_bytes = u64::from(self.store.limits.max_batch_bytes);
         check_range(
             "grpc-max-message-bytes",
             self.grpc_max_message_bytes,
-            self.max_batch_bytes + (1 << 20),
+            max_batch_bytes + (1 << 20),
             i32::MAX as u64,
         )?;
         let segment_bytes = self.log.segment_bytes;
@@ -198,13 +194,13 @@ impl NodeConfig {
                 format!("{segment_bytes} is below {NODE_MIN_SEGMENT_BYTES}, a node's smallest"),
             ));
         }
-        if segment_bytes < 2 * self.max_batch_bytes {
+        if segment_bytes < 2 * max_batch_bytes {
             return Err(invalid(
                 "segment-bytes",
                 format!(
                     "{} must be at least 2 x max-batch-bytes ({})",
                     segment_bytes,
-                    2 * self.max_batch_bytes
+                    2 * max_batch_bytes
                 ),
             ));
         }

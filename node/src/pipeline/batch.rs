@@ -45,7 +45,7 @@ impl SubmitBatch {
                 "the batch holds no message".into(),
             ));
         }
-        let max = core.config.max_batch_messages as usize;
+        let max = core.config.store.limits.max_batch_messages as usize;
         if count > max {
             return Err(NodeError::InvalidArgument(format!(
                 "the batch holds {count} messages; max-batch-messages is {max}"

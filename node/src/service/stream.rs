@@ -135,8 +135,9 @@ impl SendStreamDriver {
     /// and groups the valid ones by topic within the batch limits.
     fn group(&mut self, requests: Vec<pb::SendStreamRequest>, arrived: Instant) -> Vec<Group> {
         let core = self.pipeline.core();
-        let max_count = core.config.max_batch_messages.max(1) as usize;
-        let max_bytes = usize::try_from(core.config.max_batch_bytes).unwrap_or(usize::MAX);
+        let limits = &core.config.store.limits;
+        let max_count = limits.max_batch_messages.max(1) as usize;
+        let max_bytes = usize::try_from(limits.max_batch_bytes).unwrap_or(usize::MAX);
         let mut groups: Vec<Group> = Vec::new();
         for req in requests {
             let single = req
