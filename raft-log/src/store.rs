@@ -93,13 +93,7 @@ impl<C> LogStore<C> {
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
         // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
         // zero-fill and two faults per page.
-        Self::open_with_env(
-            dir,
-            config,
-            Arc::new(FsEnv {
-                mapped_writes: false,
-            }),
-        )
+        Self::open_with_env(dir, config, Arc::new(FsEnv::default()))
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always

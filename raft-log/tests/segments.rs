@@ -300,3 +300,65 @@ fn remove_large_shrinks_then_unlinks() {
     assert!(!p.exists());
     env.remove_large(&p).unwrap();
 }
+
+/// A pinned range keeps every byte readable while retention deletes its segments, even when
+/// the segments are large enough for `remove_large` to shrink them (issue 13: shrinking a
+/// mapped file made the pin's reads past the new end raise SIGBUS).
+#[test]
+fn pinned_segments_stay_readable_through_stepwise_removal() {
+    const BIG: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let env = raftmq_raft_log::env::FsEnv {
+        remove_step_bytes: 64 << 10,
+        ..raftmq_raft_log::env::FsEnv::default()
+    };
+    let c = LogConfig {
+        segment_bytes: BIG,
+        flush: FlushPolicy::Async {
+            interval_ms: 60_000,
+        },
+        ..LogConfig::default()
+    };
+    let s: Store = LogStore::open_with_env(dir.path(), c, Arc::new(env)).unwrap();
+    // 30 entries of 100 KiB: ten per segment, three segments.
+    s.append_entries((1..=30).map(|i| entry(1, i, 100 << 10)).collect(), ignore())
+        .unwrap();
+    let last_in_first_two = (1..=30)
+        .map(|i| s.entry_location(i).unwrap())
+        .rfind(|l| l.end() <= 2 * BIG)
+        .unwrap();
+    let pinned_end = last_in_first_two.end();
+    let pin = s.pin_range(0, pinned_end).unwrap();
+    let expected: Vec<_> = (1..=last_in_first_two.index)
+        .map(|i| {
+            let l = s.entry_location(i).unwrap();
+            (l, s.read_at(l.phys, l.size).unwrap())
+        })
+        .collect();
+    // Purge into the third segment, so that both pinned segments go.
+    s.purge(LogId::new_term_index(1, last_in_first_two.index + 1))
+        .unwrap();
+    let min = s.delete_segments_below(2 * BIG).unwrap();
+    assert_eq!(min, 2 * BIG);
+    assert!(!dir
+        .path()
+        .join("commitlog")
+        .join(format!("{:020}", 0))
+        .exists());
+    for (l, bytes) in &expected {
+        assert_eq!(
+            &pin.read_at(l.phys, l.size).unwrap(),
+            bytes,
+            "entry {}",
+            l.index
+        );
+    }
+    // Every byte of the pinned segments, the zero tails included.
+    for seg in 0..2 {
+        let end = ((seg + 1) * BIG).min(pinned_end);
+        let got = pin.read_at(seg * BIG, (end - seg * BIG) as u32).unwrap();
+        assert_eq!(got.len() as u64, end - seg * BIG);
+    }
+    drop(pin);
+    s.close().unwrap();
+}
