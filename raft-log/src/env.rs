@@ -65,6 +65,9 @@ pub trait Env: Send + Sync {
     fn remove_large(&self, path: &Path) -> io::Result<()> {
         self.remove(path)
     }
+    /// Renames a file, replacing `to` if it exists (not durable until the directories are
+    /// synced).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsyncs a directory.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
@@ -330,6 +333,10 @@ impl Env for FsEnv {
             Err(e) => return Err(e),
         }
         self.remove(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -18,7 +18,8 @@
 //!   per [`mod@format`]; an entry never spans two segments (a padding record fills the tail).
 //! - `raft-index/index`: log index → (phys offset, size, term), 32-byte records
 //!   ([`raft_index`]); a cache, checked against the CommitLog on open and rebuilt if needed.
-//! - `meta/`: sled db with vote, committed id, last purged id, flush checkpoint, log start.
+//! - `meta/`: sled db with vote, committed id, last purged id, flush checkpoint, log start,
+//!   and an install swap in progress.
 //!
 //! **Public API** (used by `store` and `node`):
 //! - [`LogStore::open`]`(dir, LogConfig) -> Result<LogStore<C>, LogError>` (recovery runs
@@ -37,7 +38,8 @@
 //!   [`LogStore::replace_from_files`]`(staged_dir, purged: LogId, end)` on the receiver takes
 //!   over the snapshot's segment files (staged by `store`, streamed from the sender's pinned
 //!   segments) and records `purged` (the snapshot's last log id) as the last purged id; the
-//!   log may therefore start at any segment-aligned offset.
+//!   log may therefore start at any segment-aligned offset. Crash-safe: the swap is recorded
+//!   in `meta/` first and a recorded swap is finished by the next open (old log or new one).
 //!   [`LogStore::pin_range`]`(start, end) -> Result<PinnedRange>` holds committed bytes open
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
@@ -90,8 +92,7 @@
 //! **Known limits.** Open validates every retained record (CRCs included): open time grows
 //! with the retained log. The in-memory index costs 32 bytes per retained entry; the
 //! `raft-index` file is emptied by retention and refills from there. Vote saves (and an `async`
-//! log's committed-id saves) block the calling task for a sled flush. Replacing the log from a
-//! peer's segments is not crash-atomic (re-install after a crash).
+//! log's committed-id saves) block the calling task for a sled flush.
 
 pub mod config;
 pub mod env;

@@ -1,6 +1,6 @@
 //! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint,
-//! log start and the lost-commit floor. Vote, committed id, purged id, log start and the floor
-//! are flushed before the setter returns; the flush checkpoint is written without a flush (sled
+//! log start, the lost-commit floor and an install swap in progress. Vote, committed id, purged
+//! id, log start, the floor and the install swap are flushed before the setter returns; the flush checkpoint is written without a flush (sled
 //! persists it within its own flush interval) because a stale checkpoint is only more
 //! conservative.
 
@@ -22,6 +22,7 @@ const KEY_PURGED: &str = "purged";
 const KEY_CHECKPOINT: &str = "flush-checkpoint";
 const KEY_LOG_START: &str = "log-start";
 const KEY_LOST_COMMIT: &str = "lost-commit-floor";
+const KEY_INSTALL_SWAP: &str = "install-swap";
 
 /// The last flushed position recorded by the flusher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,24 @@ pub struct FlushCheckpoint {
     pub phys_end: PhysOffset,
     /// Last entry inside them.
     pub log_id: Option<LogId>,
+}
+
+/// A snapshot install's segment swap in progress (recorded before the first old segment goes,
+/// cleared after the new log start, purged id and checkpoint are written): what the next open
+/// needs to finish it (see `install.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct InstallSwap {
+    /// Directory holding the staged segments not moved in yet.
+    pub staged: std::path::PathBuf,
+    /// Start of the first new segment (the new log start).
+    pub start: PhysOffset,
+    /// How many new segments, contiguous from `start`.
+    pub segments: u64,
+    /// End of the new segments' records (the new checkpoint and append position).
+    pub end: PhysOffset,
+    /// The snapshot's last log id (the new last purged id).
+    pub purged: LogId,
 }
 
 /// Handle to the meta db.
@@ -141,6 +160,17 @@ impl Meta {
     /// Records (or clears, `None`) the lost-commit floor durably.
     pub fn set_lost_commit_floor(&self, f: &Option<LogId>) -> LogResult<()> {
         self.put(KEY_LOST_COMMIT, f, true)
+    }
+
+    /// The interrupted install swap, if any.
+    pub fn install_swap(&self) -> LogResult<Option<InstallSwap>> {
+        self.get::<Option<InstallSwap>>(KEY_INSTALL_SWAP)
+            .map(Option::flatten)
+    }
+
+    /// Records (or clears, `None`) the install swap in progress durably.
+    pub fn set_install_swap(&self, s: Option<&InstallSwap>) -> LogResult<()> {
+        self.put(KEY_INSTALL_SWAP, &s, true)
     }
 
     /// Flushes everything.

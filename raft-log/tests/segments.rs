@@ -362,3 +362,82 @@ fn pinned_segments_stay_readable_through_stepwise_removal() {
     drop(pin);
     s.close().unwrap();
 }
+
+/// What a log reopened after an interrupted install holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Side {
+    Old,
+    New,
+}
+
+/// Checks that `b` is either the untouched old log (entries 1..=12) or the installed one
+/// (equal to `a` from entry 11 on, purged up to 30); says which.
+fn old_or_new(a: &Store, b: &Store) -> Side {
+    let (wa, wb) = (a.watermarks(), b.watermarks());
+    assert!(b.lost_commit_floor().is_none(), "{wb:?}");
+    if wb.last_purged.is_none() {
+        assert_eq!(wb.min_phys_offset, 0, "{wb:?}");
+        assert_eq!(wb.appended, Some(LogId::new_term_index(1, 12)), "{wb:?}");
+        assert_eq!(b.read_entries(1, 13).unwrap().len(), 12);
+        return Side::Old;
+    }
+    assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)), "{wb:?}");
+    assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
+    assert_eq!(wb.appended, wa.appended);
+    assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
+    for i in 11..=40 {
+        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+    }
+    Side::New
+}
+
+/// Issue 13: a crash after any I/O step of `replace_from_files` leaves a log that opens as the
+/// old log or the new one, and installing again from there (the store's redo) succeeds.
+#[test]
+fn crash_at_every_install_step_reopens_old_or_new() {
+    let dir_a = tempfile::tempdir().unwrap();
+    let a = open_fs(&dir_a);
+    a.append_entries((1..=40).map(|i| entry(1, i, 700)).collect(), ignore())
+        .unwrap();
+    a.purge(LogId::new_term_index(1, 10)).unwrap();
+    a.delete_segments_below(a.watermarks().purged_phys_end)
+        .unwrap();
+    let mut seen = Vec::new();
+    for n in 1.. {
+        let dir_b = tempfile::tempdir().unwrap();
+        let b = open_fs(&dir_b);
+        // Old segments 0..3 share names with the snapshot's first segments.
+        b.append_entries((1..=12).map(|i| entry(1, i, 700)).collect(), ignore())
+            .unwrap();
+        b.save_committed(Some(LogId::new_term_index(1, 3))).unwrap();
+        let staged = dir_b.path().join("staged");
+        let end = stage_segments(&a, &staged);
+        b.set_install_failpoint(Some(n));
+        let r = b.replace_from_files(&staged, LogId::new_term_index(1, 30), end);
+        drop(b);
+        let b = open_fs(&dir_b);
+        let side = old_or_new(&a, &b);
+        if r.is_ok() {
+            assert_eq!(side, Side::New);
+            break;
+        }
+        seen.push(side);
+        // The redo: stage again, install again.
+        std::fs::remove_dir_all(&staged).ok();
+        let end = stage_segments(&a, &staged);
+        b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
+            .unwrap();
+        assert_eq!(old_or_new(&a, &b), Side::New);
+        b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+        assert!(b.entry_location(41).is_some());
+        b.close().unwrap();
+        drop(b);
+        let b = open_fs(&dir_b);
+        assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    }
+    assert!(
+        seen.contains(&Side::Old) && seen.contains(&Side::New),
+        "{seen:?}"
+    );
+    assert!(seen.len() > 8, "{seen:?}");
+}
