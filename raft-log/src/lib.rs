@@ -104,6 +104,7 @@ pub mod store;
 pub mod types;
 
 mod batch;
+mod checkpointer;
 mod committer;
 mod durable;
 mod flush_queue;

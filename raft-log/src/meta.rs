@@ -1,8 +1,9 @@
 //! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint,
-//! log start, the lost-commit floor and an install swap in progress. Vote, committed id, purged
-//! id, log start, the floor and the install swap are flushed before the setter returns; the flush checkpoint is written without a flush (sled
-//! persists it within its own flush interval) because a stale checkpoint is only more
-//! conservative.
+//! log start, the lost-commit floor and an install swap in progress. Each setter that a caller
+//! asks to be durable flushes the db before it returns; the flusher writes the flush checkpoint
+//! durably once per flush cycle, right after the fdatasync it describes (a checkpoint is never
+//! ahead of the synced bytes; a stale one would make flushed, later corrupted bytes look like a
+//! torn tail at open).
 
 use std::path::Path;
 

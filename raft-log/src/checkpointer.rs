@@ -1,0 +1,104 @@
+//! [`Checkpointer`]: the `raftlog-ckpt` thread, which makes the flush checkpoints of the
+//! flusher's cycles durable (sled flush) off the flusher thread, coalescing the checkpoints
+//! recorded while a flush runs or during [`MIN_INTERVAL`] after one (one sled flush covers
+//! every insert before it): a sled fsync per cycle competed with the log's own fdatasyncs
+//! (1 KiB x 1 appender, `sync`: -40%).
+//!
+//! Order: the flusher records a checkpoint (sled insert) only after the fdatasync it describes,
+//! so a durable checkpoint is never ahead of the synced bytes; it lags the last flush cycle by
+//! at most [`MIN_INTERVAL`] plus one sled flush. An explicit `LogStore::flush` makes it durable before returning.
+//! A failed sled flush stops the log like a failed flush.
+
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+
+use parking_lot::Condvar;
+use parking_lot::Mutex;
+
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::shared::Shared;
+
+/// Least time between two sled flushes of the checkpointer.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+#[derive(Default)]
+struct Flags {
+    /// A checkpoint was recorded since the last sled flush started.
+    dirty: bool,
+    stop: bool,
+}
+
+/// The checkpoint persister and its thread.
+pub struct Checkpointer {
+    shared: Arc<Shared>,
+    flags: Mutex<Flags>,
+    cv: Condvar,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Checkpointer {
+    /// Starts the thread.
+    pub fn start(shared: Arc<Shared>) -> LogResult<Arc<Self>> {
+        let c = Arc::new(Checkpointer {
+            shared,
+            flags: Mutex::default(),
+            cv: Condvar::new(),
+            thread: Mutex::new(None),
+        });
+        let c2 = c.clone();
+        let t = std::thread::Builder::new()
+            .name("raftlog-ckpt".into())
+            .spawn(move || c2.run())
+            .map_err(|e| LogError::io("spawn checkpointer", "", e))?;
+        *c.thread.lock() = Some(t);
+        Ok(c)
+    }
+
+    /// A checkpoint was recorded (not flushed): make it durable soon.
+    pub fn note_recorded(&self) {
+        self.flags.lock().dirty = true;
+        self.cv.notify_one();
+    }
+
+    fn run(&self) {
+        let mut last: Option<Instant> = None;
+        loop {
+            {
+                let mut f = self.flags.lock();
+                loop {
+                    let due = last.map(|t| t + MIN_INTERVAL);
+                    let now = Instant::now();
+                    match due {
+                        _ if f.stop && !f.dirty => return,
+                        Some(due) if f.dirty && !f.stop && now < due => {
+                            self.cv.wait_for(&mut f, due - now);
+                        }
+                        _ if f.dirty => break,
+                        _ => self.cv.wait(&mut f),
+                    }
+                }
+                f.dirty = false;
+            }
+            last = Some(Instant::now());
+            if self.shared.state.lock().failed.is_some() {
+                continue;
+            }
+            if let Err(e) = self.shared.meta.flush() {
+                self.shared.fail(e);
+            }
+        }
+    }
+
+    /// Flushes what is recorded, then stops and joins the thread.
+    pub fn stop(&self) {
+        self.flags.lock().stop = true;
+        self.cv.notify_all();
+        if let Some(t) = self.thread.lock().take() {
+            if t.join().is_err() {
+                tracing::error!("checkpointer thread panicked");
+            }
+        }
+    }
+}
