@@ -9,6 +9,7 @@
 //! at most [`MIN_INTERVAL`] plus one sled flush. An explicit `LogStore::flush` makes it durable before returning.
 //! A failed sled flush stops the log like a failed flush.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
@@ -33,6 +34,8 @@ struct Flags {
 /// The checkpoint persister and its thread.
 pub struct Checkpointer {
     shared: Arc<Shared>,
+    /// `raft-index/index` (named in errors).
+    index_path: PathBuf,
     flags: Mutex<Flags>,
     cv: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -40,9 +43,10 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     /// Starts the thread.
-    pub fn start(shared: Arc<Shared>) -> LogResult<Arc<Self>> {
+    pub fn start(shared: Arc<Shared>, index_path: PathBuf) -> LogResult<Arc<Self>> {
         let c = Arc::new(Checkpointer {
             shared,
+            index_path,
             flags: Mutex::default(),
             cv: Condvar::new(),
             thread: Mutex::new(None),
@@ -85,10 +89,20 @@ impl Checkpointer {
             if self.shared.state.lock().failed.is_some() {
                 continue;
             }
-            if let Err(e) = self.shared.meta.flush() {
+            if let Err(e) = self.persist() {
                 self.shared.fail(e);
             }
         }
+    }
+
+    /// Makes the recorded checkpoint durable: the raft index file first (open trusts its
+    /// records below a durable checkpoint), then the meta db.
+    pub fn persist(&self) -> LogResult<()> {
+        let index = self.shared.state.lock().index.file();
+        index
+            .sync()
+            .map_err(|e| LogError::io("fsync raft index", &self.index_path, e))?;
+        self.shared.meta.flush()
     }
 
     /// Flushes what is recorded, then stops and joins the thread.

@@ -43,7 +43,7 @@ impl Flusher {
         interval: Option<Duration>,
     ) -> LogResult<Arc<Self>> {
         let flusher = Arc::new(Flusher {
-            checkpointer: Checkpointer::start(shared.clone())?,
+            checkpointer: Checkpointer::start(shared.clone(), index_dir.join("index"))?,
             shared,
             cycle: Mutex::new(()),
             index_dir,
@@ -142,7 +142,7 @@ impl Flusher {
             }
         }
         if durable {
-            if let Err(e) = shared.meta.flush() {
+            if let Err(e) = self.checkpointer.persist() {
                 return Err(shared.fail(e));
             }
         } else if changed {

@@ -183,8 +183,8 @@ pub fn finish_interrupted(
     finish_swap(env, seg_dir, meta, &swap, seg_bytes, &Failpoint::default())
 }
 
-/// The swap from any intermediate state: old segments out, staged ones in, new log start,
-/// purged id and checkpoint, record cleared. Each step is idempotent.
+/// The swap from any intermediate state: old segments out, staged ones in, old raft index
+/// removed, new log start, purged id and checkpoint, record cleared. Each step is idempotent.
 fn finish_swap(
     env: &dyn Env,
     seg_dir: &Path,
@@ -233,6 +233,13 @@ fn finish_swap(
         }
     }
     sync(fp)?;
+    // The old log's raft index must not stand in for the new segments at open.
+    if let Some(root) = seg_dir.parent() {
+        let index = root.join("raft-index").join("index");
+        env.remove(&index)
+            .map_err(|e| LogError::io("remove raft index", index, e))?;
+        fp.step("remove raft index")?;
+    }
     meta.set_log_start(swap.start)?;
     fp.step("set log start")?;
     meta.set_purged(&swap.purged)?;

@@ -16,7 +16,8 @@ use crate::recovery::recover;
 use crate::state::State;
 use crate::types::LogId;
 
-/// Opens the log's state from disk: recovers the CommitLog (see [`recover`]), loads or rebuilds
+/// Opens the log's state from disk: recovers the CommitLog (see [`recover`]; the raft index's
+/// records below the flush checkpoint stand in for the bytes they cover), loads or rebuilds
 /// the raft index, lowers a committed id past the recovered end (keeping the lost-commit
 /// floor), and makes what survived past the flush checkpoint durable.
 pub fn load_state(
@@ -27,15 +28,6 @@ pub fn load_state(
 ) -> LogResult<State> {
     let purged = meta.purged()?;
     let checkpoint = meta.checkpoint()?;
-    let rec = recover(
-        env.clone(),
-        dir.join("commitlog"),
-        config,
-        meta.log_start()?,
-        checkpoint,
-        purged,
-    )?;
-    meta.set_log_start(rec.start)?;
     let index_dir = dir.join("raft-index");
     env.create_dir_all(&index_dir)
         .map_err(|e| LogError::io("create dir", &index_dir, e))?;
@@ -43,6 +35,23 @@ pub fn load_state(
     let file = env
         .open_plain(&index_path)
         .map_err(|e| LogError::io("open raft index", &index_path, e))?;
+    let index_bytes = file
+        .read_all()
+        .map_err(|e| LogError::io("read raft index", &index_path, e))?;
+    let trusted =
+        RaftIndex::trusted_prefix(&index_bytes, checkpoint.phys_end, config.segment_bytes);
+    drop(index_bytes);
+    let rec = recover(
+        env.clone(),
+        dir.join("commitlog"),
+        config,
+        meta.log_start()?,
+        checkpoint,
+        purged,
+        &trusted,
+    )?;
+    drop(trusted);
+    meta.set_log_start(rec.start)?;
     let (index, rebuilt) = RaftIndex::load(file, rec.locations)
         .map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
     if rebuilt {

@@ -98,6 +98,18 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     drop(s);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    // The raft index covers the flushed bytes: open takes it instead of scanning them, and the
+    // corruption shows on the first read, never as a shorter log.
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
+    let err = s.read_entries(1, 7).unwrap_err();
+    assert!(
+        matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
+        "{err}"
+    );
+    drop(s);
+    // Without the index, open scans and refuses.
+    raftmq_raft_log::env::Env::remove(&env, &dir.path().join("raft-index").join("index")).unwrap();
     let err = open(&dir, &env, lazy()).err().expect("must refuse");
     let msg = err.to_string();
     assert!(
@@ -416,6 +428,17 @@ fn flushed_corruption_is_not_taken_for_a_torn_tail_after_a_crash() {
     env.crash(CrashMode::DropUnsynced);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    // With the raft index (durable below the checkpoint), open keeps every entry and the read
+    // reports the corruption.
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
+    assert!(matches!(
+        s.read_entries(5, 6).unwrap_err(),
+        LogError::Corruption { .. }
+    ));
+    drop(s);
+    // Without it, open scans: the checkpoint says the bytes were flushed.
+    raftmq_raft_log::env::Env::remove(&env, &dir.path().join("raft-index").join("index")).unwrap();
     let err = open(&dir, &env, lazy())
         .err()
         .expect("flushed corruption must be reported");
@@ -423,4 +446,40 @@ fn flushed_corruption_is_not_taken_for_a_torn_tail_after_a_crash() {
         matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
         "{err}"
     );
+}
+
+/// Issue 13: open takes the raft index for what the flush checkpoint covers (the bytes there
+/// are not read: a flipped payload byte goes unnoticed until a read) and scans only past it;
+/// a truncation's rewritten index records are durable before a checkpoint vouches for them.
+#[test]
+fn open_takes_the_raft_index_below_the_checkpoint_and_scans_past_it() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 8, 200);
+    s.flush().unwrap();
+    s.truncate_after(Some(LogId::new_term_index(1, 5))).unwrap();
+    let entries = (6..=7).map(|i| entry(2, i, 300)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+    s.flush().unwrap();
+    fill_term(&s, 2, 8, 9);
+    let loc2 = s.entry_location(2).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    assert!(env.corrupt(&seg, loc2.phys + 60, &[0xff]));
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(2, 7)));
+    let terms: Vec<_> = (1..=7).map(|i| s.entry_location(i).unwrap().term).collect();
+    assert_eq!(terms, vec![1, 1, 1, 1, 1, 2, 2]);
+    assert!(s.read_entries(3, 8).is_ok());
+    assert!(matches!(
+        s.read_entries(2, 3).unwrap_err(),
+        LogError::Corruption { .. }
+    ));
+}
+
+fn fill_term(s: &Store, term: u64, from: u64, to: u64) {
+    let entries = (from..=to).map(|i| entry(term, i, 300)).collect();
+    s.append_entries(entries, ignore()).unwrap();
 }
