@@ -1,13 +1,13 @@
 //! [`Checkpointer`]: the `raftlog-ckpt` thread, which makes the flush checkpoints of the
-//! flusher's cycles durable (sled flush) off the flusher thread, coalescing the checkpoints
-//! recorded while a flush runs or during [`MIN_INTERVAL`] after one (one sled flush covers
-//! every insert before it): a sled fsync per cycle competed with the log's own fdatasyncs
-//! (1 KiB x 1 appender, `sync`: -40%).
+//! flusher's cycles durable (raft index fdatasync, sled insert and flush) off the flusher
+//! thread, once for all the cycles that ran while it persisted or during [`MIN_INTERVAL`]
+//! after: a sled fsync per cycle competed with the log's own fdatasyncs.
 //!
-//! Order: the flusher records a checkpoint (sled insert) only after the fdatasync it describes,
-//! so a durable checkpoint is never ahead of the synced bytes; it lags the last flush cycle by
-//! at most [`MIN_INTERVAL`] plus one sled flush. An explicit `LogStore::flush` makes it durable before returning.
-//! A failed sled flush stops the log like a failed flush.
+//! Order: the flusher advances the in-memory checkpoint only after the fdatasync it describes,
+//! and this thread writes it after fdatasyncing the raft index, so a durable checkpoint is
+//! never ahead of the synced bytes or of the synced index records; it lags the last flush
+//! cycle by at most [`MIN_INTERVAL`] plus one persist. An explicit `LogStore::flush` makes it
+//! durable before returning. A failed persist stops the log like a failed flush.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +38,8 @@ pub struct Checkpointer {
     index_path: PathBuf,
     flags: Mutex<Flags>,
     cv: Condvar,
+    /// Serializes [`Checkpointer::persist`] (the thread and explicit flushes).
+    persisting: Mutex<()>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -49,6 +51,7 @@ impl Checkpointer {
             index_path,
             flags: Mutex::default(),
             cv: Condvar::new(),
+            persisting: Mutex::new(()),
             thread: Mutex::new(None),
         });
         let c2 = c.clone();
@@ -60,7 +63,7 @@ impl Checkpointer {
         Ok(c)
     }
 
-    /// A checkpoint was recorded (not flushed): make it durable soon.
+    /// The flushed position advanced: make it durable soon.
     pub fn note_recorded(&self) {
         self.flags.lock().dirty = true;
         self.cv.notify_one();
@@ -95,13 +98,27 @@ impl Checkpointer {
         }
     }
 
-    /// Makes the recorded checkpoint durable: the raft index file first (open trusts its
-    /// records below a durable checkpoint), then the meta db.
+    /// Makes the current checkpoint (`State::flushed`) durable: the raft index file is synced
+    /// first (open trusts its records below a durable checkpoint, and the flusher writes them
+    /// before it advances the checkpoint), then the checkpoint is written and the meta db
+    /// flushed. Skipped if a truncation or install changed the checkpoint meanwhile (they
+    /// write theirs durably themselves). Serialized, so the written checkpoints only grow.
     pub fn persist(&self) -> LogResult<()> {
-        let index = self.shared.state.lock().index.file();
+        let _one = self.persisting.lock();
+        let (cp, epoch, index) = {
+            let st = self.shared.state.lock();
+            (st.flushed, st.checkpoint_epoch, st.index.file())
+        };
         index
             .sync()
             .map_err(|e| LogError::io("fsync raft index", &self.index_path, e))?;
+        {
+            let st = self.shared.state.lock();
+            if st.checkpoint_epoch != epoch {
+                return Ok(());
+            }
+            self.shared.meta.set_checkpoint(&cp, false)?;
+        }
         self.shared.meta.flush()
     }
 

@@ -3,7 +3,7 @@
 //! One flush cycle flushes the whole dirty range `[flushed end, append position)` once
 //! (fdatasync; msync with mapped writes) and completes every waiter of the [`FlushQueue`] it
 //! covers, so under load many appends share one flush. A failed flush stops the log: every
-//! waiter (and every later append) gets the error. After the waiters, the cycle records the
+//! waiter (and every later append) gets the error. After the waiters, the cycle advances the
 //! flush checkpoint; the `checkpointer` makes it durable. The thread holds only the [`Shared`]
 //! core.
 //!
@@ -114,7 +114,8 @@ impl Flusher {
             };
             (st.dirty_ranges(), target, st.index.take_pending())
         };
-        // The raft index is a rebuildable cache: written here, off the append path, not synced.
+        // The raft index: written here, off the append path, before the fdatasync; synced by
+        // the checkpointer before a durable checkpoint covers it.
         if let Err(e) = index_write.apply(index_file.as_ref()) {
             let path = self.index_dir.clone();
             return Err(shared.fail(LogError::io("write raft index", path, e)));
@@ -132,15 +133,10 @@ impl Flusher {
             .durable
             .note_log_flushed(target.log_id.map(|l| l.index));
         shared.waiters.complete_upto(target.phys_end);
-        // The checkpoint describes the fdatasync above, so it is recorded after it and made
-        // durable right after (here, or by the checkpointer, one sled flush for every cycle
-        // that ran meanwhile). A stale one would let recovery cut flushed, later corrupted
-        // bytes as a torn tail instead of reporting them.
-        if changed {
-            if let Err(e) = shared.meta.set_checkpoint(&target, false) {
-                return Err(shared.fail(e));
-            }
-        }
+        // The checkpoint describes the fdatasync above, so it is advanced after it and made
+        // durable right after (here, or by the checkpointer, once for every cycle that ran
+        // meanwhile). A stale one would let recovery cut flushed, later corrupted bytes as a
+        // torn tail instead of reporting them.
         if durable {
             if let Err(e) = self.checkpointer.persist() {
                 return Err(shared.fail(e));

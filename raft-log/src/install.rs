@@ -143,7 +143,9 @@ pub fn replace_from_files(
             seg_bytes,
             failpoint,
         )?;
+        let epoch = st.checkpoint_epoch + 1;
         *st = load_state(dir, config, writer.env().clone(), &shared.meta)?;
+        st.checkpoint_epoch = epoch;
         // A tail too short for a record header is skipped by recovery: the next append
         // goes to the next segment either way.
         let short_tail = st.append_pos > end

@@ -96,6 +96,7 @@ pub fn load_state(
         vote: meta.vote()?,
         lost_commit_floor: floor,
         flushed,
+        checkpoint_epoch: 0,
         failed: None,
         closed: false,
     };
