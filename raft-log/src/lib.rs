@@ -81,7 +81,7 @@
 //!   removals fsync the directory too. The next segment is prepared by a background thread.
 //! - The flush checkpoint (`meta/`) is recorded after the fdatasync it describes and made
 //!   durable right after, with the `raft-index` file fsynced first (the `raftlog-ckpt` thread,
-//!   at most every 10 ms; inline for an explicit [`LogStore::flush`]).
+//!   at most every 100 ms; inline for an explicit [`LogStore::flush`]).
 //! - Recovery: the raft index's records below the checkpoint are taken once their first and
 //!   last headers match the CommitLog; the scan covers the rest. A record that fails
 //!   validation past the flush checkpoint is a torn tail (cut, logged); before it, corruption:
