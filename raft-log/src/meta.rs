@@ -34,6 +34,16 @@ pub struct FlushCheckpoint {
     pub log_id: Option<LogId>,
 }
 
+/// The stored form of [`FlushCheckpoint`]: older versions wrote it without `index_synced`
+/// (their raft index was not synced with it) and ignore the field when they read it.
+#[derive(Serialize, Deserialize)]
+struct StoredCheckpoint {
+    phys_end: PhysOffset,
+    log_id: Option<LogId>,
+    #[serde(default)]
+    index_synced: bool,
+}
+
 /// A snapshot install's segment swap in progress (recorded before the first old segment goes,
 /// cleared after the new log start, purged id and checkpoint are written): what the next open
 /// needs to finish it (see `install.rs`).
@@ -131,14 +141,28 @@ impl Meta {
         self.put(KEY_PURGED, p, true)
     }
 
-    /// Flush checkpoint.
-    pub fn checkpoint(&self) -> LogResult<FlushCheckpoint> {
-        Ok(self.get(KEY_CHECKPOINT)?.unwrap_or_default())
+    /// Flush checkpoint, and whether the raft index was fdatasynced before it was written
+    /// (true for every checkpoint this version writes; false for older versions' and none).
+    pub fn checkpoint(&self) -> LogResult<(FlushCheckpoint, bool)> {
+        let Some(c) = self.get::<StoredCheckpoint>(KEY_CHECKPOINT)? else {
+            return Ok((FlushCheckpoint::default(), false));
+        };
+        let cp = FlushCheckpoint {
+            phys_end: c.phys_end,
+            log_id: c.log_id,
+        };
+        Ok((cp, c.index_synced))
     }
 
-    /// Records the flush checkpoint (`durable`: flush the db before returning).
+    /// Records the flush checkpoint (`durable`: flush the db before returning). The caller
+    /// fdatasynced the raft index first (its records below `c` are durable).
     pub fn set_checkpoint(&self, c: &FlushCheckpoint, durable: bool) -> LogResult<()> {
-        self.put(KEY_CHECKPOINT, c, durable)
+        let stored = StoredCheckpoint {
+            phys_end: c.phys_end,
+            log_id: c.log_id,
+            index_synced: true,
+        };
+        self.put(KEY_CHECKPOINT, &stored, durable)
     }
 
     /// Physical offset where the log starts (segment-aligned).

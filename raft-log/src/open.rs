@@ -27,7 +27,7 @@ pub fn load_state(
     meta: &Meta,
 ) -> LogResult<State> {
     let purged = meta.purged()?;
-    let checkpoint = meta.checkpoint()?;
+    let (checkpoint, index_synced) = meta.checkpoint()?;
     let index_dir = dir.join("raft-index");
     env.create_dir_all(&index_dir)
         .map_err(|e| LogError::io("create dir", &index_dir, e))?;
@@ -38,8 +38,12 @@ pub fn load_state(
     let index_bytes = file
         .read_all()
         .map_err(|e| LogError::io("read raft index", &index_path, e))?;
-    let trusted =
-        RaftIndex::trusted_prefix(&index_bytes, checkpoint.phys_end, config.segment_bytes);
+    // An older version's checkpoint does not vouch for the index: scan everything.
+    let trusted = if index_synced {
+        RaftIndex::trusted_prefix(&index_bytes, checkpoint.phys_end, config.segment_bytes)
+    } else {
+        Vec::new()
+    };
     drop(index_bytes);
     let rec = recover(
         env.clone(),
@@ -109,6 +113,9 @@ pub fn load_state(
         phys_end: rec.end,
         log_id: last_id,
     };
+    st.index
+        .sync()
+        .map_err(|e| LogError::io("fsync raft index", &index_path, e))?;
     meta.set_checkpoint(&st.flushed, true)?;
     st.debug_validate();
     Ok(st)

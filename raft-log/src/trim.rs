@@ -137,6 +137,10 @@ impl Trimmer {
         st.flushed.log_id = keep
             .and_then(|k| st.index.get(k))
             .map(|l| LogId::new_term_index(l.term, l.index));
+        // The checkpoint vouches for the index records below it.
+        st.index
+            .sync()
+            .map_err(|e| LogError::io("fsync raft index", &self.index_dir, e))?;
         self.shared.meta.set_checkpoint(&st.flushed, true)?;
         st.index
             .truncate_after(keep)
