@@ -1,4 +1,5 @@
-//! Recovery on open: scan the CommitLog, find the last valid record, tell a torn tail from
+//! Recovery on open: scan the CommitLog (taking the raft index's records below the flush
+//! checkpoint instead of their bytes), find the last valid record, tell a torn tail from
 //! corruption of flushed data, truncate, and rebuild the raft index.
 
 use std::path::PathBuf;
