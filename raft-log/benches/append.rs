@@ -74,6 +74,7 @@ async fn bench_log(
         Some(m) => {
             let env = raftmq_raft_log::env::FsEnv {
                 mapped_writes: m == "1",
+                ..raftmq_raft_log::env::FsEnv::default()
             };
             LogStore::open_with_env(dir, config, Arc::new(env)).expect("open log")
         }

@@ -60,19 +60,39 @@ pub trait Env: Send + Sync {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Removes a large file without one long burst of file-system work (the default is
     /// [`Env::remove`]). Blocks for a while: call it off the hot path, with no lock held.
+    /// The file may be shrunk before it is unlinked, so it must not be mapped any more
+    /// (reading a mapping past a file's end raises SIGBUS): see [`crate::Detached::delete`].
     fn remove_large(&self, path: &Path) -> io::Result<()> {
         self.remove(path)
     }
+    /// Renames a file, replacing `to` if it exists (not durable until the directories are
+    /// synced).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsyncs a directory.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
+/// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
+pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
+
 /// The real environment: `std::fs` and memmap2.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct FsEnv {
     /// Write segments by storing into the mapping and flush with msync; else (the default for
     /// both policies) pwrite + fdatasync. See the `MmapSegment` docs in `env.rs`.
     pub mapped_writes: bool,
+    /// How much [`Env::remove_large`] shrinks a file per step. Default [`REMOVE_STEP_BYTES`];
+    /// tests lower it to exercise the shrinking on small segments.
+    pub remove_step_bytes: u64,
+}
+
+impl Default for FsEnv {
+    fn default() -> Self {
+        FsEnv {
+            mapped_writes: false,
+            remove_step_bytes: REMOVE_STEP_BYTES,
+        }
+    }
 }
 
 /// A segment file, always read through a shared mapping and written with pwrite (unless
@@ -294,16 +314,17 @@ impl Env for FsEnv {
         }
     }
 
-    /// Shrinks the file 64 MiB at a time, pausing 2 ms between steps, then unlinks it:
+    /// Shrinks the file [`FsEnv::remove_step_bytes`] (64 MiB) at a time, pausing 2 ms between
+    /// steps, then unlinks it:
     /// unlinking a 1 GiB file frees all its extents in one journal transaction, and the
     /// log's fdatasyncs waited behind it for over 150 ms (a missed replication round).
     fn remove_large(&self, path: &Path) -> io::Result<()> {
-        const STEP: u64 = 64 << 20;
+        let step = self.remove_step_bytes.max(1);
         match OpenOptions::new().write(true).open(path) {
             Ok(f) => {
                 let mut len = f.metadata()?.len();
-                while len > STEP {
-                    len -= STEP;
+                while len > step {
+                    len -= step;
                     f.set_len(len)?;
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
@@ -312,6 +333,10 @@ impl Env for FsEnv {
             Err(e) => return Err(e),
         }
         self.remove(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -3,7 +3,9 @@
 //! One flush cycle flushes the whole dirty range `[flushed end, append position)` once
 //! (fdatasync; msync with mapped writes) and completes every waiter of the [`FlushQueue`] it
 //! covers, so under load many appends share one flush. A failed flush stops the log: every
-//! waiter (and every later append) gets the error. The thread holds only the [`Shared`] core.
+//! waiter (and every later append) gets the error. After the waiters, the cycle advances the
+//! flush checkpoint; the `checkpointer` makes it durable. The thread holds only the [`Shared`]
+//! core.
 //!
 //! [`FlushQueue`]: crate::flush_queue::FlushQueue
 
@@ -14,6 +16,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use parking_lot::MutexGuard;
 
+use crate::checkpointer::Checkpointer;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::meta::FlushCheckpoint;
@@ -26,6 +29,8 @@ pub struct Flusher {
     cycle: Mutex<()>,
     /// The `raft-index` directory (named in errors).
     index_dir: PathBuf,
+    /// Makes the checkpoints of the thread's cycles durable.
+    checkpointer: Arc<Checkpointer>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -38,6 +43,7 @@ impl Flusher {
         interval: Option<Duration>,
     ) -> LogResult<Arc<Self>> {
         let flusher = Arc::new(Flusher {
+            checkpointer: Checkpointer::start(shared.clone(), index_dir.join("index"))?,
             shared,
             cycle: Mutex::new(()),
             index_dir,
@@ -54,13 +60,14 @@ impl Flusher {
 
     fn run(&self, interval: Option<Duration>) {
         while self.shared.waiters.wait_for_work(interval) {
-            if let Err(e) = self.flush_once() {
+            let _cycle = self.cycle.lock();
+            if let Err(e) = self.cycle_locked(false) {
                 tracing::error!(error = %e, "flush failed: the log is stopped");
             }
         }
     }
 
-    /// Stops and joins the thread.
+    /// Stops and joins the thread (and the checkpointer's).
     pub fn stop(&self) {
         self.shared.waiters.stop();
         if let Some(t) = self.thread.lock().take() {
@@ -68,6 +75,7 @@ impl Flusher {
                 tracing::error!("flusher thread panicked");
             }
         }
+        self.checkpointer.stop();
     }
 
     /// Holds off flush cycles while the caller changes the log under the returned guard.
@@ -76,7 +84,8 @@ impl Flusher {
     }
 
     /// One flush cycle: msync the dirty range, advance the flushed watermark, complete the
-    /// waiters it covers. Errors stop the log and fail every waiter.
+    /// waiters it covers, make the checkpoint durable. Errors stop the log and fail every
+    /// waiter.
     pub fn flush_once(&self) -> LogResult<()> {
         let _cycle = self.cycle.lock();
         self.flush_locked()
@@ -84,6 +93,12 @@ impl Flusher {
 
     /// [`Flusher::flush_once`] with the cycle lock ([`Flusher::lock_cycle`]) already held.
     pub fn flush_locked(&self) -> LogResult<()> {
+        self.cycle_locked(true)
+    }
+
+    /// One cycle; the checkpoint is made durable before returning (`durable`) or by the
+    /// checkpointer thread (the flusher thread's own cycles).
+    fn cycle_locked(&self, durable: bool) -> LogResult<()> {
         let shared = &*self.shared;
         let (ranges, target, (index_file, index_write)) = {
             let mut st = shared.state.lock();
@@ -99,7 +114,8 @@ impl Flusher {
             };
             (st.dirty_ranges(), target, st.index.take_pending())
         };
-        // The raft index is a rebuildable cache: written here, off the append path, not synced.
+        // The raft index: written here, off the append path, before the fdatasync; synced by
+        // the checkpointer before a durable checkpoint covers it.
         if let Err(e) = index_write.apply(index_file.as_ref()) {
             let path = self.index_dir.clone();
             return Err(shared.fail(LogError::io("write raft index", path, e)));
@@ -113,15 +129,21 @@ impl Flusher {
             let mut st = shared.state.lock();
             std::mem::replace(&mut st.flushed, target) != target
         };
-        if changed {
-            if let Err(e) = shared.meta.set_checkpoint(&target, false) {
-                return Err(shared.fail(e));
-            }
-        }
         shared
             .durable
             .note_log_flushed(target.log_id.map(|l| l.index));
         shared.waiters.complete_upto(target.phys_end);
+        // The checkpoint describes the fdatasync above, so it is advanced after it and made
+        // durable right after (here, or by the checkpointer, once for every cycle that ran
+        // meanwhile). A stale one would let recovery cut flushed, later corrupted bytes as a
+        // torn tail instead of reporting them.
+        if durable {
+            if let Err(e) = self.checkpointer.persist() {
+                return Err(shared.fail(e));
+            }
+        } else if changed {
+            self.checkpointer.note_recorded();
+        }
         tracing::trace!(phys_offset = target.phys_end, "flushed");
         Ok(())
     }

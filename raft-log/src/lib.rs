@@ -18,7 +18,8 @@
 //!   per [`mod@format`]; an entry never spans two segments (a padding record fills the tail).
 //! - `raft-index/index`: log index → (phys offset, size, term), 32-byte records
 //!   ([`raft_index`]); a cache, checked against the CommitLog on open and rebuilt if needed.
-//! - `meta/`: sled db with vote, committed id, last purged id, flush checkpoint, log start.
+//! - `meta/`: sled db with vote, committed id, last purged id, flush checkpoint, log start,
+//!   and an install swap in progress.
 //!
 //! **Public API** (used by `store` and `node`):
 //! - [`LogStore::open`]`(dir, LogConfig) -> Result<LogStore<C>, LogError>` (recovery runs
@@ -37,7 +38,8 @@
 //!   [`LogStore::replace_from_files`]`(staged_dir, purged: LogId, end)` on the receiver takes
 //!   over the snapshot's segment files (staged by `store`, streamed from the sender's pinned
 //!   segments) and records `purged` (the snapshot's last log id) as the last purged id; the
-//!   log may therefore start at any segment-aligned offset.
+//!   log may therefore start at any segment-aligned offset. Crash-safe: the swap is recorded
+//!   in `meta/` first and a recorded swap is finished by the next open (old log or new one).
 //!   [`LogStore::pin_range`]`(start, end) -> Result<PinnedRange>` holds committed bytes open
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
@@ -48,8 +50,9 @@
 //! - [`raft_index`]: log index → location; `meta`: the sled db.
 //! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
 //!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
-//! - Workers: `flusher` (`Flusher`, group commit / interval flush) and `committer`
-//!   (`Committer`, the committed id; `wait_durable`), each holding only `Shared`.
+//! - Workers: `flusher` (`Flusher`, group commit / interval flush; its `checkpointer` makes
+//!   the flush checkpoint durable) and `committer` (`Committer`, the committed id;
+//!   `wait_durable`), each holding only `Shared`.
 //! - [`LogStore`] (`store`) wires them together and delegates ([`Watermarks`]: its positions);
 //!   `storage_impl` is the openraft `RaftLogStorage` / `RaftLogReader` impl over it.
 //!
@@ -76,9 +79,14 @@
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.
-//! - Recovery: a record that fails validation past the flush checkpoint is a torn tail (cut,
-//!   logged); before it, corruption: open fails naming file, offset and reason unless
-//!   `repair-truncate-corruption` is set. A committed id past the recovered end is lowered.
+//! - The flush checkpoint (`meta/`) is recorded after the fdatasync it describes and made
+//!   durable right after, with the `raft-index` file fsynced first (the `raftlog-ckpt` thread,
+//!   at most every 100 ms; inline for an explicit [`LogStore::flush`]).
+//! - Recovery: the raft index's records below the checkpoint are taken once their first and
+//!   last headers match the CommitLog; the scan covers the rest. A record that fails
+//!   validation past the flush checkpoint is a torn tail (cut, logged); before it, corruption:
+//!   open fails naming file, offset and reason unless `repair-truncate-corruption` is set. A
+//!   committed id past the recovered end is lowered.
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
@@ -87,11 +95,12 @@
 //! mapped pages costs a zero-fill and two faults per page). Readers always read through the
 //! mapping (one page cache).
 //!
-//! **Known limits.** Open validates every retained record (CRCs included): open time grows
-//! with the retained log. The in-memory index costs 32 bytes per retained entry; the
-//! `raft-index` file is emptied by retention and refills from there. Vote saves (and an `async`
-//! log's committed-id saves) block the calling task for a sled flush. Replacing the log from a
-//! peer's segments is not crash-atomic (re-install after a crash).
+//! **Known limits.** Open validates (CRCs included) only the records past the flush checkpoint
+//! and those below the first record the `raft-index` file holds; below the checkpoint the
+//! index stands in for the bytes, so corruption there shows on the first read of the entry,
+//! not at open. The in-memory index costs 32 bytes per retained entry; the `raft-index` file
+//! is emptied by retention and refills from there (open then scans what it lacks). Vote saves (and an `async`
+//! log's committed-id saves) block the calling task for a sled flush.
 
 pub mod config;
 pub mod env;
@@ -103,6 +112,7 @@ pub mod store;
 pub mod types;
 
 mod batch;
+mod checkpointer;
 mod committer;
 mod durable;
 mod flush_queue;

@@ -252,6 +252,15 @@ impl Env for MemEnv {
         Ok(())
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut files = self.files.lock();
+        let f = files
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.display().to_string()))?;
+        files.insert(to.to_path_buf(), f);
+        Ok(())
+    }
+
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }

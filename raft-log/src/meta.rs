@@ -1,8 +1,9 @@
 //! The `meta/` sled database: vote, committed log id, last purged log id, flush checkpoint,
-//! log start and the lost-commit floor. Vote, committed id, purged id, log start and the floor
-//! are flushed before the setter returns; the flush checkpoint is written without a flush (sled
-//! persists it within its own flush interval) because a stale checkpoint is only more
-//! conservative.
+//! log start, the lost-commit floor and an install swap in progress. Each setter that a caller
+//! asks to be durable flushes the db before it returns; the flusher writes the flush checkpoint
+//! durably once per flush cycle, right after the fdatasync it describes (a checkpoint is never
+//! ahead of the synced bytes; a stale one would make flushed, later corrupted bytes look like a
+//! torn tail at open).
 
 use std::path::Path;
 
@@ -22,6 +23,7 @@ const KEY_PURGED: &str = "purged";
 const KEY_CHECKPOINT: &str = "flush-checkpoint";
 const KEY_LOG_START: &str = "log-start";
 const KEY_LOST_COMMIT: &str = "lost-commit-floor";
+const KEY_INSTALL_SWAP: &str = "install-swap";
 
 /// The last flushed position recorded by the flusher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +32,34 @@ pub struct FlushCheckpoint {
     pub phys_end: PhysOffset,
     /// Last entry inside them.
     pub log_id: Option<LogId>,
+}
+
+/// The stored form of [`FlushCheckpoint`]: older versions wrote it without `index_synced`
+/// (their raft index was not synced with it) and ignore the field when they read it.
+#[derive(Serialize, Deserialize)]
+struct StoredCheckpoint {
+    phys_end: PhysOffset,
+    log_id: Option<LogId>,
+    #[serde(default)]
+    index_synced: bool,
+}
+
+/// A snapshot install's segment swap in progress (recorded before the first old segment goes,
+/// cleared after the new log start, purged id and checkpoint are written): what the next open
+/// needs to finish it (see `install.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct InstallSwap {
+    /// Directory holding the staged segments not moved in yet.
+    pub staged: std::path::PathBuf,
+    /// Start of the first new segment (the new log start).
+    pub start: PhysOffset,
+    /// How many new segments, contiguous from `start`.
+    pub segments: u64,
+    /// End of the new segments' records (the new checkpoint and append position).
+    pub end: PhysOffset,
+    /// The snapshot's last log id (the new last purged id).
+    pub purged: LogId,
 }
 
 /// Handle to the meta db.
@@ -111,14 +141,28 @@ impl Meta {
         self.put(KEY_PURGED, p, true)
     }
 
-    /// Flush checkpoint.
-    pub fn checkpoint(&self) -> LogResult<FlushCheckpoint> {
-        Ok(self.get(KEY_CHECKPOINT)?.unwrap_or_default())
+    /// Flush checkpoint, and whether the raft index was fdatasynced before it was written
+    /// (true for every checkpoint this version writes; false for older versions' and none).
+    pub fn checkpoint(&self) -> LogResult<(FlushCheckpoint, bool)> {
+        let Some(c) = self.get::<StoredCheckpoint>(KEY_CHECKPOINT)? else {
+            return Ok((FlushCheckpoint::default(), false));
+        };
+        let cp = FlushCheckpoint {
+            phys_end: c.phys_end,
+            log_id: c.log_id,
+        };
+        Ok((cp, c.index_synced))
     }
 
-    /// Records the flush checkpoint (`durable`: flush the db before returning).
+    /// Records the flush checkpoint (`durable`: flush the db before returning). The caller
+    /// fdatasynced the raft index first (its records below `c` are durable).
     pub fn set_checkpoint(&self, c: &FlushCheckpoint, durable: bool) -> LogResult<()> {
-        self.put(KEY_CHECKPOINT, c, durable)
+        let stored = StoredCheckpoint {
+            phys_end: c.phys_end,
+            log_id: c.log_id,
+            index_synced: true,
+        };
+        self.put(KEY_CHECKPOINT, &stored, durable)
     }
 
     /// Physical offset where the log starts (segment-aligned).
@@ -141,6 +185,17 @@ impl Meta {
     /// Records (or clears, `None`) the lost-commit floor durably.
     pub fn set_lost_commit_floor(&self, f: &Option<LogId>) -> LogResult<()> {
         self.put(KEY_LOST_COMMIT, f, true)
+    }
+
+    /// The interrupted install swap, if any.
+    pub fn install_swap(&self) -> LogResult<Option<InstallSwap>> {
+        self.get::<Option<InstallSwap>>(KEY_INSTALL_SWAP)
+            .map(Option::flatten)
+    }
+
+    /// Records (or clears, `None`) the install swap in progress durably.
+    pub fn set_install_swap(&self, s: Option<&InstallSwap>) -> LogResult<()> {
+        self.put(KEY_INSTALL_SWAP, &s, true)
     }
 
     /// Flushes everything.

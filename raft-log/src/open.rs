@@ -16,7 +16,8 @@ use crate::recovery::recover;
 use crate::state::State;
 use crate::types::LogId;
 
-/// Opens the log's state from disk: recovers the CommitLog (see [`recover`]), loads or rebuilds
+/// Opens the log's state from disk: recovers the CommitLog (see [`recover`]; the raft index's
+/// records below the flush checkpoint stand in for the bytes they cover), loads or rebuilds
 /// the raft index, lowers a committed id past the recovered end (keeping the lost-commit
 /// floor), and makes what survived past the flush checkpoint durable.
 pub fn load_state(
@@ -26,16 +27,7 @@ pub fn load_state(
     meta: &Meta,
 ) -> LogResult<State> {
     let purged = meta.purged()?;
-    let checkpoint = meta.checkpoint()?;
-    let rec = recover(
-        env.clone(),
-        dir.join("commitlog"),
-        config,
-        meta.log_start()?,
-        checkpoint,
-        purged,
-    )?;
-    meta.set_log_start(rec.start)?;
+    let (checkpoint, index_synced) = meta.checkpoint()?;
     let index_dir = dir.join("raft-index");
     env.create_dir_all(&index_dir)
         .map_err(|e| LogError::io("create dir", &index_dir, e))?;
@@ -43,6 +35,27 @@ pub fn load_state(
     let file = env
         .open_plain(&index_path)
         .map_err(|e| LogError::io("open raft index", &index_path, e))?;
+    let index_bytes = file
+        .read_all()
+        .map_err(|e| LogError::io("read raft index", &index_path, e))?;
+    // An older version's checkpoint does not vouch for the index: scan everything.
+    let trusted = if index_synced {
+        RaftIndex::trusted_prefix(&index_bytes, checkpoint.phys_end, config.segment_bytes)
+    } else {
+        Vec::new()
+    };
+    drop(index_bytes);
+    let rec = recover(
+        env.clone(),
+        dir.join("commitlog"),
+        config,
+        meta.log_start()?,
+        checkpoint,
+        purged,
+        &trusted,
+    )?;
+    drop(trusted);
+    meta.set_log_start(rec.start)?;
     let (index, rebuilt) = RaftIndex::load(file, rec.locations)
         .map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
     if rebuilt {
@@ -87,6 +100,7 @@ pub fn load_state(
         vote: meta.vote()?,
         lost_commit_floor: floor,
         flushed,
+        checkpoint_epoch: 0,
         failed: None,
         closed: false,
     };
@@ -99,6 +113,9 @@ pub fn load_state(
         phys_end: rec.end,
         log_id: last_id,
     };
+    st.index
+        .sync()
+        .map_err(|e| LogError::io("fsync raft index", &index_path, e))?;
     meta.set_checkpoint(&st.flushed, true)?;
     st.debug_validate();
     Ok(st)

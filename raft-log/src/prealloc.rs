@@ -77,6 +77,17 @@ impl Preallocator {
         }
     }
 
+    /// Waits for a creation in progress and forgets what was prepared (the log's segment
+    /// files are about to be replaced: a prepared handle would point at a removed file).
+    pub fn discard(&self) {
+        let (mu, cv) = &*self.shared;
+        let mut s = mu.lock();
+        while s.pending.is_some() {
+            cv.wait(&mut s);
+        }
+        s.ready = None;
+    }
+
     /// Stops the thread (a preallocated, unused segment stays on disk).
     pub fn stop(&self) {
         {

@@ -1,6 +1,8 @@
 //! The raft index: log index -> (physical offset, record size, term), kept in memory and in
 //! `raft-index/index` as fixed-width records. The file is a rebuildable cache: recovery checks
-//! it against the CommitLog scan and rewrites it when missing or inconsistent.
+//! it against the CommitLog scan and rewrites it when missing or inconsistent. Its records
+//! below a durable flush checkpoint are durable too, so open takes them instead of scanning
+//! the bytes they cover ([`RaftIndex::trusted_prefix`]).
 //!
 //! Record layout (32 bytes, little-endian):
 //!
@@ -146,6 +148,40 @@ impl RaftIndex {
             },
             rebuilt,
         ))
+    }
+
+    /// The records of an index file that a durable flush checkpoint vouches for: the run
+    /// from the file start of valid (CRC), contiguous records (indexes +1, terms not
+    /// decreasing, each inside one segment, each starting at or after the previous end), cut
+    /// at the first that ends past `checkpoint_end`. The file is fdatasynced before every
+    /// checkpoint is made durable (`checkpointer.rs`, `Flusher::flush_locked`), so for such
+    /// records it holds exactly what the CommitLog holds.
+    pub fn trusted_prefix(
+        bytes: &[u8],
+        checkpoint_end: PhysOffset,
+        segment_bytes: u64,
+    ) -> Vec<EntryLocation> {
+        let mut out: Vec<EntryLocation> = Vec::new();
+        for chunk in bytes.chunks_exact(INDEX_RECORD_LEN) {
+            let Some(r) = EntryLocation::decode(chunk) else {
+                break;
+            };
+            let in_one_segment =
+                r.size > 0 && r.phys / segment_bytes == (r.end() - 1) / segment_bytes;
+            let follows = out
+                .last()
+                .is_none_or(|p| r.index == p.index + 1 && r.term >= p.term && r.phys >= p.end());
+            if !in_one_segment || !follows || r.end() > checkpoint_end {
+                break;
+            }
+            out.push(r);
+        }
+        out
+    }
+
+    /// The file (synced before a flush checkpoint is made durable).
+    pub fn file(&self) -> Arc<dyn PlainFile> {
+        self.file.clone()
     }
 
     /// First indexed entry.

@@ -1,4 +1,5 @@
-//! Recovery on open: scan the CommitLog, find the last valid record, tell a torn tail from
+//! Recovery on open: scan the CommitLog (taking the raft index's records below the flush
+//! checkpoint instead of their bytes), find the last valid record, tell a torn tail from
 //! corruption of flushed data, truncate, and rebuild the raft index.
 
 use std::path::PathBuf;
@@ -42,6 +43,10 @@ struct Stop {
 
 /// Opens the segments under `segments.dir()` and validates them. `log_start` is the
 /// persisted start (None for a fresh log); `purged` allows an index gap after purged entries.
+/// `trusted`: raft index records below the durable flush checkpoint
+/// ([`crate::raft_index::RaftIndex::trusted_prefix`]); when the scan reaches the first of them
+/// and their end records match the CommitLog, they are taken instead of scanning their bytes
+/// (the full scan remains the fallback), so open reads only what lies past the checkpoint.
 pub fn recover(
     env: Arc<dyn Env>,
     dir: PathBuf,
@@ -49,11 +54,12 @@ pub fn recover(
     log_start: Option<PhysOffset>,
     checkpoint: FlushCheckpoint,
     purged: Option<LogId>,
+    trusted: &[EntryLocation],
 ) -> LogResult<Recovered> {
     let mut segs = Segments::new(dir.clone(), env.clone(), config.segment_bytes);
     let (start, orphans) = open_segments(&mut segs, env.as_ref(), config, log_start)?;
     let mut locations = Vec::new();
-    let stop = scan(&segs, start, purged, &mut locations)?;
+    let stop = scan(&segs, start, purged, trusted, &mut locations)?;
     let seg_start = segs.start_of(stop.phys);
     let file = segs.path(seg_start);
     if stop.phys < checkpoint.phys_end {
@@ -166,16 +172,69 @@ fn read(seg: &dyn SegmentFile, off: u64, len: usize) -> Result<Vec<u8>, String> 
     Ok(buf)
 }
 
+/// Checks the trusted records against the CommitLog where they meet it: the first and last
+/// record headers match, and the first follows `prev`. `Ok(false)`: they follow a purge gap.
+fn check_trusted(
+    segs: &Segments,
+    trusted: &[EntryLocation],
+    prev: Option<&EntryLocation>,
+    purged: Option<LogId>,
+) -> Result<bool, String> {
+    let (Some(first), Some(last)) = (trusted.first(), trusted.last()) else {
+        return Err("no records".into());
+    };
+    let mut first_header = None;
+    for l in [first, last] {
+        let seg_start = segs.start_of(l.phys);
+        let seg = segs
+            .get(seg_start)
+            .ok_or_else(|| format!("no segment holds phys offset {}", l.phys))?;
+        let off = l.phys - seg_start;
+        let hb = read(seg.as_ref(), off, ENTRY_HEADER_LEN)?;
+        let h = match decode_header(&hb, l.phys, segs.segment_bytes() - off)? {
+            HeaderSlot::Record(h) if h.kind != RecordKind::Padding => h,
+            _ => return Err(format!("no entry record at phys offset {}", l.phys)),
+        };
+        if (h.index, h.term, h.total_len) != (l.index, l.term, l.size) {
+            return Err(format!(
+                "entry {} differs at phys offset {}",
+                l.index, l.phys
+            ));
+        }
+        first_header.get_or_insert(h);
+    }
+    let h = first_header.ok_or("no header read")?;
+    follows(prev, &h, purged)
+}
+
 /// Walks records from `start`; collects entries into `out`; returns where and why it stopped.
+/// Where it reaches the first of `trusted` (see [`recover`]), takes them and jumps past them.
 fn scan(
     segs: &Segments,
     start: PhysOffset,
     purged: Option<LogId>,
+    trusted: &[EntryLocation],
     out: &mut Vec<EntryLocation>,
 ) -> LogResult<Stop> {
     let seg_bytes = segs.segment_bytes();
     let mut pos = start;
+    let mut trusted = Some(trusted).filter(|t| !t.is_empty());
     loop {
+        if let Some(t) = trusted.take_if(|t| t[0].phys == pos) {
+            match check_trusted(segs, t, out.last(), purged) {
+                Ok(contiguous) => {
+                    if !contiguous {
+                        out.clear();
+                    }
+                    out.extend_from_slice(t);
+                    pos = t[t.len() - 1].end();
+                    continue;
+                }
+                Err(r) => {
+                    tracing::warn!(phys_offset = pos, reason = %r, "raft index does not match the commitlog: scanning");
+                }
+            }
+        }
         let seg_start = segs.start_of(pos);
         let Some(seg) = segs.get(seg_start) else {
             return Ok(Stop {

@@ -166,15 +166,26 @@ impl Detached {
         self.segments.is_empty()
     }
 
-    /// Unmaps and deletes the segments (each shrunk stepwise first, see
-    /// [`Env::remove_large`]), then fsyncs the directory. Returns how many.
+    /// Unmaps and deletes the segments, then fsyncs the directory. Returns how many.
+    ///
+    /// A segment nobody else holds is shrunk stepwise, then unlinked ([`Env::remove_large`]).
+    /// One still held (a [`crate::PinnedRange`], or a reader between its lookup and its read)
+    /// is only unlinked: its mapping must keep every byte (reading past a shrunk file's end
+    /// raises SIGBUS), and the file system frees its space when the last holder drops it.
+    /// Holders only clone from each other once the segment left the log, so a count of one
+    /// here stays one.
     pub fn delete(self) -> LogResult<usize> {
         let n = self.segments.len();
         for (path, file) in self.segments {
+            let held = Arc::strong_count(&file) > 1;
             drop(file);
-            self.env
-                .remove_large(&path)
-                .map_err(|e| LogError::io("remove segment", path, e))?;
+            let r = if held {
+                tracing::debug!(path = %path.display(), "segment still pinned: unlinked without shrinking");
+                self.env.remove(&path)
+            } else {
+                self.env.remove_large(&path)
+            };
+            r.map_err(|e| LogError::io("remove segment", path, e))?;
         }
         if n > 0 {
             self.env

@@ -39,6 +39,10 @@ pub struct State {
     pub lost_commit_floor: Option<LogId>,
     /// What the last successful flush covered.
     pub flushed: FlushCheckpoint,
+    /// Invariant: bumped whenever the checkpoint is lowered (truncation) or the log replaced
+    /// (install); the checkpointer writes a checkpoint only if this did not change between
+    /// capturing it and syncing the raft index it vouches for.
+    pub checkpoint_epoch: u64,
     /// Set by the first I/O error: the log accepts no more writes.
     pub failed: Option<String>,
     /// Set by `close`.

@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     flusher: Arc<Flusher>,
     /// Committed-id persister.
     committer: Arc<Committer>,
+    /// Test hook of the snapshot install swap.
+    install_failpoint: install::Failpoint,
 }
 
 /// Closes the log when the last [`LogStore`] handle goes away.
@@ -93,13 +95,7 @@ impl<C> LogStore<C> {
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
         // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
         // zero-fill and two faults per page.
-        Self::open_with_env(
-            dir,
-            config,
-            Arc::new(FsEnv {
-                mapped_writes: false,
-            }),
-        )
+        Self::open_with_env(dir, config, Arc::new(FsEnv::default()))
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always
@@ -113,6 +109,12 @@ impl<C> LogStore<C> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
         let meta = Meta::open(&dir.join("meta"))?;
+        install::finish_interrupted(
+            env.as_ref(),
+            &dir.join("commitlog"),
+            &meta,
+            config.segment_bytes,
+        )?;
         let state = load_state(&dir, &config, env.clone(), &meta)?;
         let shared = Arc::new(Shared {
             durable: DurableWatch::new(state.committed),
@@ -135,6 +137,7 @@ impl<C> LogStore<C> {
             writer,
             flusher,
             committer,
+            install_failpoint: install::Failpoint::default(),
         });
         Ok(LogStore {
             inner: inner.clone(),
@@ -318,10 +321,12 @@ impl<C> LogStore<C> {
     /// (full-size, named by start offset, fsynced; moved, not copied), whose valid records end
     /// at `end`, and records `purged` (the snapshot's last log id) as the last purged id. The
     /// bytes are validated like on open; the next append goes at `end`. Refused if `purged` is
-    /// below the persisted committed id. Real file system only (renames bypass the `Env`).
+    /// below the persisted committed id.
     ///
-    /// Not crash-atomic: after a crash mid-install the node may come up with a shorter log (or
-    /// refuse to open) and must install the snapshot again.
+    /// Crash-safe: the swap is recorded in `meta/` before the first old segment goes, and the
+    /// next open finishes a recorded swap, so after a crash the log opens as the old log or
+    /// as the new one (see `install.rs`). `staged` must stay in place until this returns or,
+    /// after a crash, until the next open.
     pub fn replace_from_files(
         &self,
         staged: &Path,
@@ -332,11 +337,20 @@ impl<C> LogStore<C> {
         install::replace_from_files(
             &inner.writer,
             &inner.flusher,
+            &inner.install_failpoint,
             &inner.dir,
             staged,
             purged,
             end,
         )
+    }
+
+    /// Test hook: makes the next [`LogStore::replace_from_files`] fail after its `n`-th I/O
+    /// step (`None`: never), as a crash there would; the log stops, and a reopen shows what the
+    /// crash would have left.
+    #[doc(hidden)]
+    pub fn set_install_failpoint(&self, n: Option<u64>) {
+        self.inner.install_failpoint.set(n);
     }
 
     /// Pins the bytes `[start, end)`, which must lie inside the log (`min_phys_offset <= start`,

@@ -133,9 +133,14 @@ impl Trimmer {
     ) -> LogResult<()> {
         // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
         st.flushed.phys_end = st.flushed.phys_end.min(new_end);
+        st.checkpoint_epoch += 1;
         st.flushed.log_id = keep
             .and_then(|k| st.index.get(k))
             .map(|l| LogId::new_term_index(l.term, l.index));
+        // The checkpoint vouches for the index records below it.
+        st.index
+            .sync()
+            .map_err(|e| LogError::io("fsync raft index", &self.index_dir, e))?;
         self.shared.meta.set_checkpoint(&st.flushed, true)?;
         st.index
             .truncate_after(keep)

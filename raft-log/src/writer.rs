@@ -88,6 +88,14 @@ impl Writer {
         }
     }
 
+    /// Waits for a segment preparation in progress and forgets the prepared segment (before
+    /// a snapshot install swaps the segment files).
+    pub fn discard_prepared_segment(&self) {
+        if let Some(p) = &self.prealloc {
+            p.discard();
+        }
+    }
+
     /// Stops the preallocator thread.
     pub fn stop(&self) {
         if let Some(p) = &self.prealloc {

@@ -99,6 +99,18 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     drop(s);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    // The raft index covers the flushed bytes: open takes it instead of scanning them, and the
+    // corruption shows on the first read, never as a shorter log.
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
+    let err = s.read_entries(1, 7).unwrap_err();
+    assert!(
+        matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
+        "{err}"
+    );
+    drop(s);
+    // Without the index, open scans and refuses.
+    raftmq_raft_log::env::Env::remove(&env, &dir.path().join("raft-index").join("index")).unwrap();
     let err = open(&dir, &env, lazy()).err().expect("must refuse");
     let msg = err.to_string();
     assert!(
@@ -380,4 +392,130 @@ fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
     assert_eq!(indexes(&s), (1..=400).collect::<Vec<_>>());
     let w = s.watermarks();
     assert_eq!(w.flushed, Some(LogId::new_term_index(1, 400)));
+}
+
+/// Copies the files of `from` into a new directory `to` (what a power loss leaves of a db
+/// whose writes since its last flush sit only in its own buffers).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// Issue 13: the flush checkpoint is durable once a flush returns, so flushed bytes that rot
+/// before a crash are reported as corruption at open, never cut as a torn tail.
+#[test]
+fn flushed_corruption_is_not_taken_for_a_torn_tail_after_a_crash() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 6, 300);
+    s.flush().unwrap();
+    let loc = s.entry_location(5).unwrap();
+    // A power loss now: meta/ keeps what its last flush wrote, the segments what was synced.
+    let meta = dir.path().join("meta");
+    let at_crash = dir.path().join("meta-at-crash");
+    copy_dir(&meta, &at_crash);
+    s.halt_without_flush();
+    drop(s);
+    std::fs::remove_dir_all(&meta).unwrap();
+    std::fs::rename(&at_crash, &meta).unwrap();
+    env.crash(CrashMode::DropUnsynced);
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    // With the raft index (durable below the checkpoint), open keeps every entry and the read
+    // reports the corruption.
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
+    assert!(matches!(
+        s.read_entries(5, 6).unwrap_err(),
+        LogError::Corruption { .. }
+    ));
+    drop(s);
+    // Without it, open scans: the checkpoint says the bytes were flushed.
+    raftmq_raft_log::env::Env::remove(&env, &dir.path().join("raft-index").join("index")).unwrap();
+    let err = open(&dir, &env, lazy())
+        .err()
+        .expect("flushed corruption must be reported");
+    assert!(
+        matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
+        "{err}"
+    );
+}
+
+/// Issue 13: open takes the raft index for what the flush checkpoint covers (the bytes there
+/// are not read: a flipped payload byte goes unnoticed until a read) and scans only past it;
+/// a truncation's rewritten index records are durable before a checkpoint vouches for them.
+#[test]
+fn open_takes_the_raft_index_below_the_checkpoint_and_scans_past_it() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 8, 200);
+    s.flush().unwrap();
+    s.truncate_after(Some(LogId::new_term_index(1, 5))).unwrap();
+    let entries = (6..=7).map(|i| entry(2, i, 300)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+    s.flush().unwrap();
+    fill_term(&s, 2, 8, 9);
+    let loc2 = s.entry_location(2).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    assert!(env.corrupt(&seg, loc2.phys + 60, &[0xff]));
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(2, 7)));
+    let terms: Vec<_> = (1..=7).map(|i| s.entry_location(i).unwrap().term).collect();
+    assert_eq!(terms, vec![1, 1, 1, 1, 1, 2, 2]);
+    assert!(s.read_entries(3, 8).is_ok());
+    assert!(matches!(
+        s.read_entries(2, 3).unwrap_err(),
+        LogError::Corruption { .. }
+    ));
+}
+
+fn fill_term(s: &Store, term: u64, from: u64, to: u64) {
+    let entries = (from..=to).map(|i| entry(term, i, 300)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+}
+
+/// A data dir written by the previous version (checkpoint without `index_synced`: its raft
+/// index was not synced with it) opens with the full scan, which still finds flushed corruption.
+#[test]
+fn older_checkpoint_does_not_vouch_for_the_index() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 6, 300);
+    let loc = s.entry_location(4).unwrap();
+    let end = s.watermarks().appended_phys_end;
+    s.close().unwrap();
+    drop(s);
+    {
+        // sled releases the closed log's lock asynchronously.
+        let db = (0..200)
+            .find_map(|_| {
+                let db = sled::open(dir.path().join("meta")).ok();
+                if db.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                db
+            })
+            .expect("meta db opens");
+        let old = format!(r#"{{"phys_end":{end},"log_id":null}}"#);
+        db.insert("flush-checkpoint", old.as_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    let err = open(&dir, &env, lazy()).err().expect("must refuse");
+    assert!(
+        matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
+        "{err}"
+    );
 }

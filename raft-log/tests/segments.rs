@@ -298,3 +298,143 @@ fn remove_large_shrinks_then_unlinks() {
     assert!(!p.exists());
     env.remove_large(&p).unwrap();
 }
+
+/// A pinned range keeps every byte readable while retention deletes its segments, even when
+/// the segments are large enough for `remove_large` to shrink them (issue 13: shrinking a
+/// mapped file made the pin's reads past the new end raise SIGBUS).
+#[test]
+fn pinned_segments_stay_readable_through_stepwise_removal() {
+    const BIG: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let env = raftmq_raft_log::env::FsEnv {
+        remove_step_bytes: 64 << 10,
+        ..raftmq_raft_log::env::FsEnv::default()
+    };
+    let c = LogConfig {
+        segment_bytes: BIG,
+        flush: FlushPolicy::Async,
+        flush_interval_ms: 60_000,
+        ..LogConfig::default()
+    };
+    let s: Store = LogStore::open_with_env(dir.path(), c, Arc::new(env)).unwrap();
+    // 30 entries of 100 KiB: ten per segment, three segments.
+    s.append_entries((1..=30).map(|i| entry(1, i, 100 << 10)).collect(), ignore())
+        .unwrap();
+    let last_in_first_two = (1..=30)
+        .map(|i| s.entry_location(i).unwrap())
+        .rfind(|l| l.end() <= 2 * BIG)
+        .unwrap();
+    let pinned_end = last_in_first_two.end();
+    let pin = s.pin_range(0, pinned_end).unwrap();
+    let expected: Vec<_> = (1..=last_in_first_two.index)
+        .map(|i| {
+            let l = s.entry_location(i).unwrap();
+            (l, s.read_at(l.phys, l.size).unwrap())
+        })
+        .collect();
+    // Purge into the third segment, so that both pinned segments go.
+    s.purge(LogId::new_term_index(1, last_in_first_two.index + 1))
+        .unwrap();
+    let min = s.delete_segments_below(2 * BIG).unwrap();
+    assert_eq!(min, 2 * BIG);
+    assert!(!dir
+        .path()
+        .join("commitlog")
+        .join(format!("{:020}", 0))
+        .exists());
+    for (l, bytes) in &expected {
+        assert_eq!(
+            &pin.read_at(l.phys, l.size).unwrap(),
+            bytes,
+            "entry {}",
+            l.index
+        );
+    }
+    // Every byte of the pinned segments, the zero tails included.
+    for seg in 0..2 {
+        let end = ((seg + 1) * BIG).min(pinned_end);
+        let got = pin.read_at(seg * BIG, (end - seg * BIG) as u32).unwrap();
+        assert_eq!(got.len() as u64, end - seg * BIG);
+    }
+    drop(pin);
+    s.close().unwrap();
+}
+
+/// What a log reopened after an interrupted install holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Side {
+    Old,
+    New,
+}
+
+/// Checks that `b` is either the untouched old log (entries 1..=12) or the installed one
+/// (equal to `a` from entry 11 on, purged up to 30); says which.
+fn old_or_new(a: &Store, b: &Store) -> Side {
+    let (wa, wb) = (a.watermarks(), b.watermarks());
+    assert!(b.lost_commit_floor().is_none(), "{wb:?}");
+    if wb.last_purged.is_none() {
+        assert_eq!(wb.min_phys_offset, 0, "{wb:?}");
+        assert_eq!(wb.appended, Some(LogId::new_term_index(1, 12)), "{wb:?}");
+        assert_eq!(b.read_entries(1, 13).unwrap().len(), 12);
+        return Side::Old;
+    }
+    assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)), "{wb:?}");
+    assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
+    assert_eq!(wb.appended, wa.appended);
+    assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
+    for i in 11..=40 {
+        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+    }
+    Side::New
+}
+
+/// Issue 13: a crash after any I/O step of `replace_from_files` leaves a log that opens as the
+/// old log or the new one, and installing again from there (the store's redo) succeeds.
+#[test]
+fn crash_at_every_install_step_reopens_old_or_new() {
+    let dir_a = tempfile::tempdir().unwrap();
+    let a = open_fs(&dir_a);
+    a.append_entries((1..=40).map(|i| entry(1, i, 700)).collect(), ignore())
+        .unwrap();
+    a.purge(LogId::new_term_index(1, 10)).unwrap();
+    a.delete_segments_below(a.watermarks().purged_phys_end)
+        .unwrap();
+    let mut seen = Vec::new();
+    for n in 1.. {
+        let dir_b = tempfile::tempdir().unwrap();
+        let b = open_fs(&dir_b);
+        // Old segments 0..3 share names with the snapshot's first segments.
+        b.append_entries((1..=12).map(|i| entry(1, i, 700)).collect(), ignore())
+            .unwrap();
+        b.save_committed(Some(LogId::new_term_index(1, 3))).unwrap();
+        let staged = dir_b.path().join("staged");
+        let end = stage_segments(&a, &staged);
+        b.set_install_failpoint(Some(n));
+        let r = b.replace_from_files(&staged, LogId::new_term_index(1, 30), end);
+        drop(b);
+        let b = open_fs(&dir_b);
+        let side = old_or_new(&a, &b);
+        if r.is_ok() {
+            assert_eq!(side, Side::New);
+            break;
+        }
+        seen.push(side);
+        // The redo: stage again, install again.
+        std::fs::remove_dir_all(&staged).ok();
+        let end = stage_segments(&a, &staged);
+        b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
+            .unwrap();
+        assert_eq!(old_or_new(&a, &b), Side::New);
+        b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
+        assert!(b.entry_location(41).is_some());
+        b.close().unwrap();
+        drop(b);
+        let b = open_fs(&dir_b);
+        assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    }
+    assert!(
+        seen.contains(&Side::Old) && seen.contains(&Side::New),
+        "{seen:?}"
+    );
+    assert!(seen.len() > 8, "{seen:?}");
+}
