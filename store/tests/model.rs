@@ -10,9 +10,9 @@ use common::open_node;
 use common::small_config;
 use common::Node;
 use proptest::prelude::*;
-use raftmq_raft_log::format::payload_offset;
 use raftmq_store::command::record_offsets;
 use raftmq_store::command::Command;
+use raftmq_store::message::message_id;
 use raftmq_store::PullRequest;
 
 type Model = BTreeMap<(String, u32), Vec<u64>>;
@@ -108,7 +108,7 @@ proptest! {
                 model
                     .entry((m.topic.clone(), m.queue_id))
                     .or_default()
-                    .push(payload_offset(loc.phys) + u64::from(*off));
+                    .push(message_id(loc.phys, *off));
             }
             n.sm.apply_entry(&e).expect("apply");
             if s.checkpoint_after {

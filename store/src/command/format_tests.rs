@@ -3,9 +3,10 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::command::message_phys_offset;
 use crate::message::format::encode as encode_message;
+use crate::message::message_id;
 use crate::message::Message;
+use raftmq_raft_log::format::ENTRY_HEADER_LEN;
 
 fn msg(i: u8) -> Message {
     let mut m = Message::new("orders", u32::from(i), vec![i; usize::from(i) + 1]);
@@ -76,8 +77,8 @@ fn batch_record_offsets_point_at_records() {
         offs
     );
     assert_eq!(
-        message_phys_offset(1000, offs[1]),
-        1000 + u64::from(offs[1])
+        message_id(1000, offs[1]),
+        1000 + ENTRY_HEADER_LEN as u64 + u64::from(offs[1])
     );
     let admin = Command::DeleteTopic { topic: "t".into() }
         .encode()

@@ -132,10 +132,9 @@ fn apply_batch(
         tracing::info!(topic = %cfg.name, queues = cfg.write_queue_count, "topic auto-created");
         st.topics.create(cfg)?;
     }
-    let payload_start = payload_offset(entry_phys);
     let mut acks = Vec::with_capacity(messages.len());
     for m in messages {
-        let unit = m.cq_unit(payload_start);
+        let unit = m.cq_unit(entry_phys);
         let (topic, queue_id) = (m.view.topic, m.view.queue_id);
         let cq = st.cqs.get_or_create(topic, queue_id)?;
         let fresh = cq
