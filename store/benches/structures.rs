@@ -5,6 +5,8 @@
 //! Measures, on one core: decoding a 16-message batch payload (the apply path's parse),
 //! ConsumeQueue appends, IndexFile puts, and the two tag filter stages.
 
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -32,7 +34,11 @@ fn report(what: &str, n: u64, bytes: u64, d: Duration) {
 fn batch(body: usize, count: usize) -> Vec<u8> {
     let ms = (0..count)
         .map(|i| {
-            let mut m = Message::new("bench-topic", (i % 16) as u32, vec![7u8; body]);
+            let mut m = Message::new(
+                "bench-topic",
+                QueueId::new((i % 16) as u32),
+                vec![7u8; body],
+            );
             m.tags = "TagA".into();
             m.keys = vec![format!("key-{i}")];
             m.born_host = "10.0.0.1:5000".into();
@@ -60,7 +66,7 @@ fn bench_parse(body: usize) {
 fn bench_cq() {
     let d = tempfile::tempdir().expect("tempdir");
     let cfg = ConsumeQueueConfig::default();
-    let mut q = ConsumeQueue::open(d.path(), "t", 0, &cfg).expect("open");
+    let mut q = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg).expect("open");
     let n = 1_000_000u64;
     let t = Instant::now();
     for i in 0..n {
@@ -69,7 +75,7 @@ fn bench_cq() {
             size: 1100,
             tag_hash: 5,
         };
-        q.put(i, u).expect("put");
+        q.put(QueueOffset::new(i), u).expect("put");
     }
     q.flush().expect("flush");
     report("consume queue put + flush", n, n * 20, t.elapsed());
@@ -77,7 +83,7 @@ fn bench_cq() {
     let mut seen = 0usize;
     let mut o = 0;
     while o < n {
-        seen += q.read(o, 32).expect("read").len();
+        seen += q.read(QueueOffset::new(o), 32).expect("read").len();
         o += 32;
     }
     report(

@@ -112,15 +112,27 @@ pub(crate) fn pull(shared: &Shared, req: &PullRequest) -> Result<PullResult> {
     let (units, min, max) = {
         let st = shared.state.read();
         let Some(topic) = st.topics.get(&req.topic) else {
-            return Ok(PullResult::empty(PullStatus::NoSuchTopic, req.offset, 0, 0));
+            return Ok(PullResult::empty(
+                PullStatus::NoSuchTopic,
+                req.offset,
+                QueueOffset::ZERO,
+                QueueOffset::ZERO,
+            ));
         };
         if !topic.readable(req.queue_id) {
-            return Ok(PullResult::empty(PullStatus::NoSuchQueue, req.offset, 0, 0));
+            return Ok(PullResult::empty(
+                PullStatus::NoSuchQueue,
+                req.offset,
+                QueueOffset::ZERO,
+                QueueOffset::ZERO,
+            ));
         }
         let (min, max) = st
             .cqs
             .get(&req.topic, req.queue_id)
-            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()));
+            .map_or((QueueOffset::ZERO, QueueOffset::ZERO), |q| {
+                (q.min_offset(), q.max_offset())
+            });
         let status = if req.offset < min {
             Some(PullStatus::OffsetTooSmall)
         } else if req.offset > max {
@@ -167,12 +179,12 @@ fn collect(
     let mut bytes = 0u64;
     let mut next = req.offset;
     for (i, u) in units.iter().enumerate() {
-        let offset = req.offset + i as u64;
+        let offset = req.offset.advance(i as u64);
         if out.len() >= max_count || (!out.is_empty() && bytes + u64::from(u.size) > req.max_bytes)
         {
             break;
         }
-        next = offset + 1;
+        next = offset.next();
         if !filter.matches_hash(u.tag_hash) {
             continue;
         }
@@ -221,7 +233,9 @@ pub(crate) fn queue_offsets(
     let st = shared.state.read();
     st.cqs
         .get(topic, queue_id)
-        .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+        .map_or((QueueOffset::ZERO, QueueOffset::ZERO), |q| {
+            (q.min_offset(), q.max_offset())
+        })
 }
 
 /// Long poll: true as soon as the queue's max offset exceeds `offset`, false on timeout.

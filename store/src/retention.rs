@@ -48,7 +48,7 @@ fn newest_ts(
         if o <= q.min_offset() {
             continue;
         }
-        let u = q.get(o - 1)?;
+        let u = q.get(o.prev())?;
         if u.phys_offset < start {
             continue;
         }

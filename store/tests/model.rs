@@ -3,6 +3,8 @@
 
 mod common;
 
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::collections::BTreeMap;
 
 use common::msg;
@@ -44,7 +46,7 @@ fn queues(n: &Node) -> Model {
     let mut out = Model::new();
     for t in TOPICS {
         for q in 0..3 {
-            let (min, max) = n.store.queue_offsets(t, q);
+            let (min, max) = common::queue_offsets(n, t, q);
             let mut ids = Vec::new();
             let mut o = min;
             while o < max {
@@ -52,15 +54,15 @@ fn queues(n: &Node) -> Model {
                     .store
                     .pull(&PullRequest {
                         topic: t.into(),
-                        queue_id: q,
-                        offset: o,
+                        queue_id: QueueId::new(q),
+                        offset: QueueOffset::new(o),
                         max_count: 32,
                         max_bytes: u64::MAX,
                         tag_expr: "*".into(),
                     })
                     .expect("pull");
                 ids.extend(r.messages.iter().map(|m| m.msg_id));
-                o = r.next_offset;
+                o = r.next_offset.get();
             }
             if !ids.is_empty() {
                 out.insert((t.to_owned(), q), ids);
@@ -106,7 +108,7 @@ proptest! {
             let loc = n.log.entry_location(e.log_id.index).expect("loc");
             for (off, m) in record_offsets(&payload).expect("offsets").iter().zip(&ms) {
                 model
-                    .entry((m.topic.clone(), m.queue_id))
+                    .entry((m.topic.clone(), m.queue_id.get()))
                     .or_default()
                     .push(message_id(loc.phys, *off));
             }

@@ -67,7 +67,7 @@ fn crash(n: Node) {
 }
 
 fn queue_dump(n: &Node) -> Vec<(u64, u64)> {
-    (0..2).map(|q| n.store.queue_offsets("t", q)).collect()
+    (0..2).map(|q| common::queue_offsets(n, "t", q)).collect()
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -14,6 +14,8 @@ use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::topic::Permissions;
 use raftmq_store::topic::TopicConfig;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 
 const TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -48,8 +50,8 @@ fn command() -> impl Strategy<Value = Command> {
         Command::CommitOffset(CommitOffset {
             group: "g".into(),
             topic: TOPICS[t].into(),
-            queue_id: q,
-            offset: o,
+            queue_id: QueueId::new(q),
+            offset: QueueOffset::new(o),
         })
     });
     prop_oneof![6 => send, 2 => create, 1 => update, 1 => delete, 1 => commit]
@@ -59,13 +61,18 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
     let mut out = Vec::new();
     for t in TOPICS {
         for q in 0..4 {
-            let (min, max) = n.store.queue_offsets(t, q);
-            let ids = if n.store.topic(t).is_some_and(|c| c.readable(q)) && max > min {
+            let (min, max) = common::queue_offsets(n, t, q);
+            let ids = if n
+                .store
+                .topic(t)
+                .is_some_and(|c| c.readable(QueueId::new(q)))
+                && max > min
+            {
                 n.store
                     .pull(&PullRequest {
                         topic: t.into(),
-                        queue_id: q,
-                        offset: min,
+                        queue_id: QueueId::new(q),
+                        offset: QueueOffset::new(min),
                         max_count: 1000,
                         max_bytes: u64::MAX,
                         tag_expr: "*".into(),
@@ -115,7 +122,7 @@ proptest! {
                 replay(&b);
             }
             prop_assert_eq!(a.store.topics(), b.store.topics());
-            prop_assert_eq!(a.store.fetch_offset("g", "a", 1), b.store.fetch_offset("g", "a", 1));
+            prop_assert_eq!(a.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get), b.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get));
             prop_assert_eq!(dump(&a), dump(&b));
         }
         b.store.validate().expect("valid");

@@ -6,6 +6,8 @@ mod common;
 use common::msg;
 use common::open_node;
 use common::small_config;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 use raftmq_store::PullStatus;
 use raftmq_store::StoreError;
@@ -17,8 +19,8 @@ fn pull0(n: &common::Node, offset: u64) -> PullStatus {
     n.store
         .pull(&PullRequest {
             topic: "t".into(),
-            queue_id: 0,
-            offset,
+            queue_id: QueueId::new(0),
+            offset: QueueOffset::new(offset),
             max_count: 1,
             max_bytes: u64::MAX,
             tag_expr: "*".into(),
@@ -62,7 +64,7 @@ fn age_based_retention_deletes_whole_old_segments_only() {
     );
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");
-    let (min, max) = n.store.queue_offsets("t", 0);
+    let (min, max) = common::queue_offsets(&n, "t", 0);
     assert!(min > 0 && min <= 60, "only hour-0 messages went: min {min}");
     assert_eq!(max, 120);
     assert_eq!(pull0(&n, 0), PullStatus::OffsetTooSmall);
@@ -80,7 +82,7 @@ fn age_based_retention_deletes_whole_old_segments_only() {
     assert!(plan.delete_below_phys <= cp_phys);
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");
-    assert!(n.store.queue_offsets("t", 0).0 > min);
+    assert!(common::queue_offsets(&n, "t", 0).0 > min);
     assert_eq!(
         n.store
             .query_by_key("t", "k0", 0, u64::MAX, 5)

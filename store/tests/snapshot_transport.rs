@@ -103,7 +103,7 @@ async fn snapshot_moves_through_the_node_traits() {
     b.sm.install_snapshot(&snap.meta, file)
         .await
         .expect("install");
-    assert_eq!(b.store.queue_offsets("t", 0), (0, 30));
+    assert_eq!(common::queue_offsets(&b, "t", 0), (0, 30));
     // Both put the next entry at the same physical offset.
     b.next_index = a.next_index;
     let e = a.append(&raftmq_store::command::Command::batch(vec![msg(

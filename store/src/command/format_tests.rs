@@ -6,10 +6,16 @@ use super::*;
 use crate::message::format::encode as encode_message;
 use crate::message::message_id;
 use crate::message::Message;
+use crate::types::QueueId;
+use crate::types::QueueOffset;
 use raftmq_raft_log::format::ENTRY_HEADER_LEN;
 
 fn msg(i: u8) -> Message {
-    let mut m = Message::new("orders", u32::from(i), vec![i; usize::from(i) + 1]);
+    let mut m = Message::new(
+        "orders",
+        QueueId::new(u32::from(i)),
+        vec![i; usize::from(i) + 1],
+    );
     m.tags = format!("Tag{i}");
     m.keys = vec![format!("key-{i}")];
     m
@@ -37,8 +43,8 @@ fn all_commands() -> Vec<Command> {
         Command::CommitOffset(CommitOffset {
             group: "g1".into(),
             topic: "orders".into(),
-            queue_id: 3,
-            offset: 12345,
+            queue_id: QueueId::new(3),
+            offset: QueueOffset::new(12345),
         }),
     ]
 }
@@ -145,7 +151,7 @@ proptest! {
 
     #[test]
     fn prop_batch_offsets(sizes in prop::collection::vec(0usize..50, 1..10)) {
-        let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", 0, vec![7; *s])).collect();
+        let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", QueueId::new(0), vec![7; *s])).collect();
         let p = Command::batch(ms.clone()).encode().expect("encode").0;
         let offs = record_offsets(&p).expect("offsets");
         prop_assert_eq!(offs.len(), ms.len());

@@ -57,10 +57,11 @@ impl format::BatchMessage<'_> {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use crate::types::QueueId;
 
     #[test]
     fn cq_unit_of_batch_message() {
-        let mut m = Message::new("t", 1, b"xy".to_vec());
+        let mut m = Message::new("t", QueueId::new(1), b"xy".to_vec());
         m.tags = "TagA".into();
         let p = Command::batch(vec![m.clone(), m]).encode().expect("encode");
         let CommandView::SendBatch { messages: ms, .. } = CommandView::parse(&p.0).expect("parse")

@@ -18,7 +18,6 @@
 use crate::codec::le_u32_at;
 use crate::codec::le_u64_at;
 use crate::types::PhysOffset;
-use crate::types::QueueOffset;
 use crate::types::TagHash;
 
 /// Bytes per unit.
@@ -72,13 +71,14 @@ impl CqUnit {
     }
 }
 
-/// The file name of a file starting at `start`.
-pub fn file_name(start: QueueOffset) -> String {
-    format!("{start:0width$}", width = FILE_NAME_DIGITS)
+/// The 20-digit file name of number `n` (a ConsumeQueue file's start offset, an IndexFile's
+/// sequence number).
+pub fn file_name(n: u64) -> String {
+    format!("{n:0width$}", width = FILE_NAME_DIGITS)
 }
 
-/// Parses a file name; `None` unless it is exactly 20 ASCII digits.
-pub fn parse_file_name(name: &str) -> Option<QueueOffset> {
+/// Parses a file name into its number; `None` unless it is exactly 20 ASCII digits.
+pub fn parse_file_name(name: &str) -> Option<u64> {
     if name.len() != FILE_NAME_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

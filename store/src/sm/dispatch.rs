@@ -105,7 +105,7 @@ fn check_batch(
                 format!("topic '{topic}' is not writable"),
             ));
         }
-        if q >= cfg.write_queue_count {
+        if !q.is_below(cfg.write_queue_count) {
             return Err(reject(
                 RejectCode::NoSuchQueue,
                 format!(
@@ -153,8 +153,8 @@ fn apply_batch(
         }
         tracing::trace!(
             topic,
-            queue_id,
-            queue_offset,
+            queue_id = queue_id.get(),
+            queue_offset = queue_offset.get(),
             phys_offset = unit.phys_offset,
             "message dispatched"
         );

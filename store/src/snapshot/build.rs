@@ -105,7 +105,7 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
         // Exactly the units the manifest names: the live queue may hold more by now.
         let mut o = qm.min_offset;
         while o < qm.max_offset {
-            let want = (qm.max_offset - o).min(CHUNK_UNITS as u64) as usize;
+            let want = o.count_to(qm.max_offset).min(CHUNK_UNITS as u64) as usize;
             let units: Vec<CqUnit> = q.read(o, want)?;
             if units.is_empty() {
                 return Err(StoreError::invalid(format!(
@@ -116,7 +116,7 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
             for u in &units {
                 w.write(path, &u.encode())?;
             }
-            o += units.len() as u64;
+            o = o.advance(units.len() as u64);
         }
     }
     Ok(())

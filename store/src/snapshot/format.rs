@@ -110,7 +110,7 @@ impl Manifest {
     pub fn units_bytes(&self) -> u64 {
         self.queues
             .iter()
-            .map(|q| (q.max_offset - q.min_offset) * CQ_UNIT_LEN as u64)
+            .map(|q| q.min_offset.count_to(q.max_offset) * CQ_UNIT_LEN as u64)
             .sum()
     }
 }
@@ -227,8 +227,8 @@ pub fn layout(
     m: &Manifest,
 ) -> Result<Layout> {
     let units = m.queues.iter().try_fold(0u64, |acc, q| {
-        q.max_offset
-            .checked_sub(q.min_offset)
+        q.min_offset
+            .checked_count_to(q.max_offset)
             .and_then(|n| n.checked_mul(CQ_UNIT_LEN as u64))
             .and_then(|b| acc.checked_add(b))
     });
@@ -297,9 +297,9 @@ mod tests {
             segment_bytes: 4096,
             queues: vec![QueueManifest {
                 topic: "t".into(),
-                queue_id: 1,
-                min_offset: 5,
-                max_offset: 7,
+                queue_id: QueueId::new(1),
+                min_offset: QueueOffset::new(5),
+                max_offset: QueueOffset::new(7),
             }],
             segments: vec![SegmentManifest {
                 start: 4096,
@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn overflowing_lengths_are_corruption() {
         let mut m = manifest();
-        m.queues[0].max_offset = u64::MAX;
+        m.queues[0].max_offset = QueueOffset::new(u64::MAX);
         let h = SnapshotHeader { manifest_len: 10 };
         assert!(layout(&[][..], &h, &m)
             .expect_err("overflow")

@@ -94,12 +94,12 @@ fn reset_dispatch(
     for qm in &m.queues {
         let cq = st.cqs.get_or_create(&qm.topic, qm.queue_id)?;
         cq.reset_to(qm.min_offset)?;
-        let n = qm.max_offset - qm.min_offset;
+        let n = qm.min_offset.count_to(qm.max_offset);
         let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;
         for (i, chunk) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
             let u = CqUnit::decode(chunk)
                 .ok_or_else(|| corrupt(f, pos + (i * CQ_UNIT_LEN) as u64, "bad unit"))?;
-            cq.put(qm.min_offset + i as u64, u)?;
+            cq.put(qm.min_offset.advance(i as u64), u)?;
             all.push((u.phys_offset, u.size));
         }
         pos += n * CQ_UNIT_LEN as u64;

@@ -55,7 +55,8 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
         ));
     }
     let units: Option<u64> = m.queues.iter().try_fold(0u64, |acc, q| {
-        (q.max_offset - q.min_offset)
+        q.min_offset
+            .count_to(q.max_offset)
             .checked_mul(CQ_UNIT_LEN as u64)
             .and_then(|b| acc.checked_add(b))
     });
@@ -124,7 +125,7 @@ fn check_units(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
         return Ok(());
     };
     for q in &m.queues {
-        let mut left = q.max_offset - q.min_offset;
+        let mut left = q.min_offset.count_to(q.max_offset);
         while left > 0 {
             let n = left.min(CHUNK / CQ_UNIT_LEN as u64);
             let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;
