@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::types::LogIndex;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// Everything the log can fail with. Converted to `std::io::Error` (message preserved) at the
 /// openraft boundary, where any error is fatal for the Raft core.
@@ -62,9 +62,9 @@ pub enum LogError {
     #[error("refusing to delete segments below phys offset {requested}: only data below {allowed} is purged")]
     DeleteUnpurged {
         /// Requested bound.
-        requested: PhysOffset,
+        requested: RawPhys,
         /// Physical end of the last purged entry.
-        allowed: PhysOffset,
+        allowed: RawPhys,
     },
     /// No space left to preallocate the next segment.
     #[error("disk full while creating {path}")]

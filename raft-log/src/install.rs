@@ -14,11 +14,11 @@ use crate::open::load_state;
 use crate::segments::parse_segment_name;
 use crate::segments::segment_name;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::writer::Writer;
 
 /// Starts of the segment files in `staged`, checked aligned and contiguous.
-fn staged_starts(staged: &Path, seg_bytes: u64) -> LogResult<Vec<PhysOffset>> {
+fn staged_starts(staged: &Path, seg_bytes: u64) -> LogResult<Vec<RawPhys>> {
     let mut starts = Vec::new();
     let rd = std::fs::read_dir(staged).map_err(|e| LogError::io("read dir", staged, e))?;
     for e in rd {
@@ -51,7 +51,7 @@ pub fn replace_from_files(
     dir: &Path,
     staged: &Path,
     purged: LogId,
-    end: PhysOffset,
+    end: RawPhys,
 ) -> LogResult<()> {
     let shared = writer.shared();
     let config = writer.config();

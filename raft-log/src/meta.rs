@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::types::Vote;
 
 const KEY_VOTE: &str = "vote";
@@ -27,7 +27,7 @@ const KEY_LOST_COMMIT: &str = "lost-commit-floor";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlushCheckpoint {
     /// Physical end of the flushed bytes.
-    pub phys_end: PhysOffset,
+    pub phys_end: RawPhys,
     /// Last entry inside them.
     pub log_id: Option<LogId>,
 }
@@ -122,12 +122,12 @@ impl Meta {
     }
 
     /// Physical offset where the log starts (segment-aligned).
-    pub fn log_start(&self) -> LogResult<Option<PhysOffset>> {
+    pub fn log_start(&self) -> LogResult<Option<RawPhys>> {
         self.get(KEY_LOG_START)
     }
 
     /// Saves the log start durably.
-    pub fn set_log_start(&self, p: PhysOffset) -> LogResult<()> {
+    pub fn set_log_start(&self, p: RawPhys) -> LogResult<()> {
         self.put(KEY_LOG_START, &p, true)
     }
 

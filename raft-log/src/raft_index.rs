@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::env::PlainFile;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::types::Term;
 
 /// Bytes per raft index record.
@@ -29,7 +30,7 @@ pub struct EntryLocation {
     /// Log index.
     pub index: LogIndex,
     /// Physical offset of the record (its header).
-    pub phys: PhysOffset,
+    pub phys: RawPhys,
     /// Record bytes (header + payload).
     pub size: u32,
     /// Term.
@@ -37,8 +38,18 @@ pub struct EntryLocation {
 }
 
 impl EntryLocation {
+    /// Physical offset of the record (its header), as the public type.
+    pub fn phys_offset(&self) -> PhysOffset {
+        PhysOffset::new(self.phys)
+    }
+
+    /// Physical end of the record, as the public type.
+    pub fn phys_end(&self) -> PhysOffset {
+        PhysOffset::new(self.end())
+    }
+
     /// Physical end of the record.
-    pub fn end(&self) -> PhysOffset {
+    pub fn end(&self) -> RawPhys {
         self.phys + self.size as u64
     }
 
@@ -237,7 +248,7 @@ impl RaftIndex {
     /// log lock (80 MB after a few million entries) stalled appends for about a second, long
     /// enough for a leader to lose its followers. The file restarts at the next appended
     /// entry; the next open accepts it as a tail of the index (rebuilt only if it is not one).
-    pub fn drop_below(&mut self, phys: PhysOffset) {
+    pub fn drop_below(&mut self, phys: RawPhys) {
         while self.recs.front().is_some_and(|r| r.phys < phys) {
             self.recs.pop_front();
         }

@@ -175,7 +175,12 @@ impl<C> LogStore<C> {
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
-        let (seg, off, path) = self.inner.shared.state.lock().locate_range(phys, len)?;
+        let (seg, off, path) = self
+            .inner
+            .shared
+            .state
+            .lock()
+            .locate_range(phys.get(), len)?;
         let mut buf = vec![0u8; len as usize];
         seg.read_at(off, &mut buf)
             .map_err(|e| LogError::io("read", path, e))?;
@@ -187,7 +192,7 @@ impl<C> LogStore<C> {
         let locs = self.inner.shared.state.lock().index.range(start, end);
         let mut out = Vec::with_capacity(locs.len());
         for l in locs {
-            let bytes = self.read_at(l.phys, l.size)?;
+            let bytes = self.read_at(l.phys_offset(), l.size)?;
             let corruption = |reason| self.inner.shared.state.lock().corruption(l.phys, reason);
             match decode_record(&bytes, l.phys, l.size as u64) {
                 Ok(Some(e)) if e.log_id.index == l.index => out.push(e),
@@ -243,7 +248,10 @@ impl<C> LogStore<C> {
         entries: Vec<LogEntry>,
         on_durable: FlushCallback,
     ) -> LogResult<PhysOffset> {
-        self.inner.writer.append(&entries, on_durable)
+        self.inner
+            .writer
+            .append(&entries, on_durable)
+            .map(PhysOffset::new)
     }
 
     /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
@@ -311,7 +319,8 @@ impl<C> LogStore<C> {
     /// holding a segment keeps its mapping. A crash before the delete leaves files below the
     /// persisted log start, which the next open removes.
     pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
-        self.inner.trimmer.detach_below(phys)
+        let (start, detached) = self.inner.trimmer.detach_below(phys.get())?;
+        Ok((PhysOffset::new(start), detached))
     }
 
     /// Snapshot install: replaces the whole log with the segment files in `staged`
@@ -335,7 +344,7 @@ impl<C> LogStore<C> {
             &inner.dir,
             staged,
             purged,
-            end,
+            end.get(),
         )
     }
 
@@ -343,7 +352,7 @@ impl<C> LogStore<C> {
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.
     pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
-        PinnedRange::new(&self.inner.shared.state.lock(), start, end)
+        PinnedRange::new(&self.inner.shared.state.lock(), start.get(), end.get())
     }
 }
 

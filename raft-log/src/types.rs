@@ -21,8 +21,80 @@ pub type Term = u64;
 pub type LogIndex = u64;
 
 /// A byte position in the CommitLog. The same log index sits at the same physical offset on
-/// every replica, so a physical offset names the same bytes cluster-wide.
-pub type PhysOffset = u64;
+/// every replica, so a physical offset names the same bytes cluster-wide. A message's id is
+/// the physical offset of its record.
+///
+/// Transparent for serde and in memory: encodes as the bare `u64`. Only the operations the
+/// code needs: no `Add<u64>`/`Sub`, so it does not mix with queue offsets, sizes or counts.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct PhysOffset(u64);
+
+impl PhysOffset {
+    /// The start of a CommitLog that never lost a segment.
+    pub const ZERO: PhysOffset = PhysOffset(0);
+
+    /// The position with this number.
+    pub const fn new(raw: u64) -> Self {
+        PhysOffset(raw)
+    }
+
+    /// The bare number (wire, on-disk codecs, tracing fields).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The position `bytes` further on.
+    pub const fn advance(self, bytes: u64) -> Self {
+        PhysOffset(self.0 + bytes)
+    }
+
+    /// The position `bytes` further on, or `None` past `u64::MAX` (values from a peer or a
+    /// client).
+    pub const fn checked_advance(self, bytes: u64) -> Option<Self> {
+        match self.0.checked_add(bytes) {
+            Some(p) => Some(PhysOffset(p)),
+            None => None,
+        }
+    }
+
+    /// True if this position is a multiple of `bytes` (a segment start when `bytes` is the
+    /// segment size).
+    pub const fn is_aligned(self, bytes: u64) -> bool {
+        self.0 % bytes == 0
+    }
+
+    /// Bytes in `[self, end)`. Panics if `end` is before `self` (a broken range invariant,
+    /// never peer or client data: use [`PhysOffset::checked_bytes_to`] there).
+    pub fn bytes_to(self, end: PhysOffset) -> u64 {
+        end.0
+            .checked_sub(self.0)
+            .expect("physical range ends before it starts")
+    }
+
+    /// Bytes in `[self, end)`, or `None` if `end` is before `self`.
+    pub const fn checked_bytes_to(self, end: PhysOffset) -> Option<u64> {
+        end.0.checked_sub(self.0)
+    }
+}
+
+impl fmt::Debug for PhysOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for PhysOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A physical offset as a bare number, inside raft-log's internals; the public surface
+/// ([`crate::LogStore`], [`crate::Watermarks`], [`crate::PinnedRange`],
+/// [`crate::format::payload_offset`]) takes and gives [`PhysOffset`].
+pub(crate) type RawPhys = u64;
 
 /// Standard Raft leader id: at most one leader per term, so a committed leader id is a term.
 pub type LeaderId = openraft::vote::leader_id_std::LeaderId<Term, NodeId>;

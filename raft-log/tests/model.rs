@@ -137,7 +137,7 @@ impl Harness {
                 self.s().delete_segments_below(w.purged_phys_end).unwrap();
                 assert!(self
                     .s()
-                    .delete_segments_below(w.appended_phys_end + 4096)
+                    .delete_segments_below(w.appended_phys_end.advance(4096))
                     .is_err());
             }
             Op::Flush => self.s().flush().unwrap(),

@@ -2,6 +2,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::PhysOffset;
 use std::sync::Arc;
 
 use common::util::entry;
@@ -56,7 +57,7 @@ fn rolls_keep_entries_whole_and_contiguous() {
         );
         let payload = s
             .read_at(
-                l.phys + ENTRY_HEADER_LEN as u64,
+                PhysOffset::new(l.phys + ENTRY_HEADER_LEN as u64),
                 l.size - ENTRY_HEADER_LEN as u32,
             )
             .unwrap();
@@ -104,7 +105,7 @@ fn same_entries_give_identical_bytes_on_every_node() {
             s.append_entries(vec![entry(3, i as u64 + 10, *size)], ignore())
                 .unwrap();
         }
-        end = s.watermarks().appended_phys_end;
+        end = s.watermarks().appended_phys_end.get();
         s.close().unwrap();
     }
     let seg_bytes = |env: &MemEnv, dir: &tempfile::TempDir| {
@@ -139,16 +140,18 @@ fn delete_segments_only_below_the_purge_point() {
     let entries = (1..=40).map(|i| entry(1, i, 900)).collect();
     s.append_entries(entries, ignore()).unwrap();
     let l20 = s.entry_location(20).unwrap();
-    let err = s.delete_segments_below(l20.phys).unwrap_err();
+    let err = s.delete_segments_below(l20.phys_offset()).unwrap_err();
     assert!(matches!(err, LogError::DeleteUnpurged { .. }), "{err}");
     s.purge(LogId::new_term_index(1, 20)).unwrap();
     let w = s.watermarks();
-    assert_eq!(w.purged_phys_end, l20.end());
+    assert_eq!(w.purged_phys_end.get(), l20.end());
     // Purged entries stay readable until their segment goes.
-    assert!(s.read_at(s.entry_location(3).unwrap().phys, 10).is_ok());
+    assert!(s
+        .read_at(s.entry_location(3).unwrap().phys_offset(), 10)
+        .is_ok());
     let min = s.delete_segments_below(w.purged_phys_end).unwrap();
-    assert_eq!(min, l20.end() - l20.end() % SEG);
-    assert!(s.read_at(0, 10).is_err());
+    assert_eq!(min.get(), l20.end() - l20.end() % SEG);
+    assert!(s.read_at(PhysOffset::ZERO, 10).is_err());
     assert!(s.entry_location(3).is_none());
     assert!(!env
         .paths()
@@ -229,13 +232,15 @@ fn open_fs(dir: &tempfile::TempDir) -> Store {
 /// (what the `store` crate writes from a snapshot stream); returns the end of their records.
 fn stage_segments(log: &Store, staged: &std::path::Path) -> u64 {
     let w = log.watermarks();
-    let (start, end) = (w.min_phys_offset, w.appended_phys_end);
-    let pin = log.pin_range(start, end).unwrap();
+    let (start, end) = (w.min_phys_offset.get(), w.appended_phys_end.get());
+    let pin = log
+        .pin_range(PhysOffset::new(start), PhysOffset::new(end))
+        .unwrap();
     std::fs::create_dir_all(staged).unwrap();
     let mut s = start;
     while s < end {
         let len = (s + SEG).min(end) - s;
-        let bytes = pin.read_at(s, len as u32).unwrap();
+        let bytes = pin.read_at(PhysOffset::new(s), len as u32).unwrap();
         let f = std::fs::File::create(staged.join(format!("{s:020}"))).unwrap();
         f.set_len(SEG).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0).unwrap();
@@ -260,7 +265,7 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
         .unwrap();
     let staged = dir_b.path().join("staged");
     let end = stage_segments(&a, &staged);
-    b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
+    b.replace_from_files(&staged, LogId::new_term_index(1, 30), PhysOffset::new(end))
         .unwrap();
     let (wa, wb) = (a.watermarks(), b.watermarks());
     assert_eq!(wb.min_phys_offset, wa.min_phys_offset);

@@ -5,6 +5,7 @@
 //! Measures, on one core: decoding a 16-message batch payload (the apply path's parse),
 //! ConsumeQueue appends, IndexFile puts, and the two tag filter stages.
 
+use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use std::time::Duration;
@@ -71,7 +72,7 @@ fn bench_cq() {
     let t = Instant::now();
     for i in 0..n {
         let u = CqUnit {
-            phys_offset: 1 + i * 1100,
+            phys_offset: PhysOffset::new(1 + i * 1100),
             size: 1100,
             tag_hash: 5,
         };
@@ -104,8 +105,12 @@ fn bench_index() {
     let keys: Vec<String> = (0..500_000).map(|i| format!("order-{i}")).collect();
     let t = Instant::now();
     for (i, k) in keys.iter().enumerate() {
-        s.put(k, 1 + i as u64 * 1100, 1_700_000_000_000 + i as u64)
-            .expect("put");
+        s.put(
+            k,
+            PhysOffset::new(1 + i as u64 * 1100),
+            1_700_000_000_000 + i as u64,
+        )
+        .expect("put");
     }
     s.flush().expect("flush");
     report("index put + flush", keys.len() as u64, 0, t.elapsed());

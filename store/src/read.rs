@@ -100,7 +100,7 @@ impl PullResult {
 /// Reads and CRC-checks the record of `size` bytes at `phys`.
 fn read_record(shared: &Shared, phys: PhysOffset, size: u32) -> Result<Vec<u8>> {
     let bytes = shared.log.read_at(phys, size)?;
-    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys))?;
+    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys.get()))?;
     Ok(bytes)
 }
 
@@ -273,12 +273,12 @@ pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMes
             shared.log.watermarks().min_phys_offset,
         )
     };
-    if msg_id < min || msg_id + MESSAGE_MIN_LEN as u64 > end {
+    if msg_id < min || msg_id.advance(MESSAGE_MIN_LEN as u64) > end {
         return Err(not_found());
     }
     let head = shared.log.read_at(msg_id, 4).map_err(|_| not_found())?;
     let len = peek_record_len(&head).ok_or_else(not_found)?;
-    if len < MESSAGE_MIN_LEN as u32 || msg_id + u64::from(len) > end {
+    if len < MESSAGE_MIN_LEN as u32 || msg_id.advance(u64::from(len)) > end {
         return Err(not_found());
     }
     let rec = shared.log.read_at(msg_id, len).map_err(|_| not_found())?;

@@ -150,17 +150,17 @@ pub(crate) fn retention_plan(
     let Some(cp_loc) = log.entry_location(cp.index) else {
         return Ok(None);
     };
-    let limit = cp_loc.phys - cp_loc.phys % seg;
+    let limit = PhysOffset::new(cp_loc.phys - cp_loc.phys % seg);
     let over_clean = disk_usage(shared)? > shared.config.disk_clean_ratio;
     let reserved_ms = shared.config.file_reserved_hours * 3_600_000;
     let mut below = w.min_phys_offset;
-    while below + seg <= limit {
-        let expired = newest_ts(shared, &st, below, below + seg)?
+    while below.advance(seg) <= limit {
+        let expired = newest_ts(shared, &st, below, below.advance(seg))?
             .is_none_or(|ts| ts.saturating_add(reserved_ms) <= now_ms);
         if !(expired || (over_clean && below == w.min_phys_offset)) {
             break;
         }
-        below += seg;
+        below = below.advance(seg);
     }
     drop(st);
     if below == w.min_phys_offset {
@@ -173,7 +173,7 @@ pub(crate) fn retention_plan(
     while lo <= hi {
         let mid = lo + (hi - lo) / 2;
         match log.entry_location(mid) {
-            Some(l) if l.phys >= below => {
+            Some(l) if l.phys_offset() >= below => {
                 found = Some(l);
                 match mid.checked_sub(1) {
                     Some(h) => hi = h,
@@ -207,7 +207,7 @@ pub(crate) fn apply_retention(shared: &Shared, plan: &RetentionPlan) -> Result<(
     segments.delete()?;
     let st = shared.state.read();
     tracing::info!(
-        phys_offset = new_min,
+        phys_offset = new_min.get(),
         log_index = plan.purge_upto.index,
         cq_files,
         index_files,

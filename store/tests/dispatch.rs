@@ -3,6 +3,8 @@
 
 mod common;
 
+use raftmq_store::message::message_id;
+use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use std::time::Duration;
@@ -244,7 +246,7 @@ fn rejections_are_deterministic_and_dispatch_nothing() {
     let e = n.append(&Command::batch(vec![msg("t", 0, 9, "", "", 1)]));
     let loc = n.log.entry_location(e.log_id.index).expect("loc");
     n.sm.apply_entry(&e).expect("apply");
-    let id = loc.phys + 48 + 24;
+    let id = message_id(loc.phys_offset(), 24);
     assert!(matches!(
         n.store.get_by_id(id),
         Err(StoreError::NotFound { .. })
@@ -366,11 +368,11 @@ fn key_query_with_forced_collisions_and_get_by_id() {
     assert_eq!(again.message, m.message);
     assert!(again.queue_offset.get() < 40);
     assert!(matches!(
-        n.store.get_by_id(m.msg_id + 1),
+        n.store.get_by_id(m.msg_id.advance(1)),
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
-        n.store.get_by_id(u64::MAX / 2),
+        n.store.get_by_id(PhysOffset::new(u64::MAX / 2)),
         Err(StoreError::NotFound { .. })
     ));
 }

@@ -61,7 +61,7 @@ fn queues(n: &Node) -> Model {
                         tag_expr: "*".into(),
                     })
                     .expect("pull");
-                ids.extend(r.messages.iter().map(|m| m.msg_id));
+                ids.extend(r.messages.iter().map(|m| m.msg_id.get()));
                 o = r.next_offset.get();
             }
             if !ids.is_empty() {
@@ -110,7 +110,7 @@ proptest! {
                 model
                     .entry((m.topic.clone(), m.queue_id.get()))
                     .or_default()
-                    .push(message_id(loc.phys, *off));
+                    .push(message_id(loc.phys_offset(), *off).get());
             }
             n.sm.apply_entry(&e).expect("apply");
             if s.checkpoint_after {

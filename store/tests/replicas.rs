@@ -80,7 +80,7 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
                     .expect("pull")
                     .messages
                     .iter()
-                    .map(|m| m.msg_id)
+                    .map(|m| m.msg_id.get())
                     .collect()
             } else {
                 Vec::new()

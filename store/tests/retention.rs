@@ -56,10 +56,11 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .retention_plan(72 * HOUR)
         .expect("plan")
         .expect("old segments");
-    assert_eq!(plan.delete_below_phys % SEG, 0);
+    assert!(plan.delete_below_phys.is_aligned(SEG));
     let loc = n.log.entry_location(plan.purge_upto.index).expect("loc");
     assert_eq!(
-        loc.phys, plan.delete_below_phys,
+        loc.phys_offset(),
+        plan.delete_below_phys,
         "purge up to the first kept entry"
     );
     n.log.purge(plan.purge_upto).expect("purge");
@@ -78,7 +79,7 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .expect("plan")
         .expect("more");
     let cp = n.store.watermarks().checkpointed.expect("checkpointed");
-    let cp_phys = n.log.entry_location(cp.index).expect("loc").phys;
+    let cp_phys = n.log.entry_location(cp.index).expect("loc").phys_offset();
     assert!(plan.delete_below_phys <= cp_phys);
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");
@@ -117,7 +118,7 @@ fn clean_ratio_deletes_the_oldest_segment_and_reject_ratio_refuses() {
         .retention_plan(51 * HOUR)
         .expect("plan")
         .expect("clean ratio");
-    assert_eq!(plan.delete_below_phys, SEG, "one segment per plan");
+    assert_eq!(plan.delete_below_phys.get(), SEG, "one segment per plan");
     n.store.check_disk().expect("below reject ratio");
     n.store.set_disk_usage_override(Some(0.95));
     assert!(matches!(

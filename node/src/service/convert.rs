@@ -70,10 +70,10 @@ pub fn stored_out(m: StoredMessage) -> pb::StoredMessage {
     let queue_id = i32::try_from(m.message.queue_id.get()).unwrap_or(i32::MAX);
     let store_timestamp_ms = m.message.store_timestamp_ms;
     pb::StoredMessage {
-        msg_id: m.msg_id,
+        msg_id: m.msg_id.get(),
         queue_id,
         queue_offset: m.queue_offset.get(),
-        phys_offset: m.msg_id,
+        phys_offset: m.msg_id.get(),
         store_timestamp_ms,
         log_id: None,
         message: Some(message_out(m.message)),
@@ -83,10 +83,10 @@ pub fn stored_out(m: StoredMessage) -> pb::StoredMessage {
 /// One send result.
 pub fn ack_out(a: &MessageAck, log: &LogId) -> pb::SendResult {
     pb::SendResult {
-        msg_id: a.msg_id,
+        msg_id: a.msg_id.get(),
         queue_id: i32::try_from(a.queue_id.get()).unwrap_or(i32::MAX),
         queue_offset: a.queue_offset.get(),
-        phys_offset: a.phys_offset,
+        phys_offset: a.phys_offset.get(),
         log_id: Some(log_id(log)),
     }
 }

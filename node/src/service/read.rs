@@ -6,6 +6,7 @@ use std::time::Duration;
 use raftmq_proto::v1 as pb;
 use raftmq_store::limits::validate_group_name;
 use raftmq_store::limits::validate_topic_name;
+use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
@@ -77,7 +78,7 @@ pub async fn pull(core: &NodeCore, req: pb::PullRequest) -> Result<pb::PullReply
 
 /// One message by id; NOT_FOUND if none is dispatched there.
 pub fn query_by_id(core: &NodeCore, msg_id: u64) -> Result<pb::QueryByIdReply, NodeError> {
-    let m = core.store.get_by_id(msg_id)?;
+    let m = core.store.get_by_id(PhysOffset::new(msg_id))?;
     Ok(pb::QueryByIdReply {
         message: Some(convert::stored_out(m)),
     })

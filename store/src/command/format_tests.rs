@@ -1,5 +1,6 @@
 //! Tests of the command payload format: round trips, truncation, flipped bits, structural errors.
 
+use crate::types::PhysOffset;
 use proptest::prelude::*;
 
 use super::*;
@@ -83,7 +84,7 @@ fn batch_record_offsets_point_at_records() {
         offs
     );
     assert_eq!(
-        message_id(1000, offs[1]),
+        message_id(PhysOffset::new(1000), offs[1]).get(),
         1000 + ENTRY_HEADER_LEN as u64 + u64::from(offs[1])
     );
     let admin = Command::DeleteTopic { topic: "t".into() }

@@ -68,12 +68,13 @@ mod tests {
         else {
             panic!("batch expected")
         };
-        let u = ms[1].cq_unit(1000);
-        assert_eq!(u.phys_offset, message_id(1000, ms[1].offset_in_payload));
+        let entry = PhysOffset::new(1000);
+        let u = ms[1].cq_unit(entry);
+        assert_eq!(u.phys_offset, message_id(entry, ms[1].offset_in_payload));
         assert_eq!(u.size, ms[1].view.record_len);
         assert_eq!(u.tag_hash, tag_hash("TagA"));
         assert_eq!(
-            ms[0].id(1000) + u64::from(ms[0].view.record_len),
+            ms[0].id(entry).advance(u64::from(ms[0].view.record_len)),
             u.phys_offset
         );
     }

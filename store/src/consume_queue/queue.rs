@@ -184,7 +184,7 @@ impl ConsumeQueue {
         self.segments[k].write(i, &unit);
         self.max_offset = self.max_offset.next();
         tracing::trace!(topic = %self.topic, queue_id = self.queue_id.get(), queue_offset = offset.get(),
-            phys_offset = unit.phys_offset, "consume queue unit appended");
+            phys_offset = unit.phys_offset.get(), "consume queue unit appended");
         Ok(PutOutcome::Appended)
     }
 
@@ -252,7 +252,7 @@ impl ConsumeQueue {
         }
         self.cut_from(new_max)?;
         self.max_offset = new_max;
-        tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = phys,
+        tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = phys.get(),
             max_offset = new_max.get(), units_cut = cut, "consume queue truncated");
         debug_assert!(self.validate().is_ok(), "{:?}", self.validate());
         Ok(cut)
@@ -273,7 +273,7 @@ impl ConsumeQueue {
         }
         if n > 0 {
             sync_dir(&self.dir)?;
-            tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = min_phys,
+            tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = min_phys.get(),
                 min_offset = self.min_offset.get(), files_removed = n, "consume queue files deleted");
         }
         debug_assert!(self.validate().is_ok(), "{:?}", self.validate());

@@ -8,6 +8,11 @@ use std::path::Path;
 use super::*;
 use crate::consume_queue::config::ConsumeQueueConfig;
 
+/// Physical offset `n`.
+fn ph(n: u64) -> PhysOffset {
+    PhysOffset::new(n)
+}
+
 /// Queue offset `n`.
 fn o(n: u64) -> QueueOffset {
     QueueOffset::new(n)
@@ -19,7 +24,7 @@ fn cfg(n: u32) -> ConsumeQueueConfig {
 
 fn u(phys: u64) -> CqUnit {
     CqUnit {
-        phys_offset: phys,
+        phys_offset: ph(phys),
         size: 10,
         tag_hash: phys * 7,
     }
@@ -72,10 +77,10 @@ fn put_read_roll_reopen() {
     assert_eq!(q.get(o(9)).expect("get"), u(190));
     assert!(q.get(o(10)).is_err());
     assert_eq!(q.last_unit(), Some(u(190)));
-    assert_eq!(q.offset_of_phys(150), Some(o(5)));
-    assert_eq!(q.offset_of_phys(151), None);
-    assert_eq!(q.offset_of_phys(10_000), None);
-    assert_eq!(q.first_offset_at_or_after_phys(151), o(6));
+    assert_eq!(q.offset_of_phys(ph(150)), Some(o(5)));
+    assert_eq!(q.offset_of_phys(ph(151)), None);
+    assert_eq!(q.offset_of_phys(ph(10_000)), None);
+    assert_eq!(q.first_offset_at_or_after_phys(ph(151)), o(6));
     q.flush().expect("flush");
     drop(q);
     let q = open(d.path(), 4);
@@ -125,19 +130,19 @@ fn truncate_phys_beyond_cuts_tail_and_files() {
     for i in 0..10u64 {
         q.put(o(i), u(100 + i * 10)).expect("put");
     }
-    assert_eq!(q.truncate_phys_beyond(1000).expect("noop"), 0);
-    assert_eq!(q.truncate_phys_beyond(145).expect("cut"), 5);
+    assert_eq!(q.truncate_phys_beyond(ph(1000)).expect("noop"), 0);
+    assert_eq!(q.truncate_phys_beyond(ph(145)).expect("cut"), 5);
     assert_eq!(q.max_offset().get(), 5);
     assert_eq!(files(d.path()).len(), 2);
     // Exactly at a file boundary: the file holding the new max stays, blank.
-    assert_eq!(q.truncate_phys_beyond(140).expect("cut"), 1);
+    assert_eq!(q.truncate_phys_beyond(ph(140)).expect("cut"), 1);
     assert_eq!(q.max_offset().get(), 4);
     assert_eq!(files(d.path()).len(), 2);
     q.put(o(4), u(141)).expect("re-put after cut");
     drop(q);
     let mut q = open(d.path(), 4);
     assert_eq!(q.max_offset().get(), 5);
-    assert_eq!(q.truncate_phys_beyond(0).expect("all"), 5);
+    assert_eq!(q.truncate_phys_beyond(ph(0)).expect("all"), 5);
     assert!(q.is_empty());
     drop(q);
     let q = open(d.path(), 4);
@@ -151,19 +156,19 @@ fn delete_below_phys_keeps_last_file() {
     for i in 0..10u64 {
         q.put(o(i), u(100 + i * 10)).expect("put");
     }
-    assert_eq!(q.delete_below_phys(125).expect("delete"), 0);
+    assert_eq!(q.delete_below_phys(ph(125)).expect("delete"), 0);
     assert_eq!(q.min_offset().get(), 3);
     assert!(q.read(o(2), 1).is_err());
-    assert_eq!(q.delete_below_phys(180).expect("delete"), 2);
+    assert_eq!(q.delete_below_phys(ph(180)).expect("delete"), 2);
     assert_eq!(q.min_offset().get(), 8);
     assert_eq!(files(d.path()), ["00000000000000000008"]);
-    assert_eq!(q.delete_below_phys(10_000).expect("delete"), 0);
+    assert_eq!(q.delete_below_phys(ph(10_000)).expect("delete"), 0);
     assert_eq!((q.min_offset().get(), q.max_offset().get()), (10, 10));
     drop(q);
     // Reopen recomputes min from the files; the caller re-applies the retention point.
     let mut q = open(d.path(), 4);
     assert_eq!((q.min_offset().get(), q.max_offset().get()), (8, 10));
-    q.delete_below_phys(10_000).expect("delete");
+    q.delete_below_phys(ph(10_000)).expect("delete");
     assert_eq!((q.min_offset().get(), q.max_offset().get()), (10, 10));
     q.put(o(10), u(500)).expect("append continues");
 }
@@ -266,7 +271,7 @@ impl Model {
         match op {
             Op::Put(size) => {
                 let unit = CqUnit {
-                    phys_offset: self.next_phys,
+                    phys_offset: ph(self.next_phys),
                     size: *size,
                     tag_hash: 1,
                 };
@@ -276,8 +281,8 @@ impl Model {
             }
             Op::Truncate(f) => {
                 let p = self.pick(*f);
-                q.truncate_phys_beyond(p).expect("truncate");
-                while self.units.last().is_some_and(|u| u.phys_offset >= p) {
+                q.truncate_phys_beyond(ph(p)).expect("truncate");
+                while self.units.last().is_some_and(|u| u.phys_offset >= ph(p)) {
                     self.units.pop();
                 }
                 self.min = self.min.min(self.units.len() as u64);
@@ -285,15 +290,15 @@ impl Model {
             }
             Op::DeleteBelow(f) => {
                 let p = self.pick(*f);
-                q.delete_below_phys(p).expect("delete");
+                q.delete_below_phys(ph(p)).expect("delete");
                 self.min_phys = p;
-                let below = self.units.iter().filter(|u| u.phys_offset < p).count() as u64;
+                let below = self.units.iter().filter(|u| u.phys_offset < ph(p)).count() as u64;
                 self.min = self.min.max(below);
             }
             Op::Reopen => {
                 let mut re =
                     ConsumeQueue::open(dir, "t", QueueId::new(0), &cfg(3)).expect("reopen");
-                re.delete_below_phys(self.min_phys)
+                re.delete_below_phys(ph(self.min_phys))
                     .expect("re-apply retention");
                 *q = re;
             }
@@ -386,7 +391,7 @@ proptest! {
         let d = tempfile::tempdir().expect("tempdir");
         let live = d.path().join("live");
         let mut q = ConsumeQueue::open(&live, "t", QueueId::new(0), &cfg(300)).expect("open");
-        let unit = |i: u64| CqUnit { phys_offset: 1 + i * 10, size: 10, tag_hash: i };
+        let unit = |i: u64| CqUnit { phys_offset: ph(1 + i * 10), size: 10, tag_hash: i };
         for i in 0..n1 {
             q.put(o(i), unit(i)).expect("put");
         }

@@ -186,7 +186,7 @@ mod tests {
 
     fn u(phys: u64) -> CqUnit {
         CqUnit {
-            phys_offset: phys,
+            phys_offset: PhysOffset::new(phys),
             size: 5,
             tag_hash: 0,
         }
@@ -228,7 +228,11 @@ mod tests {
         );
         assert_eq!(s.max_offset("a", QueueId::new(0)).get(), 5);
         assert_eq!(s.max_offset("zz", QueueId::new(0)).get(), 0);
-        assert_eq!(s.truncate_phys_beyond(125).expect("truncate"), 5);
+        assert_eq!(
+            s.truncate_phys_beyond(PhysOffset::new(125))
+                .expect("truncate"),
+            5
+        );
         assert_eq!(
             (
                 s.max_offset("a", QueueId::new(0)).get(),
@@ -236,7 +240,10 @@ mod tests {
             ),
             (3, 2)
         );
-        assert_eq!(s.delete_below_phys(120).expect("delete"), 2);
+        assert_eq!(
+            s.delete_below_phys(PhysOffset::new(120)).expect("delete"),
+            2
+        );
         assert_eq!(
             s.get("a", QueueId::new(0)).expect("a").min_offset().get(),
             2

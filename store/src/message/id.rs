@@ -10,7 +10,7 @@ use crate::types::PhysOffset;
 /// raft-log's entry header length + the record's offset inside the payload (the offsets
 /// [`crate::command::record_offsets`] returns).
 pub fn message_id(entry: PhysOffset, record_in_payload: u32) -> PhysOffset {
-    payload_offset(entry) + u64::from(record_in_payload)
+    payload_offset(entry).advance(u64::from(record_in_payload))
 }
 
 #[cfg(test)]
@@ -18,10 +18,15 @@ mod tests {
     use raftmq_raft_log::format::ENTRY_HEADER_LEN;
 
     use super::message_id;
+    use crate::types::PhysOffset;
 
     #[test]
     fn message_id_is_entry_plus_header_plus_record_offset() {
-        assert_eq!(message_id(4096, 0), 4096 + ENTRY_HEADER_LEN as u64);
-        assert_eq!(message_id(4096, 17), 4096 + ENTRY_HEADER_LEN as u64 + 17);
+        let entry = PhysOffset::new(4096);
+        assert_eq!(message_id(entry, 0).get(), 4096 + ENTRY_HEADER_LEN as u64);
+        assert_eq!(
+            message_id(entry, 17).get(),
+            4096 + ENTRY_HEADER_LEN as u64 + 17
+        );
     }
 }

@@ -30,13 +30,13 @@ pub fn apply_normal(
     entry_phys: PhysOffset,
     payload: &[u8],
 ) -> Result<ApplyResponse> {
-    let entry_end = payload_offset(entry_phys) + payload.len() as u64;
+    let entry_end = payload_offset(entry_phys).advance(payload.len() as u64);
     let cmd = match CommandView::parse(payload) {
         Ok(c) => c,
         Err(e) => {
             // The leader only proposes encoded commands; a payload that does not parse is
             // refused identically everywhere instead of stopping every replica.
-            tracing::error!(log_index = log_id.index, phys_offset = entry_phys, error = %e,
+            tracing::error!(log_index = log_id.index, phys_offset = entry_phys.get(), error = %e,
                 "committed entry does not decode; rejected");
             return Ok(reject(RejectCode::Invalid, e.to_string()));
         }
@@ -155,7 +155,7 @@ fn apply_batch(
             topic,
             queue_id = queue_id.get(),
             queue_offset = queue_offset.get(),
-            phys_offset = unit.phys_offset,
+            phys_offset = unit.phys_offset.get(),
             "message dispatched"
         );
         acks.push(MessageAck {
@@ -168,7 +168,7 @@ fn apply_batch(
         });
     }
     tracing::debug!(
-        phys_offset = entry_phys,
+        phys_offset = entry_phys.get(),
         messages = acks.len(),
         "batch dispatched"
     );

@@ -101,7 +101,7 @@ fn apply_locked(
                     loc.term
                 )));
             }
-            apply_normal(st, log_id, loc.phys, &payload.0)?
+            apply_normal(st, log_id, loc.phys_offset(), &payload.0)?
         }
     };
     st.last_applied = Some(log_id);

@@ -55,7 +55,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
     let log_end_phys = last.and_then(|l| {
         log.entry_location(l.index)
             .filter(|loc| loc.term == l.leader_id.term)
-            .map(|loc| loc.end())
+            .map(|loc| loc.phys_end())
     });
     let segment_bytes = log.config().segment_bytes;
     let min = log.watermarks().min_phys_offset;
@@ -65,10 +65,10 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
         while start < end {
             segments.push(SegmentManifest {
                 start,
-                len: segment_bytes.min(end - start),
+                len: segment_bytes.min(start.bytes_to(end)),
                 crc: 0,
             });
-            start += segment_bytes;
+            start = start.advance(segment_bytes);
         }
     }
     let queues = st
@@ -129,10 +129,11 @@ fn segment_crc(shared: &Shared, pinned: &PinnedRange, start: PhysOffset, len: u6
     }
     let mut h = crc32fast::Hasher::new();
     let mut pos = start;
-    while pos < start + len {
-        let n = CHUNK_BYTES.min(start + len - pos);
+    let end = start.advance(len);
+    while pos < end {
+        let n = CHUNK_BYTES.min(pos.bytes_to(end));
         h.update(&pinned.read_at(pos, n as u32)?);
-        pos += n;
+        pos = pos.advance(n);
     }
     let crc = h.finalize();
     let mut cache = shared.segment_crcs.lock();
@@ -203,7 +204,7 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
         let st = shared.state.read();
         let m = manifest(shared, &st);
         let pinned = match (m.segments.first(), m.segments.last()) {
-            (Some(f), Some(l)) => Some(shared.log.pin_range(f.start, l.start + l.len)?),
+            (Some(f), Some(l)) => Some(shared.log.pin_range(f.start, l.end())?),
             _ => None,
         };
         (m, pinned)
@@ -249,6 +250,6 @@ pub(crate) fn trim_current(shared: &Shared, st: &DispatchState, new_min: PhysOff
     }
     fit_to_log_start(&mut m, st, new_min);
     write_prefix(shared, &m, st)?;
-    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min, "snapshot trimmed for retention");
+    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min.get(), "snapshot trimmed for retention");
     Ok(())
 }

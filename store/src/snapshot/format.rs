@@ -76,6 +76,13 @@ pub struct SegmentManifest {
     pub crc: u32,
 }
 
+impl SegmentManifest {
+    /// One past the last byte included.
+    pub fn end(&self) -> PhysOffset {
+        self.start.advance(self.len)
+    }
+}
+
 /// What a node needs to continue from `last_log_id`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -292,8 +299,8 @@ mod tests {
             membership: StoredMembership::default(),
             topics,
             offsets: ConsumerOffsetTable::default(),
-            dispatched_phys_end: 4096 + 300,
-            log_end_phys: Some(4096 + 300),
+            dispatched_phys_end: PhysOffset::new(4096 + 300),
+            log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,
             queues: vec![QueueManifest {
                 topic: "t".into(),
@@ -302,7 +309,7 @@ mod tests {
                 max_offset: QueueOffset::new(7),
             }],
             segments: vec![SegmentManifest {
-                start: 4096,
+                start: PhysOffset::new(4096),
                 len: 300,
                 crc: 0xdead_beef,
             }],
@@ -316,7 +323,7 @@ mod tests {
         b.extend_from_slice(&mbytes);
         for i in 0..2u64 {
             let u = CqUnit {
-                phys_offset: 4096 + 100 * i,
+                phys_offset: PhysOffset::new(4096 + 100 * i),
                 size: 100,
                 tag_hash: i,
             };

@@ -88,7 +88,7 @@ fn reset_dispatch(
     for t in topics {
         st.cqs.remove_topic(&t)?;
     }
-    st.index.truncate_phys_beyond(0)?;
+    st.index.truncate_phys_beyond(PhysOffset::ZERO)?;
     let mut pos = l.units_at;
     let mut all: Vec<(PhysOffset, u32)> = Vec::new();
     for qm in &m.queues {
@@ -109,11 +109,11 @@ fn reset_dispatch(
         let rec = match shared.log.read_at(phys, size) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(phys_offset = phys, error = %e, "record not in the local log; not indexed");
+                tracing::warn!(phys_offset = phys.get(), error = %e, "record not in the local log; not indexed");
                 continue;
             }
         };
-        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys))?;
+        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys.get()))?;
         for key in &view.keys {
             st.index.put(key, phys, view.store_timestamp_ms)?;
         }
