@@ -29,10 +29,10 @@ use crate::error::LogError;
 use crate::types::AppPayload;
 use crate::types::LogEntry;
 use crate::types::LogId;
-use crate::types::LogIndex;
 use crate::types::Membership;
 use crate::types::Payload;
 use crate::types::PhysOffset;
+use crate::types::RawIndex;
 use crate::types::RawPhys;
 use crate::types::Term;
 
@@ -92,7 +92,7 @@ pub struct RecordHeader {
     /// Raft term.
     pub term: Term,
     /// Raft log index.
-    pub index: LogIndex,
+    pub index: RawIndex,
     /// Physical offset of the record.
     pub phys: RawPhys,
     /// CRC32 of the payload.
@@ -132,7 +132,7 @@ pub fn encode_entry(entry: &LogEntry, phys: RawPhys, out: &mut Vec<u8>) -> Resul
 pub fn encode_record(
     kind: RecordKind,
     term: Term,
-    index: LogIndex,
+    index: RawIndex,
     phys: RawPhys,
     payload: &[u8],
     out: &mut Vec<u8>,
@@ -162,7 +162,7 @@ pub fn encode_record(
 pub fn encode_header(
     kind: RecordKind,
     term: Term,
-    index: LogIndex,
+    index: RawIndex,
     phys: RawPhys,
     payload: &[u8],
 ) -> [u8; ENTRY_HEADER_LEN] {
@@ -204,7 +204,7 @@ fn push_header_tail(
     kind: RecordKind,
     payload_len: u32,
     term: Term,
-    index: LogIndex,
+    index: RawIndex,
     phys: RawPhys,
     payload_crc: u32,
     out: &mut Vec<u8>,

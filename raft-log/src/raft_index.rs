@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::env::PlainFile;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
+use crate::types::RawIndex;
 use crate::types::RawPhys;
 use crate::types::Term;
 
@@ -28,7 +29,7 @@ pub const INDEX_RECORD_LEN: usize = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryLocation {
     /// Log index.
-    pub index: LogIndex,
+    pub index: RawIndex,
     /// Physical offset of the record (its header).
     pub phys: RawPhys,
     /// Record bytes (header + payload).
@@ -41,6 +42,11 @@ impl EntryLocation {
     /// Physical offset of the record (its header), as the public type.
     pub fn phys_offset(&self) -> PhysOffset {
         PhysOffset::new(self.phys)
+    }
+
+    /// Log index, as the public type.
+    pub fn log_index(&self) -> LogIndex {
+        LogIndex::new(self.index)
     }
 
     /// Physical end of the record, as the public type.
@@ -119,7 +125,7 @@ pub struct RaftIndex {
     recs: VecDeque<EntryLocation>,
     file: Arc<dyn PlainFile>,
     /// Index of the record at file offset 0.
-    file_base: Option<LogIndex>,
+    file_base: Option<RawIndex>,
     /// Invariant: covers exactly the records appended since the last `take_pending`.
     pending: PendingWrite,
 }
@@ -170,14 +176,14 @@ impl RaftIndex {
     }
 
     /// Location of `index`.
-    pub fn get(&self, index: LogIndex) -> Option<EntryLocation> {
+    pub fn get(&self, index: RawIndex) -> Option<EntryLocation> {
         let first = self.recs.front()?.index;
         let i = index.checked_sub(first)?;
         self.recs.get(usize::try_from(i).ok()?).copied()
     }
 
     /// Locations with index in `[start, end)`.
-    pub fn range(&self, start: LogIndex, end: LogIndex) -> Vec<EntryLocation> {
+    pub fn range(&self, start: RawIndex, end: RawIndex) -> Vec<EntryLocation> {
         let Some(first) = self.recs.front().map(|r| r.index) else {
             return Vec::new();
         };
@@ -223,7 +229,7 @@ impl RaftIndex {
     }
 
     /// Drops every entry with index > `last` (all of them for `None`).
-    pub fn truncate_after(&mut self, last: Option<LogIndex>) -> std::io::Result<()> {
+    pub fn truncate_after(&mut self, last: Option<RawIndex>) -> std::io::Result<()> {
         self.write_pending()?;
         while self
             .recs

@@ -170,7 +170,7 @@ impl<C> LogStore<C> {
     /// Where entry `index` sits, if it is physically present (purged entries stay readable
     /// until their segment is deleted).
     pub fn entry_location(&self, index: LogIndex) -> Option<EntryLocation> {
-        self.inner.shared.state.lock().index.get(index)
+        self.inner.shared.state.lock().index.get(index.get())
     }
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
@@ -189,7 +189,13 @@ impl<C> LogStore<C> {
 
     /// Decodes the entries with index in `[start, end)` that are physically present.
     pub fn read_entries(&self, start: LogIndex, end: LogIndex) -> LogResult<Vec<LogEntry>> {
-        let locs = self.inner.shared.state.lock().index.range(start, end);
+        let locs = self
+            .inner
+            .shared
+            .state
+            .lock()
+            .index
+            .range(start.get(), end.get());
         let mut out = Vec::with_capacity(locs.len());
         for l in locs {
             let bytes = self.read_at(l.phys_offset(), l.size)?;
@@ -299,7 +305,7 @@ impl<C> LogStore<C> {
     /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
     /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
     pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
-        self.inner.committer.wait_durable(index).await
+        self.inner.committer.wait_durable(index.get()).await
     }
 
     /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte

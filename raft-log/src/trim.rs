@@ -14,7 +14,7 @@ use crate::segments::Detached;
 use crate::shared::Shared;
 use crate::state::State;
 use crate::types::LogId;
-use crate::types::LogIndex;
+use crate::types::RawIndex;
 use crate::types::RawPhys;
 
 /// Truncation, purge and segment detaching over the shared state.
@@ -128,7 +128,7 @@ impl Trimmer {
     fn truncate_state(
         &self,
         st: &mut State,
-        keep: Option<LogIndex>,
+        keep: Option<RawIndex>,
         new_end: RawPhys,
     ) -> LogResult<()> {
         // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.

@@ -18,7 +18,51 @@ pub type NodeId = u64;
 pub type Term = u64;
 
 /// Index of an entry in the Raft log (the first entry written by `initialize` has index 0).
-pub type LogIndex = u64;
+///
+/// Transparent for serde and in memory: the bare `u64` openraft's [`LogId`] carries (convert
+/// with [`LogIndex::of`] and [`LogIndex::get`] at that edge). No arithmetic operators.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct LogIndex(u64);
+
+impl LogIndex {
+    /// The index with this number.
+    pub const fn new(raw: u64) -> Self {
+        LogIndex(raw)
+    }
+
+    /// The index of the entry `id` names.
+    pub const fn of(id: &LogId) -> Self {
+        LogIndex(id.index)
+    }
+
+    /// The bare number (openraft's `u64` index, on-disk codecs, tracing fields).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The index of the entry after this one.
+    pub const fn next(self) -> Self {
+        LogIndex(self.0 + 1)
+    }
+}
+
+impl fmt::Debug for LogIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for LogIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A log index as a bare number, inside raft-log's internals (openraft's `u64`); the public
+/// surface ([`crate::LogStore`], [`crate::Watermarks`]) takes and gives [`LogIndex`].
+pub(crate) type RawIndex = u64;
 
 /// A byte position in the CommitLog. The same log index sits at the same physical offset on
 /// every replica, so a physical offset names the same bytes cluster-wide. A message's id is

@@ -37,7 +37,7 @@ impl Watermarks {
             appended_phys_end: PhysOffset::new(st.append_pos),
             flushed: st.flushed.log_id,
             flushed_phys_end: PhysOffset::new(st.flushed.phys_end),
-            first_index: st.index.first().map(|l| l.index),
+            first_index: st.index.first().map(|l| LogIndex::new(l.index)),
             min_phys_offset: PhysOffset::new(st.min_phys),
             last_purged: st.purged,
             purged_phys_end: PhysOffset::new(st.purged_phys_end),

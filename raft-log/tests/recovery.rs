@@ -3,6 +3,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use raftmq_raft_log::types::PhysOffset;
 use std::sync::Arc;
 
@@ -42,7 +43,7 @@ fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, Lo
 }
 
 fn indexes(s: &Store) -> Vec<u64> {
-    s.read_entries(0, u64::MAX)
+    s.read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -95,7 +96,7 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 6, 300);
-    let loc = s.entry_location(4).unwrap();
+    let loc = s.entry_location(LogIndex::new(4)).unwrap();
     s.close().unwrap();
     drop(s);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
@@ -127,13 +128,17 @@ fn lost_raft_index_is_rebuilt() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 20, 500);
-    let before: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    let before: Vec<_> = (1..=20)
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap())
+        .collect();
     s.close().unwrap();
     drop(s);
     let idx = dir.path().join("raft-index").join("index");
     assert!(env.corrupt(&idx, 40, &[1, 2, 3]));
     let s = open(&dir, &env, lazy()).unwrap();
-    let after: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    let after: Vec<_> = (1..=20)
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap())
+        .collect();
     assert_eq!(before, after);
 }
 
@@ -256,8 +261,8 @@ fn deferred_committed_id_is_durable_once_waited_for() {
         .enable_time()
         .build()
         .unwrap();
-    rt.block_on(s.wait_durable(8)).unwrap();
-    rt.block_on(s.wait_durable(3)).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(8))).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(3))).unwrap();
     s.halt_without_flush();
     drop(s);
     env.crash(CrashMode::DropUnsynced);
@@ -268,11 +273,11 @@ fn deferred_committed_id_is_durable_once_waited_for() {
     // Entries flushed in the log count as durable whatever the committed id.
     fill(&s, 5, 9, 100);
     s.flush().unwrap();
-    rt.block_on(s.wait_durable(9)).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(9))).unwrap();
     // A stopped log answers waiters for what never became durable with an error.
     fill(&s, 10, 10, 100);
     s.halt_without_flush();
-    let err = rt.block_on(s.wait_durable(10)).unwrap_err();
+    let err = rt.block_on(s.wait_durable(LogIndex::new(10))).unwrap_err();
     assert!(matches!(err, LogError::Stopped(_)), "{err}");
 }
 
@@ -369,7 +374,10 @@ fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
         let s = s.clone();
         std::thread::spawn(move || {
             for _ in 0..200 {
-                let n = s.read_entries(0, u64::MAX).unwrap().len();
+                let n = s
+                    .read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
+                    .unwrap()
+                    .len();
                 assert!(n <= 400);
             }
         })

@@ -2,6 +2,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use raftmq_raft_log::types::PhysOffset;
 use std::sync::Arc;
 
@@ -41,7 +42,7 @@ fn rolls_keep_entries_whole_and_contiguous() {
     }
     let mut end = 0;
     for i in 1..=SIZES.len() as u64 {
-        let l = s.entry_location(i).unwrap();
+        let l = s.entry_location(LogIndex::new(i)).unwrap();
         assert_eq!(l.size as usize, ENTRY_HEADER_LEN + SIZES[i as usize - 1]);
         let expected =
             if end % SEG + l.size as u64 > SEG || (end % SEG == 0 && end > 0 && l.phys != end) {
@@ -73,7 +74,12 @@ fn rolls_keep_entries_whole_and_contiguous() {
     s.close().unwrap();
     drop(s);
     let s = open(&dir, &env);
-    assert_eq!(s.read_entries(0, 100).unwrap().len(), SIZES.len());
+    assert_eq!(
+        s.read_entries(LogIndex::new(0), LogIndex::new(100))
+            .unwrap()
+            .len(),
+        SIZES.len()
+    );
 }
 
 #[test]
@@ -91,7 +97,7 @@ fn entry_larger_than_a_segment_is_rejected() {
     assert!(err.to_string().contains("larger than the maximum"));
     s.append_entries(vec![entry(1, 1, max)], ignore()).unwrap();
     s.append_entries(vec![entry(1, 2, max)], ignore()).unwrap();
-    assert_eq!(s.entry_location(2).unwrap().phys, SEG);
+    assert_eq!(s.entry_location(LogIndex::new(2)).unwrap().phys, SEG);
 }
 
 #[test]
@@ -139,7 +145,7 @@ fn delete_segments_only_below_the_purge_point() {
     let s = open(&dir, &env);
     let entries = (1..=40).map(|i| entry(1, i, 900)).collect();
     s.append_entries(entries, ignore()).unwrap();
-    let l20 = s.entry_location(20).unwrap();
+    let l20 = s.entry_location(LogIndex::new(20)).unwrap();
     let err = s.delete_segments_below(l20.phys_offset()).unwrap_err();
     assert!(matches!(err, LogError::DeleteUnpurged { .. }), "{err}");
     s.purge(LogId::new_term_index(1, 20)).unwrap();
@@ -147,12 +153,15 @@ fn delete_segments_only_below_the_purge_point() {
     assert_eq!(w.purged_phys_end.get(), l20.end());
     // Purged entries stay readable until their segment goes.
     assert!(s
-        .read_at(s.entry_location(3).unwrap().phys_offset(), 10)
+        .read_at(
+            s.entry_location(LogIndex::new(3)).unwrap().phys_offset(),
+            10
+        )
         .is_ok());
     let min = s.delete_segments_below(w.purged_phys_end).unwrap();
     assert_eq!(min.get(), l20.end() - l20.end() % SEG);
     assert!(s.read_at(PhysOffset::ZERO, 10).is_err());
-    assert!(s.entry_location(3).is_none());
+    assert!(s.entry_location(LogIndex::new(3)).is_none());
     assert!(!env
         .paths()
         .contains(&dir.path().join("commitlog").join(format!("{:020}", 0))));
@@ -163,7 +172,7 @@ fn delete_segments_only_below_the_purge_point() {
     assert_eq!(w.min_phys_offset, min);
     assert_eq!(w.last_purged, Some(LogId::new_term_index(1, 20)));
     let got: Vec<_> = s
-        .read_entries(21, u64::MAX)
+        .read_entries(LogIndex::new(21), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -184,7 +193,7 @@ fn purge_past_the_end_then_append_continues() {
     drop(s);
     let s = open(&dir, &env);
     let got: Vec<_> = s
-        .read_entries(0, u64::MAX)
+        .read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -213,7 +222,12 @@ fn full_disk_fails_the_roll_cleanly() {
     assert!(matches!(err, LogError::DiskFull { .. }), "{err}");
     assert!(err.to_string().contains("disk full"), "{err}");
     // The entry before the failed roll is intact; the log refuses further writes.
-    assert_eq!(s.read_entries(0, 10).unwrap().len(), 1);
+    assert_eq!(
+        s.read_entries(LogIndex::new(0), LogIndex::new(10))
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
 }
 
@@ -273,15 +287,27 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
     assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
     assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)));
     for i in 11..=40 {
-        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+        assert_eq!(
+            a.entry_location(LogIndex::new(i)),
+            b.entry_location(LogIndex::new(i)),
+            "entry {i}"
+        );
     }
     a.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
     b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
-    assert_eq!(a.entry_location(41), b.entry_location(41));
+    assert_eq!(
+        a.entry_location(LogIndex::new(41)),
+        b.entry_location(LogIndex::new(41))
+    );
     b.close().unwrap();
     drop(b);
     let b = open_fs(&dir_b);
-    assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    assert_eq!(
+        b.read_entries(LogIndex::new(31), LogIndex::new(100))
+            .unwrap()
+            .len(),
+        11
+    );
     assert_eq!(
         b.watermarks().last_purged,
         Some(LogId::new_term_index(1, 30))

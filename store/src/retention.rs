@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::state::DispatchState;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 use raftmq_raft_log::types::LogId;
@@ -147,7 +148,7 @@ pub(crate) fn retention_plan(
     let Some(cp) = st.checkpoint_applied else {
         return Ok(None);
     };
-    let Some(cp_loc) = log.entry_location(cp.index) else {
+    let Some(cp_loc) = log.entry_location(LogIndex::of(&cp)) else {
         return Ok(None);
     };
     let limit = PhysOffset::new(cp_loc.phys - cp_loc.phys % seg);
@@ -168,11 +169,11 @@ pub(crate) fn retention_plan(
     }
     // The first entry of the segment at `below`: purging up to it covers every byte below
     // `below` (padding included); the entry itself stays readable, its segment stays.
-    let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
+    let (mut lo, mut hi) = (w.first_index.map_or(0, LogIndex::get), cp.index);
     let mut found = None;
     while lo <= hi {
         let mid = lo + (hi - lo) / 2;
-        match log.entry_location(mid) {
+        match log.entry_location(LogIndex::new(mid)) {
             Some(l) if l.phys_offset() >= below => {
                 found = Some(l);
                 match mid.checked_sub(1) {

@@ -3,6 +3,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::message::message_id;
 use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
@@ -244,7 +245,10 @@ fn rejections_are_deterministic_and_dispatch_nothing() {
     );
     // A rejected message's record is in the log but is not served by id.
     let e = n.append(&Command::batch(vec![msg("t", 0, 9, "", "", 1)]));
-    let loc = n.log.entry_location(e.log_id.index).expect("loc");
+    let loc = n
+        .log
+        .entry_location(LogIndex::new(e.log_id.index))
+        .expect("loc");
     n.sm.apply_entry(&e).expect("apply");
     let id = message_id(loc.phys_offset(), 24);
     assert!(matches!(

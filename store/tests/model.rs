@@ -3,6 +3,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use std::collections::BTreeMap;
@@ -75,7 +76,11 @@ fn queues(n: &Node) -> Model {
 fn replay(n: &Node) {
     let from = n.store.watermarks().applied.map_or(0, |l| l.index + 1);
     let to = n.log.watermarks().appended.map_or(0, |l| l.index + 1);
-    for e in n.log.read_entries(from, to).expect("read") {
+    for e in n
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(to))
+        .expect("read")
+    {
         n.sm.apply_entry(&e).expect("replay");
     }
 }
@@ -105,7 +110,7 @@ proptest! {
             let e = n.append(&cmd);
             // The model: each record's physical offset, in entry order, per queue.
             let payload = cmd.encode().expect("encode").0;
-            let loc = n.log.entry_location(e.log_id.index).expect("loc");
+            let loc = n.log.entry_location(LogIndex::new(e.log_id.index)).expect("loc");
             for (off, m) in record_offsets(&payload).expect("offsets").iter().zip(&ms) {
                 model
                     .entry((m.topic.clone(), m.queue_id.get()))

@@ -10,6 +10,7 @@ use common::open_node;
 use common::small_config;
 use common::Node;
 use proptest::prelude::*;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::topic::Permissions;
@@ -94,7 +95,11 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
 fn replay(n: &Node) {
     let from = n.store.watermarks().applied.map_or(0, |l| l.index + 1);
     let to = n.log.watermarks().appended.map_or(0, |l| l.index + 1);
-    for e in n.log.read_entries(from, to).expect("read") {
+    for e in n
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(to))
+        .expect("read")
+    {
         n.sm.apply_entry(&e).expect("replay");
     }
 }

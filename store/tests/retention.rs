@@ -6,6 +6,7 @@ mod common;
 use common::msg;
 use common::open_node;
 use common::small_config;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
@@ -57,7 +58,10 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .expect("plan")
         .expect("old segments");
     assert!(plan.delete_below_phys.is_aligned(SEG));
-    let loc = n.log.entry_location(plan.purge_upto.index).expect("loc");
+    let loc = n
+        .log
+        .entry_location(LogIndex::new(plan.purge_upto.index))
+        .expect("loc");
     assert_eq!(
         loc.phys_offset(),
         plan.delete_below_phys,
@@ -79,7 +83,11 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .expect("plan")
         .expect("more");
     let cp = n.store.watermarks().checkpointed.expect("checkpointed");
-    let cp_phys = n.log.entry_location(cp.index).expect("loc").phys_offset();
+    let cp_phys = n
+        .log
+        .entry_location(LogIndex::new(cp.index))
+        .expect("loc")
+        .phys_offset();
     assert!(plan.delete_below_phys <= cp_phys);
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");

@@ -12,6 +12,7 @@ use common::small_config;
 use common::transfer;
 use openraft::storage::RaftSnapshotBuilder;
 use openraft::storage::RaftStateMachine;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::types::QueueId;
@@ -132,7 +133,10 @@ async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
     let mut b = open_node(db.path(), small_config(), SEG);
     a.create_topic("t", 3);
     // b follows the first entries, then lags.
-    let e = a.log.read_entries(0, 1).expect("read");
+    let e = a
+        .log
+        .read_entries(LogIndex::new(0), LogIndex::new(1))
+        .expect("read");
     b.append_entry(e[0].clone());
     b.sm.apply_entry(&e[0]).expect("apply");
     fill(&mut a, 60);
@@ -187,7 +191,11 @@ async fn snapshot_install_keeps_a_log_that_already_holds_the_last_entry() {
     fill(&mut a, 40);
     // b has every entry in its log but applied none of them.
     let last = a.log.watermarks().appended.expect("last").index;
-    for e in a.log.read_entries(0, last + 1).expect("read") {
+    for e in a
+        .log
+        .read_entries(LogIndex::new(0), LogIndex::new(last + 1))
+        .expect("read")
+    {
         b.append_entry(e);
     }
     let snap =

@@ -5,6 +5,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use std::future::Future;
 use std::io;
 
@@ -111,7 +112,10 @@ async fn snapshot_moves_through_the_node_traits() {
     )]));
     b.append_entry(e.clone());
     let i = e.log_id.index;
-    assert_eq!(a.log.entry_location(i), b.log.entry_location(i));
+    assert_eq!(
+        a.log.entry_location(LogIndex::new(i)),
+        b.log.entry_location(LogIndex::new(i))
+    );
     assert_eq!(
         a.sm.apply_entry(&e).expect("a"),
         b.sm.apply_entry(&e).expect("b")

@@ -26,6 +26,7 @@ use crate::snapshot::format::PREFIX_CRC_LEN;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
 use crate::state::DispatchState;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use raftmq_raft_log::PinnedRange;
 
@@ -53,7 +54,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
     let log = &shared.log;
     let last = st.last_applied;
     let log_end_phys = last.and_then(|l| {
-        log.entry_location(l.index)
+        log.entry_location(LogIndex::of(&l))
             .filter(|loc| loc.term == l.leader_id.term)
             .map(|loc| loc.phys_end())
     });

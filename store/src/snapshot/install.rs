@@ -30,6 +30,7 @@ use crate::state::Checkpoint;
 use crate::state::DispatchState;
 use crate::state::InstallStop;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use raftmq_raft_log::types::LogId;
 
@@ -190,7 +191,7 @@ pub(crate) fn install(
     let log_has_last = m.last_log_id.is_none_or(|l| {
         shared
             .log
-            .entry_location(l.index)
+            .entry_location(LogIndex::of(&l))
             .is_some_and(|loc| loc.term == l.leader_id.term)
     });
     // Resumed at open (see [`resume`]): the intent is already recorded.
