@@ -308,6 +308,32 @@ pub(crate) mod test_types {
 #[cfg(test)]
 mod tests {
     use super::AppPayload;
+    use super::LogId;
+    use super::LogIndex;
+    use super::PhysOffset;
+
+    #[test]
+    fn offsets_and_indexes_are_bare_numbers_in_json_and_debug() {
+        let json = serde_json::to_string(&(PhysOffset::new(4096), LogIndex::new(7))).expect("json");
+        assert_eq!(json, "[4096,7]");
+        let back: (PhysOffset, LogIndex) = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(back, (PhysOffset::new(4096), LogIndex::new(7)));
+        assert_eq!(
+            format!("{:?} {}", PhysOffset::new(5), LogIndex::new(6)),
+            "5 6"
+        );
+        assert_eq!(LogIndex::of(&LogId::new_term_index(2, 9)), LogIndex::new(9));
+    }
+
+    #[test]
+    fn phys_offset_arithmetic_says_what_it_means() {
+        let p = PhysOffset::new(100);
+        assert_eq!(p.advance(28).get(), 128);
+        assert_eq!(p.bytes_to(PhysOffset::new(150)), 50);
+        assert_eq!(PhysOffset::new(150).checked_bytes_to(p), None);
+        assert_eq!(PhysOffset::new(u64::MAX).checked_advance(1), None);
+        assert!(PhysOffset::new(8192).is_aligned(4096) && !p.is_aligned(4096));
+    }
 
     #[test]
     fn app_payload_in_json_is_an_array_of_numbers() {
