@@ -273,12 +273,14 @@ pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMes
             shared.log.watermarks().min_phys_offset,
         )
     };
-    if msg_id < min || msg_id.advance(MESSAGE_MIN_LEN as u64) > end {
+    // `msg_id` comes from a client: any u64, so the end of its record is computed checked.
+    let fits = |len: u64| msg_id.checked_advance(len).is_some_and(|e| e <= end);
+    if msg_id < min || !fits(MESSAGE_MIN_LEN as u64) {
         return Err(not_found());
     }
     let head = shared.log.read_at(msg_id, 4).map_err(|_| not_found())?;
     let len = peek_record_len(&head).ok_or_else(not_found)?;
-    if len < MESSAGE_MIN_LEN as u32 || msg_id.advance(u64::from(len)) > end {
+    if len < MESSAGE_MIN_LEN as u32 || !fits(u64::from(len)) {
         return Err(not_found());
     }
     let rec = shared.log.read_at(msg_id, len).map_err(|_| not_found())?;

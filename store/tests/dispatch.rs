@@ -379,6 +379,10 @@ fn key_query_with_forced_collisions_and_get_by_id() {
         n.store.get_by_id(PhysOffset::new(u64::MAX / 2)),
         Err(StoreError::NotFound { .. })
     ));
+    assert!(matches!(
+        n.store.get_by_id(PhysOffset::new(u64::MAX - 1)),
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
