@@ -234,14 +234,15 @@ impl TestCluster {
     }
 
     /// Crashes node `id` and returns its CommitLog's durable end at the moment of the crash
-    /// (`flushed_phys_end`, read after the log stopped so nothing flushed later is missed).
+    /// (`flushed_phys_end`, read after the log stopped so nothing flushed later is missed), as
+    /// the bare byte position the power-loss helpers cut the segment files at.
     pub async fn kill_reporting_flushed(&mut self, id: u64) -> u64 {
         let n = self.nodes[id as usize - 1].take().expect("node is running");
         let log = n.log().clone();
         n.kill().await;
         let wm = log.watermarks();
         drop(log);
-        wm.flushed_phys_end
+        wm.flushed_phys_end.get()
     }
 
     /// Restarts node `id` on its data dir and addresses.

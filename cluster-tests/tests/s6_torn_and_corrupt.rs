@@ -5,6 +5,7 @@
 //!   corruption; with the operator flag `repair-truncate-corruption` it truncates at the bad
 //!   record and catches up from its peers, ending with the same queues as everyone else.
 
+use raftmq_raft_log::types::LogIndex;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
@@ -73,7 +74,8 @@ async fn torn_then_corrupt(flush: [FlushPolicy; 3]) -> anyhow::Result<(TestClust
     let loc = {
         let log = cluster.node(f).log();
         let last = log.watermarks().flushed.expect("flushed entries").index;
-        log.entry_location(last / 2).expect("entry present")
+        log.entry_location(LogIndex::new(last / 2))
+            .expect("entry present")
     };
     cluster.kill(f).await;
     flip_bit(&cluster.data_dir(f), loc.phys + 16)?;

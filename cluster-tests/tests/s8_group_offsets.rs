@@ -1,6 +1,8 @@
 //! Scenario 8: consumer group offsets committed before a failover are still there after it
 //! (they are replicated through Raft), read from every node, also after a full restart.
 
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
@@ -82,7 +84,9 @@ async fn check_offsets(
         let store = cluster.node(id).store();
         for (g, group) in GROUPS.iter().enumerate() {
             for q in 0..4 {
-                let got = store.fetch_offset(group, "orders", q as u32);
+                let got = store
+                    .fetch_offset(group, "orders", QueueId::new(q as u32))
+                    .map(QueueOffset::get);
                 assert_eq!(
                     got,
                     Some(expected(g, q)),

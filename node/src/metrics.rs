@@ -261,9 +261,11 @@ impl NodeMetrics {
         g.committed_index.set(committed);
         g.applied_index.set(applied);
         g.purged_index.set(idx(sw.log.last_purged));
-        g.min_phys_offset.set(as_i64(sw.log.min_phys_offset));
-        g.max_phys_offset.set(as_i64(sw.log.appended_phys_end));
-        g.dispatched_phys_offset.set(as_i64(sw.dispatched_phys_end));
+        g.min_phys_offset.set(as_i64(sw.log.min_phys_offset.get()));
+        g.max_phys_offset
+            .set(as_i64(sw.log.appended_phys_end.get()));
+        g.dispatched_phys_offset
+            .set(as_i64(sw.dispatched_phys_end.get()));
         g.flush_lag.set((appended - flushed).max(0));
         g.commit_lag.set((appended - committed).max(0));
         g.apply_lag.set((committed - applied).max(0));

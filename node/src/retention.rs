@@ -61,7 +61,7 @@ pub async fn retention_pass(core: &NodeCore) -> Result<bool, NodeError> {
         .map_err(|e| NodeError::Internal(format!("retention task failed: {e}")))??;
     tracing::info!(
         log_index = upto,
-        phys_offset = plan.delete_below_phys,
+        phys_offset = plan.delete_below_phys.get(),
         "retention pass purged the log and deleted segments"
     );
     Ok(true)

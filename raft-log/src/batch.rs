@@ -11,7 +11,7 @@ use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::state::State;
 use crate::types::LogEntry;
-use crate::types::LogIndex;
+use crate::types::RawIndex;
 use crate::types::Term;
 
 /// One entry's record, encoded but not yet placed.
@@ -23,7 +23,7 @@ pub struct Encoded<'a> {
     /// Term.
     pub term: Term,
     /// Log index.
-    pub index: LogIndex,
+    pub index: RawIndex,
 }
 
 /// Checks that `entries` continue the log in `st` (index = last + 1, or past the purged id

@@ -42,7 +42,7 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::shared::Shared;
 use crate::types::LogId;
-use crate::types::LogIndex;
+use crate::types::RawIndex;
 
 /// Least time between two writes of the committed id nobody waits for.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -125,7 +125,7 @@ impl Committer {
 
     /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node
     /// (see `LogStore::wait_durable`). Fails once the log stopped.
-    pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
+    pub async fn wait_durable(&self, index: RawIndex) -> LogResult<()> {
         let mut rx = self.shared.durable.subscribe();
         let mut _demand = None;
         loop {

@@ -5,7 +5,7 @@
 use tokio::sync::watch;
 
 use crate::types::LogId;
-use crate::types::LogIndex;
+use crate::types::RawIndex;
 
 /// What is durable, as waiters see it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub struct Durable {
     /// The newest committed id known durable.
     pub committed: Option<LogId>,
     /// Index of the last entry flushed in this node's own log.
-    pub log_flushed: Option<LogIndex>,
+    pub log_flushed: Option<RawIndex>,
     /// Set once the log stopped (I/O error, closed): nothing more becomes durable.
     pub stopped: Option<String>,
 }
@@ -21,7 +21,7 @@ pub struct Durable {
 impl Durable {
     /// Whether entry `index` can no longer be forgotten by a crash of this node: it is
     /// flushed in this log, or a durable committed id covers it.
-    pub fn covers(&self, index: LogIndex) -> bool {
+    pub fn covers(&self, index: RawIndex) -> bool {
         self.committed.is_some_and(|c| c.index >= index)
             || self.log_flushed.is_some_and(|f| f >= index)
     }
@@ -60,7 +60,7 @@ impl DurableWatch {
     }
 
     /// Records that this node's log is flushed up to entry `index`.
-    pub fn note_log_flushed(&self, index: Option<LogIndex>) {
+    pub fn note_log_flushed(&self, index: Option<RawIndex>) {
         self.tx.send_if_modified(|d| {
             let newer = index > d.log_flushed;
             if newer {

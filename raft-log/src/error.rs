@@ -3,8 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::types::LogIndex;
-use crate::types::PhysOffset;
+use crate::types::RawIndex;
+use crate::types::RawPhys;
 
 /// Everything the log can fail with. Converted to `std::io::Error` (message preserved) at the
 /// openraft boundary, where any error is fatal for the Raft core.
@@ -54,17 +54,17 @@ pub enum LogError {
     #[error("refusing to truncate after index {requested:?}: entries up to committed index {committed} are committed")]
     TruncateCommitted {
         /// First index that would be removed minus one (`None`: everything).
-        requested: Option<LogIndex>,
+        requested: Option<RawIndex>,
         /// The persisted committed index.
-        committed: LogIndex,
+        committed: RawIndex,
     },
     /// Deleting segments that hold entries not yet purged.
     #[error("refusing to delete segments below phys offset {requested}: only data below {allowed} is purged")]
     DeleteUnpurged {
         /// Requested bound.
-        requested: PhysOffset,
+        requested: RawPhys,
         /// Physical end of the last purged entry.
-        allowed: PhysOffset,
+        allowed: RawPhys,
     },
     /// No space left to preallocate the next segment.
     #[error("disk full while creating {path}")]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use parking_lot::Condvar;
 use parking_lot::Mutex;
 
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// Completion callback of one append (an erased `IOFlushed`).
 pub type FlushCallback = Box<dyn FnOnce(io::Result<()>) + Send>;
@@ -20,7 +20,7 @@ pub type FlushCallback = Box<dyn FnOnce(io::Result<()>) + Send>;
 /// An append waiting for its bytes to be durable.
 pub struct FlushWaiter {
     /// Physical end of the append.
-    pub end: PhysOffset,
+    pub end: RawPhys,
     /// Called once the bytes up to `end` are durable (or with the error).
     pub callback: FlushCallback,
 }
@@ -84,7 +84,7 @@ impl FlushQueue {
     }
 
     /// Completes waiters covered by `flushed_end` with Ok.
-    pub fn complete_upto(&self, flushed_end: PhysOffset) {
+    pub fn complete_upto(&self, flushed_end: RawPhys) {
         let done: Vec<FlushWaiter> = {
             let mut q = self.queue.lock();
             let n = q

@@ -29,10 +29,11 @@ use crate::error::LogError;
 use crate::types::AppPayload;
 use crate::types::LogEntry;
 use crate::types::LogId;
-use crate::types::LogIndex;
 use crate::types::Membership;
 use crate::types::Payload;
 use crate::types::PhysOffset;
+use crate::types::RawIndex;
+use crate::types::RawPhys;
 use crate::types::Term;
 
 /// Bytes of the fixed record header; a `Normal` entry's payload starts this many bytes after
@@ -51,7 +52,7 @@ const _: () = assert!(ENTRY_HEADER_LEN % 8 == 0);
 
 /// Physical offset of the payload of the record that starts at `entry_phys`.
 pub const fn payload_offset(entry_phys: PhysOffset) -> PhysOffset {
-    entry_phys + ENTRY_HEADER_LEN as u64
+    entry_phys.advance(ENTRY_HEADER_LEN as u64)
 }
 
 /// What a record holds.
@@ -91,9 +92,9 @@ pub struct RecordHeader {
     /// Raft term.
     pub term: Term,
     /// Raft log index.
-    pub index: LogIndex,
+    pub index: RawIndex,
     /// Physical offset of the record.
-    pub phys: PhysOffset,
+    pub phys: RawPhys,
     /// CRC32 of the payload.
     pub payload_crc: u32,
 }
@@ -121,11 +122,7 @@ pub fn encode_payload(payload: &Payload) -> Result<(RecordKind, Cow<'_, [u8]>), 
 }
 
 /// Appends the full record of `entry` at physical offset `phys` to `out`; returns its length.
-pub fn encode_entry(
-    entry: &LogEntry,
-    phys: PhysOffset,
-    out: &mut Vec<u8>,
-) -> Result<usize, LogError> {
+pub fn encode_entry(entry: &LogEntry, phys: RawPhys, out: &mut Vec<u8>) -> Result<usize, LogError> {
     let (kind, payload) = encode_payload(&entry.payload)?;
     let term = *entry.log_id.leader_id;
     encode_record(kind, term, entry.log_id.index, phys, &payload, out)
@@ -135,8 +132,8 @@ pub fn encode_entry(
 pub fn encode_record(
     kind: RecordKind,
     term: Term,
-    index: LogIndex,
-    phys: PhysOffset,
+    index: RawIndex,
+    phys: RawPhys,
     payload: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<usize, LogError> {
@@ -165,8 +162,8 @@ pub fn encode_record(
 pub fn encode_header(
     kind: RecordKind,
     term: Term,
-    index: LogIndex,
-    phys: PhysOffset,
+    index: RawIndex,
+    phys: RawPhys,
     payload: &[u8],
 ) -> [u8; ENTRY_HEADER_LEN] {
     let mut v = Vec::with_capacity(ENTRY_HEADER_LEN);
@@ -186,7 +183,7 @@ pub fn encode_header(
 }
 
 /// The header of a padding record covering `len` bytes starting at `phys`.
-pub fn encode_padding(phys: PhysOffset, len: u32) -> [u8; ENTRY_HEADER_LEN] {
+pub fn encode_padding(phys: RawPhys, len: u32) -> [u8; ENTRY_HEADER_LEN] {
     let mut v = Vec::with_capacity(ENTRY_HEADER_LEN);
     v.extend_from_slice(&len.to_le_bytes());
     push_header_tail(
@@ -207,8 +204,8 @@ fn push_header_tail(
     kind: RecordKind,
     payload_len: u32,
     term: Term,
-    index: LogIndex,
-    phys: PhysOffset,
+    index: RawIndex,
+    phys: RawPhys,
     payload_crc: u32,
     out: &mut Vec<u8>,
 ) {
@@ -240,7 +237,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// Decodes the header slot at `phys`; `room` is the number of bytes left in the segment.
 /// `Err(reason)` means the bytes are not a valid header.
-pub fn decode_header(buf: &[u8], phys: PhysOffset, room: u64) -> Result<HeaderSlot, String> {
+pub fn decode_header(buf: &[u8], phys: RawPhys, room: u64) -> Result<HeaderSlot, String> {
     if buf.len() < ENTRY_HEADER_LEN {
         return Err(format!(
             "header needs {ENTRY_HEADER_LEN} bytes, {} available",
@@ -275,7 +272,7 @@ pub fn decode_header(buf: &[u8], phys: PhysOffset, room: u64) -> Result<HeaderSl
     Ok(HeaderSlot::Record(h))
 }
 
-fn check_header(h: &RecordHeader, phys: PhysOffset, room: u64) -> Result<(), String> {
+fn check_header(h: &RecordHeader, phys: RawPhys, room: u64) -> Result<(), String> {
     if h.phys != phys {
         return Err(format!("record says phys {} but sits at {phys}", h.phys));
     }
@@ -339,7 +336,7 @@ pub fn decode_entry(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String
 
 /// Decodes one whole record at the start of `buf` (header and payload): the strict decoder the
 /// tests and tools use. `room` is the number of bytes left in the segment.
-pub fn decode_record(buf: &[u8], phys: PhysOffset, room: u64) -> Result<Option<LogEntry>, String> {
+pub fn decode_record(buf: &[u8], phys: RawPhys, room: u64) -> Result<Option<LogEntry>, String> {
     match decode_header(buf, phys, room)? {
         HeaderSlot::End => Ok(None),
         HeaderSlot::Record(h) if h.kind == RecordKind::Padding => Ok(None),

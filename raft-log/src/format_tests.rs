@@ -1,3 +1,4 @@
+use crate::types::PhysOffset;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
@@ -57,7 +58,10 @@ fn encoding_is_deterministic_and_payload_is_verbatim() {
     encode_entry(&e.clone(), 4096, &mut b).unwrap();
     assert_eq!(a, b);
     assert_eq!(&a[ENTRY_HEADER_LEN..], b"hello world");
-    assert_eq!(payload_offset(4096), 4096 + ENTRY_HEADER_LEN as u64);
+    assert_eq!(
+        payload_offset(PhysOffset::new(4096)).get(),
+        4096 + ENTRY_HEADER_LEN as u64
+    );
 }
 
 #[test]

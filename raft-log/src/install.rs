@@ -28,7 +28,7 @@ use crate::open::load_state;
 use crate::segments::parse_segment_name;
 use crate::segments::segment_name;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::writer::Writer;
 
 /// Test hook: makes the swap fail after its n-th I/O step, as a crash there would.
@@ -68,7 +68,7 @@ fn list(env: &dyn Env, dir: &Path) -> LogResult<Vec<String>> {
 }
 
 /// Starts of the segment files in `staged`, checked aligned and contiguous.
-fn staged_starts(env: &dyn Env, staged: &Path, seg_bytes: u64) -> LogResult<Vec<PhysOffset>> {
+fn staged_starts(env: &dyn Env, staged: &Path, seg_bytes: u64) -> LogResult<Vec<RawPhys>> {
     let mut starts = Vec::new();
     for name in env
         .list(staged)
@@ -103,7 +103,7 @@ pub fn replace_from_files(
     dir: &Path,
     staged: &Path,
     purged: LogId,
-    end: PhysOffset,
+    end: RawPhys,
 ) -> LogResult<()> {
     let shared = writer.shared();
     let config = writer.config();
@@ -195,10 +195,10 @@ fn finish_swap(
     seg_bytes: u64,
     fp: &Failpoint,
 ) -> LogResult<()> {
-    let new: BTreeSet<PhysOffset> = (0..swap.segments)
+    let new: BTreeSet<RawPhys> = (0..swap.segments)
         .map(|i| swap.start + i * seg_bytes)
         .collect();
-    let staged: BTreeSet<PhysOffset> = list(env, &swap.staged)?
+    let staged: BTreeSet<RawPhys> = list(env, &swap.staged)?
         .iter()
         .filter_map(|n| parse_segment_name(n))
         .collect();

@@ -9,7 +9,9 @@
 //! written at the next physical offset; the `IOFlushed` callback completes per the node's
 //! [`FlushPolicy`]) → quorum commit → `store` applies the entry, reading it back with
 //! [`LogStore::entry_location`] / [`LogStore::read_at`] and giving each message the id
-//! `entry phys + ENTRY_HEADER_LEN + offset inside the payload` ([`payload_offset`]).
+//! `entry phys + ENTRY_HEADER_LEN + offset inside the payload` (`store`'s `message_id`, over
+//! [`payload_offset`]). Positions and indexes cross the API as the newtypes
+//! [`types::PhysOffset`] and [`types::LogIndex`] (bare `u64` only inside this crate).
 //! Retention purges logically ([`LogStore::purge`], through openraft's `purge_log`) and then
 //! removes whole segments with [`LogStore::delete_segments_below`].
 //!

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::types::Vote;
 
 const KEY_VOTE: &str = "vote";
@@ -29,7 +29,7 @@ const KEY_INSTALL_SWAP: &str = "install-swap";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlushCheckpoint {
     /// Physical end of the flushed bytes.
-    pub phys_end: PhysOffset,
+    pub phys_end: RawPhys,
     /// Last entry inside them.
     pub log_id: Option<LogId>,
 }
@@ -38,7 +38,7 @@ pub struct FlushCheckpoint {
 /// (their raft index was not synced with it) and ignore the field when they read it.
 #[derive(Serialize, Deserialize)]
 struct StoredCheckpoint {
-    phys_end: PhysOffset,
+    phys_end: RawPhys,
     log_id: Option<LogId>,
     #[serde(default)]
     index_synced: bool,
@@ -53,11 +53,11 @@ pub struct InstallSwap {
     /// Directory holding the staged segments not moved in yet.
     pub staged: std::path::PathBuf,
     /// Start of the first new segment (the new log start).
-    pub start: PhysOffset,
+    pub start: RawPhys,
     /// How many new segments, contiguous from `start`.
     pub segments: u64,
     /// End of the new segments' records (the new checkpoint and append position).
-    pub end: PhysOffset,
+    pub end: RawPhys,
     /// The snapshot's last log id (the new last purged id).
     pub purged: LogId,
 }
@@ -166,12 +166,12 @@ impl Meta {
     }
 
     /// Physical offset where the log starts (segment-aligned).
-    pub fn log_start(&self) -> LogResult<Option<PhysOffset>> {
+    pub fn log_start(&self) -> LogResult<Option<RawPhys>> {
         self.get(KEY_LOG_START)
     }
 
     /// Saves the log start durably.
-    pub fn set_log_start(&self, p: PhysOffset) -> LogResult<()> {
+    pub fn set_log_start(&self, p: RawPhys) -> LogResult<()> {
         self.put(KEY_LOG_START, &p, true)
     }
 

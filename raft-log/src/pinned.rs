@@ -15,12 +15,13 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::state::State;
 use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// The CommitLog bytes `[start, end)`, held open (see the module docs).
 #[derive(Clone)]
 pub struct PinnedRange {
-    start: PhysOffset,
-    end: PhysOffset,
+    start: RawPhys,
+    end: RawPhys,
     segment_bytes: u64,
     /// Invariant: one file per segment from `start_of(start)`, contiguous, in order.
     files: Vec<(Arc<dyn SegmentFile>, PathBuf)>,
@@ -39,16 +40,17 @@ impl std::fmt::Debug for PinnedRange {
 impl PinnedRange {
     /// First byte covered.
     pub fn start(&self) -> PhysOffset {
-        self.start
+        PhysOffset::new(self.start)
     }
 
     /// One past the last byte covered.
     pub fn end(&self) -> PhysOffset {
-        self.end
+        PhysOffset::new(self.end)
     }
 
     /// Reads `[phys, phys + len)`, which must lie inside the range and inside one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
+        let phys = phys.get();
         let end = phys
             .checked_add(u64::from(len))
             .ok_or_else(|| LogError::InvalidArgument("range overflows".into()))?;
@@ -76,7 +78,7 @@ impl PinnedRange {
     /// Pins the bytes `[start, end)` of the log `st`, which must lie inside it (`min_phys_offset <= start`,
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.
-    pub fn new(st: &State, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
+    pub fn new(st: &State, start: RawPhys, end: RawPhys) -> LogResult<PinnedRange> {
         if start > end || start < st.min_phys || end > st.append_pos {
             return Err(LogError::InvalidArgument(format!(
                 "pin [{start}, {end}) outside the log [{}, {})",

@@ -14,15 +14,15 @@ use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::segments::segment_name;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// Outcome of preparing one segment.
-type Prepared = (PhysOffset, Result<Arc<dyn SegmentFile>, String>);
+type Prepared = (RawPhys, Result<Arc<dyn SegmentFile>, String>);
 
 #[derive(Default)]
 struct Slot {
     /// A creation in progress.
-    pending: Option<PhysOffset>,
+    pending: Option<RawPhys>,
     /// A finished creation.
     ready: Option<Prepared>,
     stop: bool,
@@ -50,7 +50,7 @@ impl Preallocator {
     }
 
     /// Asks for the segment starting at `start` to be created.
-    pub fn request(&self, start: PhysOffset) {
+    pub fn request(&self, start: RawPhys) {
         let (mu, cv) = &*self.shared;
         let mut s = mu.lock();
         if s.pending.is_none() && s.ready.as_ref().is_none_or(|r| r.0 != start) {
@@ -62,7 +62,7 @@ impl Preallocator {
 
     /// Takes the preallocated segment for `start` (waiting if it is being created). `None`:
     /// nothing was prepared for it; `Some(Err)`: preparing it failed.
-    pub fn take(&self, start: PhysOffset) -> Option<Result<Arc<dyn SegmentFile>, String>> {
+    pub fn take(&self, start: RawPhys) -> Option<Result<Arc<dyn SegmentFile>, String>> {
         let (mu, cv) = &*self.shared;
         let mut s = mu.lock();
         while s.pending == Some(start) {

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use crate::env::PlainFile;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
+use crate::types::RawIndex;
+use crate::types::RawPhys;
 use crate::types::Term;
 
 /// Bytes per raft index record.
@@ -29,9 +31,9 @@ pub const INDEX_RECORD_LEN: usize = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryLocation {
     /// Log index.
-    pub index: LogIndex,
+    pub index: RawIndex,
     /// Physical offset of the record (its header).
-    pub phys: PhysOffset,
+    pub phys: RawPhys,
     /// Record bytes (header + payload).
     pub size: u32,
     /// Term.
@@ -39,8 +41,23 @@ pub struct EntryLocation {
 }
 
 impl EntryLocation {
+    /// Physical offset of the record (its header), as the public type.
+    pub fn phys_offset(&self) -> PhysOffset {
+        PhysOffset::new(self.phys)
+    }
+
+    /// Log index, as the public type.
+    pub fn log_index(&self) -> LogIndex {
+        LogIndex::new(self.index)
+    }
+
+    /// Physical end of the record, as the public type.
+    pub fn phys_end(&self) -> PhysOffset {
+        PhysOffset::new(self.end())
+    }
+
     /// Physical end of the record.
-    pub fn end(&self) -> PhysOffset {
+    pub fn end(&self) -> RawPhys {
         self.phys + self.size as u64
     }
 
@@ -110,7 +127,7 @@ pub struct RaftIndex {
     recs: VecDeque<EntryLocation>,
     file: Arc<dyn PlainFile>,
     /// Index of the record at file offset 0.
-    file_base: Option<LogIndex>,
+    file_base: Option<RawIndex>,
     /// Invariant: covers exactly the records appended since the last `take_pending`.
     pending: PendingWrite,
 }
@@ -158,7 +175,7 @@ impl RaftIndex {
     /// records it holds exactly what the CommitLog holds.
     pub fn trusted_prefix(
         bytes: &[u8],
-        checkpoint_end: PhysOffset,
+        checkpoint_end: RawPhys,
         segment_bytes: u64,
     ) -> Vec<EntryLocation> {
         let mut out: Vec<EntryLocation> = Vec::new();
@@ -195,14 +212,14 @@ impl RaftIndex {
     }
 
     /// Location of `index`.
-    pub fn get(&self, index: LogIndex) -> Option<EntryLocation> {
+    pub fn get(&self, index: RawIndex) -> Option<EntryLocation> {
         let first = self.recs.front()?.index;
         let i = index.checked_sub(first)?;
         self.recs.get(usize::try_from(i).ok()?).copied()
     }
 
     /// Locations with index in `[start, end)`.
-    pub fn range(&self, start: LogIndex, end: LogIndex) -> Vec<EntryLocation> {
+    pub fn range(&self, start: RawIndex, end: RawIndex) -> Vec<EntryLocation> {
         let Some(first) = self.recs.front().map(|r| r.index) else {
             return Vec::new();
         };
@@ -248,7 +265,7 @@ impl RaftIndex {
     }
 
     /// Drops every entry with index > `last` (all of them for `None`).
-    pub fn truncate_after(&mut self, last: Option<LogIndex>) -> std::io::Result<()> {
+    pub fn truncate_after(&mut self, last: Option<RawIndex>) -> std::io::Result<()> {
         self.write_pending()?;
         while self
             .recs
@@ -273,7 +290,7 @@ impl RaftIndex {
     /// log lock (80 MB after a few million entries) stalled appends for about a second, long
     /// enough for a leader to lose its followers. The file restarts at the next appended
     /// entry; the next open accepts it as a tail of the index (rebuilt only if it is not one).
-    pub fn drop_below(&mut self, phys: PhysOffset) {
+    pub fn drop_below(&mut self, phys: RawPhys) {
         while self.recs.front().is_some_and(|r| r.phys < phys) {
             self.recs.pop_front();
         }

@@ -21,7 +21,7 @@ use crate::raft_index::EntryLocation;
 use crate::segments::parse_segment_name;
 use crate::segments::Segments;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// What recovery found.
 pub struct Recovered {
@@ -30,14 +30,14 @@ pub struct Recovered {
     /// Every valid entry, in order.
     pub locations: Vec<EntryLocation>,
     /// Physical end of the valid log: the next append position.
-    pub end: PhysOffset,
+    pub end: RawPhys,
     /// Physical start of the log (segment-aligned).
-    pub start: PhysOffset,
+    pub start: RawPhys,
 }
 
 /// Why the scan stopped.
 struct Stop {
-    phys: PhysOffset,
+    phys: RawPhys,
     reason: Option<String>,
 }
 
@@ -51,7 +51,7 @@ pub fn recover(
     env: Arc<dyn Env>,
     dir: PathBuf,
     config: &LogConfig,
-    log_start: Option<PhysOffset>,
+    log_start: Option<RawPhys>,
     checkpoint: FlushCheckpoint,
     purged: Option<LogId>,
     trusted: &[EntryLocation],
@@ -106,8 +106,8 @@ fn open_segments(
     segs: &mut Segments,
     env: &dyn Env,
     config: &LogConfig,
-    log_start: Option<PhysOffset>,
-) -> LogResult<(PhysOffset, Vec<PhysOffset>)> {
+    log_start: Option<RawPhys>,
+) -> LogResult<(RawPhys, Vec<RawPhys>)> {
     let dir = segs.dir().to_path_buf();
     env.create_dir_all(&dir)
         .map_err(|e| LogError::io("create dir", &dir, e))?;
@@ -211,7 +211,7 @@ fn check_trusted(
 /// Where it reaches the first of `trusted` (see [`recover`]), takes them and jumps past them.
 fn scan(
     segs: &Segments,
-    start: PhysOffset,
+    start: RawPhys,
     purged: Option<LogId>,
     trusted: &[EntryLocation],
     out: &mut Vec<EntryLocation>,
@@ -327,7 +327,7 @@ fn follows(
 }
 
 /// Zeroes everything from `end` to the end of its segment and removes later segments.
-pub fn truncate_tail(segs: &mut Segments, end: PhysOffset) -> LogResult<()> {
+pub fn truncate_tail(segs: &mut Segments, end: RawPhys) -> LogResult<()> {
     let seg_start = segs.start_of(end);
     let next = seg_start + segs.segment_bytes();
     let removed = segs.remove_from(next)?;

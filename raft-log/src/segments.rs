@@ -10,15 +10,15 @@ use crate::env::Env;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// File name of the segment starting at `start`: 20 decimal digits.
-pub fn segment_name(start: PhysOffset) -> String {
+pub fn segment_name(start: RawPhys) -> String {
     format!("{start:020}")
 }
 
 /// Parses a segment file name.
-pub fn parse_segment_name(name: &str) -> Option<PhysOffset> {
+pub fn parse_segment_name(name: &str) -> Option<RawPhys> {
     if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
         name.parse().ok()
     } else {
@@ -33,7 +33,7 @@ pub struct Segments {
     segment_bytes: u64,
     /// Invariant: keys are multiples of `segment_bytes` and contiguous; every file has
     /// capacity `segment_bytes`.
-    map: BTreeMap<PhysOffset, Arc<dyn SegmentFile>>,
+    map: BTreeMap<RawPhys, Arc<dyn SegmentFile>>,
 }
 
 impl Segments {
@@ -58,33 +58,33 @@ impl Segments {
     }
 
     /// Path of the segment starting at `start`.
-    pub fn path(&self, start: PhysOffset) -> PathBuf {
+    pub fn path(&self, start: RawPhys) -> PathBuf {
         self.dir.join(segment_name(start))
     }
 
     /// Start of the segment holding `phys`.
-    pub fn start_of(&self, phys: PhysOffset) -> PhysOffset {
+    pub fn start_of(&self, phys: RawPhys) -> RawPhys {
         phys - phys % self.segment_bytes
     }
 
     /// Adds an open segment.
-    pub fn insert(&mut self, start: PhysOffset, file: Arc<dyn SegmentFile>) {
+    pub fn insert(&mut self, start: RawPhys, file: Arc<dyn SegmentFile>) {
         debug_assert_eq!(start % self.segment_bytes, 0);
         self.map.insert(start, file);
     }
 
     /// The segment starting at `start`.
-    pub fn get(&self, start: PhysOffset) -> Option<Arc<dyn SegmentFile>> {
+    pub fn get(&self, start: RawPhys) -> Option<Arc<dyn SegmentFile>> {
         self.map.get(&start).cloned()
     }
 
     /// Segment starts in order.
-    pub fn starts(&self) -> Vec<PhysOffset> {
+    pub fn starts(&self) -> Vec<RawPhys> {
         self.map.keys().copied().collect()
     }
 
     /// The segment holding `phys` and the offset inside it.
-    pub fn locate(&self, phys: PhysOffset) -> LogResult<(Arc<dyn SegmentFile>, u64)> {
+    pub fn locate(&self, phys: RawPhys) -> LogResult<(Arc<dyn SegmentFile>, u64)> {
         let start = self.start_of(phys);
         let seg = self.map.get(&start).ok_or_else(|| {
             LogError::InvalidArgument(format!("phys offset {phys} is not in any segment"))
@@ -93,7 +93,7 @@ impl Segments {
     }
 
     /// Writes bytes that lie inside one segment.
-    pub fn write(&self, phys: PhysOffset, data: &[u8]) -> LogResult<()> {
+    pub fn write(&self, phys: RawPhys, data: &[u8]) -> LogResult<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -103,7 +103,7 @@ impl Segments {
     }
 
     /// Removes (from the set and from disk) every segment starting at or after `start`.
-    pub fn remove_from(&mut self, start: PhysOffset) -> LogResult<Vec<PhysOffset>> {
+    pub fn remove_from(&mut self, start: RawPhys) -> LogResult<Vec<RawPhys>> {
         let gone: Vec<_> = self.map.range(start..).map(|(k, _)| *k).collect();
         self.remove_all(&gone)?;
         Ok(gone)
@@ -112,7 +112,7 @@ impl Segments {
     /// Takes every segment that ends at or below `phys` out of the set, without touching the
     /// files: the caller deletes them with [`Detached::delete`] once it released its locks
     /// (unmapping and unlinking a 1 GiB segment takes long).
-    pub fn detach_below(&mut self, phys: PhysOffset) -> Detached {
+    pub fn detach_below(&mut self, phys: RawPhys) -> Detached {
         let gone: Vec<_> = self
             .map
             .keys()
@@ -130,7 +130,7 @@ impl Segments {
         }
     }
 
-    fn remove_all(&mut self, starts: &[PhysOffset]) -> LogResult<()> {
+    fn remove_all(&mut self, starts: &[RawPhys]) -> LogResult<()> {
         for s in starts {
             self.map.remove(s);
             let p = self.path(*s);

@@ -12,7 +12,7 @@ use crate::meta::FlushCheckpoint;
 use crate::raft_index::RaftIndex;
 use crate::segments::Segments;
 use crate::types::LogId;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 use crate::types::Vote;
 
 /// The state of an open log.
@@ -23,13 +23,13 @@ pub struct State {
     pub index: RaftIndex,
     /// Invariant: the physical end of the last record; bytes from here to the end of its
     /// segment are zero; `min_phys <= flushed.phys_end <= append_pos`.
-    pub append_pos: PhysOffset,
+    pub append_pos: RawPhys,
     /// Invariant: segment-aligned; no segment below it; persisted as the log start.
-    pub min_phys: PhysOffset,
+    pub min_phys: RawPhys,
     /// Last purged log id (persisted).
     pub purged: Option<LogId>,
     /// Invariant: physical end of the last purged entry, `min_phys <= purged_phys_end <= append_pos`.
-    pub purged_phys_end: PhysOffset,
+    pub purged_phys_end: RawPhys,
     /// Persisted committed log id.
     pub committed: Option<LogId>,
     /// Persisted vote.
@@ -72,7 +72,7 @@ impl State {
     /// inside the appended part of one segment (the bytes are read outside the lock).
     pub fn locate_range(
         &self,
-        phys: PhysOffset,
+        phys: RawPhys,
         len: u32,
     ) -> LogResult<(Arc<dyn SegmentFile>, u64, PathBuf)> {
         let end = phys
@@ -95,7 +95,7 @@ impl State {
     }
 
     /// A corruption error for the record at `phys`, naming its segment file.
-    pub fn corruption(&self, phys: PhysOffset, reason: String) -> LogError {
+    pub fn corruption(&self, phys: RawPhys, reason: String) -> LogError {
         let start = self.segments.start_of(phys);
         LogError::Corruption {
             file: self.segments.path(start),

@@ -20,6 +20,7 @@ use openraft::RaftLogReader;
 use crate::config::FlushPolicy;
 use crate::store::LogStore;
 use crate::types::LogId;
+use crate::types::LogIndex;
 use crate::types::LogTypes;
 use crate::types::Vote;
 
@@ -44,7 +45,7 @@ impl<C: LogTypes> RaftLogReader<C> for LogStore<C> {
     ) -> Result<Vec<C::Entry>, io::Error> {
         let (start, end) = range_to_half_open(&range);
         let first_unpurged = self.watermarks().last_purged.map_or(0, |p| p.index + 1);
-        Ok(self.read_entries(start.max(first_unpurged), end)?)
+        Ok(self.read_entries(LogIndex::new(start.max(first_unpurged)), LogIndex::new(end))?)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {

@@ -173,12 +173,17 @@ impl<C> LogStore<C> {
     /// Where entry `index` sits, if it is physically present (purged entries stay readable
     /// until their segment is deleted).
     pub fn entry_location(&self, index: LogIndex) -> Option<EntryLocation> {
-        self.inner.shared.state.lock().index.get(index)
+        self.inner.shared.state.lock().index.get(index.get())
     }
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
-        let (seg, off, path) = self.inner.shared.state.lock().locate_range(phys, len)?;
+        let (seg, off, path) = self
+            .inner
+            .shared
+            .state
+            .lock()
+            .locate_range(phys.get(), len)?;
         let mut buf = vec![0u8; len as usize];
         seg.read_at(off, &mut buf)
             .map_err(|e| LogError::io("read", path, e))?;
@@ -187,10 +192,16 @@ impl<C> LogStore<C> {
 
     /// Decodes the entries with index in `[start, end)` that are physically present.
     pub fn read_entries(&self, start: LogIndex, end: LogIndex) -> LogResult<Vec<LogEntry>> {
-        let locs = self.inner.shared.state.lock().index.range(start, end);
+        let locs = self
+            .inner
+            .shared
+            .state
+            .lock()
+            .index
+            .range(start.get(), end.get());
         let mut out = Vec::with_capacity(locs.len());
         for l in locs {
-            let bytes = self.read_at(l.phys, l.size)?;
+            let bytes = self.read_at(l.phys_offset(), l.size)?;
             let corruption = |reason| self.inner.shared.state.lock().corruption(l.phys, reason);
             match decode_record(&bytes, l.phys, l.size as u64) {
                 Ok(Some(e)) if e.log_id.index == l.index => out.push(e),
@@ -246,7 +257,10 @@ impl<C> LogStore<C> {
         entries: Vec<LogEntry>,
         on_durable: FlushCallback,
     ) -> LogResult<PhysOffset> {
-        self.inner.writer.append(&entries, on_durable)
+        self.inner
+            .writer
+            .append(&entries, on_durable)
+            .map(PhysOffset::new)
     }
 
     /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
@@ -294,7 +308,7 @@ impl<C> LogStore<C> {
     /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
     /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
     pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
-        self.inner.committer.wait_durable(index).await
+        self.inner.committer.wait_durable(index.get()).await
     }
 
     /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte
@@ -314,7 +328,8 @@ impl<C> LogStore<C> {
     /// holding a segment keeps its mapping. A crash before the delete leaves files below the
     /// persisted log start, which the next open removes.
     pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
-        self.inner.trimmer.detach_below(phys)
+        let (start, detached) = self.inner.trimmer.detach_below(phys.get())?;
+        Ok((PhysOffset::new(start), detached))
     }
 
     /// Snapshot install: replaces the whole log with the segment files in `staged`
@@ -341,7 +356,7 @@ impl<C> LogStore<C> {
             &inner.dir,
             staged,
             purged,
-            end,
+            end.get(),
         )
     }
 
@@ -357,7 +372,7 @@ impl<C> LogStore<C> {
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.
     pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
-        PinnedRange::new(&self.inner.shared.state.lock(), start, end)
+        PinnedRange::new(&self.inner.shared.state.lock(), start.get(), end.get())
     }
 }
 

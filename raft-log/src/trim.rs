@@ -14,8 +14,8 @@ use crate::segments::Detached;
 use crate::shared::Shared;
 use crate::state::State;
 use crate::types::LogId;
-use crate::types::LogIndex;
-use crate::types::PhysOffset;
+use crate::types::RawIndex;
+use crate::types::RawPhys;
 
 /// Truncation, purge and segment detaching over the shared state.
 pub struct Trimmer {
@@ -98,7 +98,7 @@ impl Trimmer {
     /// unlinking a 1 GiB segment takes long). Readers check the log start first; one still
     /// holding a segment keeps its mapping. A crash before the delete leaves files below the
     /// persisted log start, which the next open removes.
-    pub fn detach_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
+    pub fn detach_below(&self, phys: RawPhys) -> LogResult<(RawPhys, Detached)> {
         let _cycle = self.flusher.lock_cycle();
         let mut st = self.shared.state.lock();
         if phys > st.purged_phys_end {
@@ -128,8 +128,8 @@ impl Trimmer {
     fn truncate_state(
         &self,
         st: &mut State,
-        keep: Option<LogIndex>,
-        new_end: PhysOffset,
+        keep: Option<RawIndex>,
+        new_end: RawPhys,
     ) -> LogResult<()> {
         // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
         st.flushed.phys_end = st.flushed.phys_end.min(new_end);

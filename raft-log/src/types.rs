@@ -18,11 +18,127 @@ pub type NodeId = u64;
 pub type Term = u64;
 
 /// Index of an entry in the Raft log (the first entry written by `initialize` has index 0).
-pub type LogIndex = u64;
+///
+/// Transparent for serde and in memory: the bare `u64` openraft's [`LogId`] carries (convert
+/// with [`LogIndex::of`] and [`LogIndex::get`] at that edge). No arithmetic operators.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct LogIndex(u64);
+
+impl LogIndex {
+    /// The index with this number.
+    pub const fn new(raw: u64) -> Self {
+        LogIndex(raw)
+    }
+
+    /// The index of the entry `id` names.
+    pub const fn of(id: &LogId) -> Self {
+        LogIndex(id.index)
+    }
+
+    /// The bare number (openraft's `u64` index, on-disk codecs, tracing fields).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The index of the entry after this one.
+    pub const fn next(self) -> Self {
+        LogIndex(self.0 + 1)
+    }
+}
+
+impl fmt::Debug for LogIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for LogIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A log index as a bare number, inside raft-log's internals (openraft's `u64`); the public
+/// surface ([`crate::LogStore`], [`crate::Watermarks`]) takes and gives [`LogIndex`].
+pub(crate) type RawIndex = u64;
 
 /// A byte position in the CommitLog. The same log index sits at the same physical offset on
-/// every replica, so a physical offset names the same bytes cluster-wide.
-pub type PhysOffset = u64;
+/// every replica, so a physical offset names the same bytes cluster-wide. A message's id is
+/// the physical offset of its record.
+///
+/// Transparent for serde and in memory: encodes as the bare `u64`. Only the operations the
+/// code needs: no `Add<u64>`/`Sub`, so it does not mix with queue offsets, sizes or counts.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct PhysOffset(u64);
+
+impl PhysOffset {
+    /// The start of a CommitLog that never lost a segment.
+    pub const ZERO: PhysOffset = PhysOffset(0);
+
+    /// The position with this number.
+    pub const fn new(raw: u64) -> Self {
+        PhysOffset(raw)
+    }
+
+    /// The bare number (wire, on-disk codecs, tracing fields).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The position `bytes` further on.
+    pub const fn advance(self, bytes: u64) -> Self {
+        PhysOffset(self.0 + bytes)
+    }
+
+    /// The position `bytes` further on, or `None` past `u64::MAX` (values from a peer or a
+    /// client).
+    pub const fn checked_advance(self, bytes: u64) -> Option<Self> {
+        match self.0.checked_add(bytes) {
+            Some(p) => Some(PhysOffset(p)),
+            None => None,
+        }
+    }
+
+    /// True if this position is a multiple of `bytes` (a segment start when `bytes` is the
+    /// segment size).
+    pub const fn is_aligned(self, bytes: u64) -> bool {
+        self.0 % bytes == 0
+    }
+
+    /// Bytes in `[self, end)`. Panics if `end` is before `self` (a broken range invariant,
+    /// never peer or client data: use [`PhysOffset::checked_bytes_to`] there).
+    pub fn bytes_to(self, end: PhysOffset) -> u64 {
+        end.0
+            .checked_sub(self.0)
+            .expect("physical range ends before it starts")
+    }
+
+    /// Bytes in `[self, end)`, or `None` if `end` is before `self`.
+    pub const fn checked_bytes_to(self, end: PhysOffset) -> Option<u64> {
+        end.0.checked_sub(self.0)
+    }
+}
+
+impl fmt::Debug for PhysOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for PhysOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A physical offset as a bare number, inside raft-log's internals; the public surface
+/// ([`crate::LogStore`], [`crate::Watermarks`], [`crate::PinnedRange`],
+/// [`crate::format::payload_offset`]) takes and gives [`PhysOffset`].
+pub(crate) type RawPhys = u64;
 
 /// Standard Raft leader id: at most one leader per term, so a committed leader id is a term.
 pub type LeaderId = openraft::vote::leader_id_std::LeaderId<Term, NodeId>;
@@ -192,6 +308,32 @@ pub(crate) mod test_types {
 #[cfg(test)]
 mod tests {
     use super::AppPayload;
+    use super::LogId;
+    use super::LogIndex;
+    use super::PhysOffset;
+
+    #[test]
+    fn offsets_and_indexes_are_bare_numbers_in_json_and_debug() {
+        let json = serde_json::to_string(&(PhysOffset::new(4096), LogIndex::new(7))).expect("json");
+        assert_eq!(json, "[4096,7]");
+        let back: (PhysOffset, LogIndex) = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(back, (PhysOffset::new(4096), LogIndex::new(7)));
+        assert_eq!(
+            format!("{:?} {}", PhysOffset::new(5), LogIndex::new(6)),
+            "5 6"
+        );
+        assert_eq!(LogIndex::of(&LogId::new_term_index(2, 9)), LogIndex::new(9));
+    }
+
+    #[test]
+    fn phys_offset_arithmetic_says_what_it_means() {
+        let p = PhysOffset::new(100);
+        assert_eq!(p.advance(28).get(), 128);
+        assert_eq!(p.bytes_to(PhysOffset::new(150)), 50);
+        assert_eq!(PhysOffset::new(150).checked_bytes_to(p), None);
+        assert_eq!(PhysOffset::new(u64::MAX).checked_advance(1), None);
+        assert!(PhysOffset::new(8192).is_aligned(4096) && !p.is_aligned(4096));
+    }
 
     #[test]
     fn app_payload_in_json_is_an_array_of_numbers() {

@@ -34,13 +34,13 @@ impl Watermarks {
     pub fn of(st: &State) -> Self {
         Watermarks {
             appended: st.last_entry_id(),
-            appended_phys_end: st.append_pos,
+            appended_phys_end: PhysOffset::new(st.append_pos),
             flushed: st.flushed.log_id,
-            flushed_phys_end: st.flushed.phys_end,
-            first_index: st.index.first().map(|l| l.index),
-            min_phys_offset: st.min_phys,
+            flushed_phys_end: PhysOffset::new(st.flushed.phys_end),
+            first_index: st.index.first().map(|l| LogIndex::new(l.index)),
+            min_phys_offset: PhysOffset::new(st.min_phys),
             last_purged: st.purged,
-            purged_phys_end: st.purged_phys_end,
+            purged_phys_end: PhysOffset::new(st.purged_phys_end),
             committed: st.committed,
         }
     }

@@ -25,7 +25,7 @@ use crate::segments::segment_name;
 use crate::shared::Shared;
 use crate::state::State;
 use crate::types::LogEntry;
-use crate::types::PhysOffset;
+use crate::types::RawPhys;
 
 /// Appends entries to the CommitLog (and the raft index) and owns the segment preallocator.
 pub struct Writer {
@@ -106,7 +106,7 @@ impl Writer {
     /// Appends entries (readable when this returns); `on_durable` completes per the flush
     /// policy (`sync`: queued for the flush covering them; `async`: at once), or with the
     /// error. An I/O error (or a full disk) stops the log. Returns the physical end.
-    pub fn append(&self, entries: &[LogEntry], on_durable: FlushCallback) -> LogResult<PhysOffset> {
+    pub fn append(&self, entries: &[LogEntry], on_durable: FlushCallback) -> LogResult<RawPhys> {
         let end = match self.append_locked(entries) {
             Ok(end) => end,
             Err(e) => {
@@ -130,7 +130,7 @@ impl Writer {
     }
 
     /// Validates, positions and writes `entries`; returns the physical end.
-    fn append_locked(&self, entries: &[LogEntry]) -> LogResult<PhysOffset> {
+    fn append_locked(&self, entries: &[LogEntry]) -> LogResult<RawPhys> {
         let mut st = self.shared.state.lock();
         st.check_writable()?;
         let encoded = encode_batch(&st, entries, self.config.segment_bytes)?;
@@ -177,7 +177,7 @@ impl Writer {
 
     /// Position for a record of `total` bytes: the append position, or the next segment's
     /// start (padding the current one) if it does not fit. Creates the segment if needed.
-    fn reserve(&self, st: &mut State, total: u64) -> LogResult<PhysOffset> {
+    fn reserve(&self, st: &mut State, total: u64) -> LogResult<RawPhys> {
         let seg_bytes = self.config.segment_bytes;
         let mut pos = st.append_pos;
         let start = st.segments.start_of(pos);
@@ -204,7 +204,7 @@ impl Writer {
         Ok(pos)
     }
 
-    fn new_segment(&self, start: PhysOffset) -> LogResult<Arc<dyn SegmentFile>> {
+    fn new_segment(&self, start: RawPhys) -> LogResult<Arc<dyn SegmentFile>> {
         let path = self.commitlog_dir.join(segment_name(start));
         match self.prealloc.as_ref().and_then(|p| p.take(start)) {
             Some(Ok(f)) => return Ok(f),

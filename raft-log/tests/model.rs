@@ -6,6 +6,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -137,7 +138,7 @@ impl Harness {
                 self.s().delete_segments_below(w.purged_phys_end).unwrap();
                 assert!(self
                     .s()
-                    .delete_segments_below(w.appended_phys_end + 4096)
+                    .delete_segments_below(w.appended_phys_end.advance(4096))
                     .is_err());
             }
             Op::Flush => self.s().flush().unwrap(),
@@ -225,7 +226,10 @@ impl Harness {
         self.store = Some(store);
         let w = self.s().watermarks();
         let from = self.purged.map_or(0, |p| p.index + 1);
-        let got = self.s().read_entries(from, u64::MAX).unwrap();
+        let got = self
+            .s()
+            .read_entries(LogIndex::new(from), LogIndex::new(u64::MAX))
+            .unwrap();
         assert!(
             got.len() <= self.model.len(),
             "log has {} entries, model {}",

@@ -3,6 +3,8 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
+use raftmq_raft_log::types::PhysOffset;
 use std::sync::Arc;
 
 use common::util::entry;
@@ -41,7 +43,7 @@ fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, Lo
 }
 
 fn indexes(s: &Store) -> Vec<u64> {
-    s.read_entries(0, u64::MAX)
+    s.read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -94,7 +96,7 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 6, 300);
-    let loc = s.entry_location(4).unwrap();
+    let loc = s.entry_location(LogIndex::new(4)).unwrap();
     s.close().unwrap();
     drop(s);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
@@ -103,7 +105,9 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     // corruption shows on the first read, never as a shorter log.
     let s = open(&dir, &env, lazy()).unwrap();
     assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
-    let err = s.read_entries(1, 7).unwrap_err();
+    let err = s
+        .read_entries(LogIndex::new(1), LogIndex::new(7))
+        .unwrap_err();
     assert!(
         matches!(err, LogError::Corruption { offset, .. } if offset == loc.phys),
         "{err}"
@@ -138,13 +142,17 @@ fn lost_raft_index_is_rebuilt() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 20, 500);
-    let before: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    let before: Vec<_> = (1..=20)
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap())
+        .collect();
     s.close().unwrap();
     drop(s);
     let idx = dir.path().join("raft-index").join("index");
     assert!(env.corrupt(&idx, 40, &[1, 2, 3]));
     let s = open(&dir, &env, lazy()).unwrap();
-    let after: Vec<_> = (1..=20).map(|i| s.entry_location(i).unwrap()).collect();
+    let after: Vec<_> = (1..=20)
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap())
+        .collect();
     assert_eq!(before, after);
 }
 
@@ -267,8 +275,8 @@ fn deferred_committed_id_is_durable_once_waited_for() {
         .enable_time()
         .build()
         .unwrap();
-    rt.block_on(s.wait_durable(8)).unwrap();
-    rt.block_on(s.wait_durable(3)).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(8))).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(3))).unwrap();
     s.halt_without_flush();
     drop(s);
     env.crash(CrashMode::DropUnsynced);
@@ -279,11 +287,11 @@ fn deferred_committed_id_is_durable_once_waited_for() {
     // Entries flushed in the log count as durable whatever the committed id.
     fill(&s, 5, 9, 100);
     s.flush().unwrap();
-    rt.block_on(s.wait_durable(9)).unwrap();
+    rt.block_on(s.wait_durable(LogIndex::new(9))).unwrap();
     // A stopped log answers waiters for what never became durable with an error.
     fill(&s, 10, 10, 100);
     s.halt_without_flush();
-    let err = rt.block_on(s.wait_durable(10)).unwrap_err();
+    let err = rt.block_on(s.wait_durable(LogIndex::new(10))).unwrap_err();
     assert!(matches!(err, LogError::Stopped(_)), "{err}");
 }
 
@@ -332,7 +340,7 @@ fn index_tail_left_by_retention_is_kept_at_open() {
     s.purge(LogId::new_term_index(1, 20)).unwrap();
     let w = s.watermarks();
     let min = s.delete_segments_below(w.purged_phys_end).unwrap();
-    assert!(min > 0, "a segment was deleted");
+    assert!(min > PhysOffset::ZERO, "a segment was deleted");
     fill(&s, 31, 33, 333);
     s.flush().unwrap();
     let first = indexes(&s)[0];
@@ -380,7 +388,10 @@ fn concurrent_appenders_share_flushes_and_readers_see_whole_entries() {
         let s = s.clone();
         std::thread::spawn(move || {
             for _ in 0..200 {
-                let n = s.read_entries(0, u64::MAX).unwrap().len();
+                let n = s
+                    .read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
+                    .unwrap()
+                    .len();
                 assert!(n <= 400);
             }
         })
@@ -417,7 +428,7 @@ fn flushed_corruption_is_not_taken_for_a_torn_tail_after_a_crash() {
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 6, 300);
     s.flush().unwrap();
-    let loc = s.entry_location(5).unwrap();
+    let loc = s.entry_location(LogIndex::new(5)).unwrap();
     // A power loss now: meta/ keeps what its last flush wrote, the segments what was synced.
     let meta = dir.path().join("meta");
     let at_crash = dir.path().join("meta-at-crash");
@@ -434,7 +445,8 @@ fn flushed_corruption_is_not_taken_for_a_torn_tail_after_a_crash() {
     let s = open(&dir, &env, lazy()).unwrap();
     assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(1, 6)));
     assert!(matches!(
-        s.read_entries(5, 6).unwrap_err(),
+        s.read_entries(LogIndex::new(5), LogIndex::new(6))
+            .unwrap_err(),
         LogError::Corruption { .. }
     ));
     drop(s);
@@ -463,7 +475,7 @@ fn open_takes_the_raft_index_below_the_checkpoint_and_scans_past_it() {
     s.append_entries(entries, ignore()).unwrap();
     s.flush().unwrap();
     fill_term(&s, 2, 8, 9);
-    let loc2 = s.entry_location(2).unwrap();
+    let loc2 = s.entry_location(LogIndex::new(2)).unwrap();
     s.halt_without_flush();
     drop(s);
     env.crash(CrashMode::DropUnsynced);
@@ -471,11 +483,14 @@ fn open_takes_the_raft_index_below_the_checkpoint_and_scans_past_it() {
     assert!(env.corrupt(&seg, loc2.phys + 60, &[0xff]));
     let s = open(&dir, &env, lazy()).unwrap();
     assert_eq!(s.watermarks().appended, Some(LogId::new_term_index(2, 7)));
-    let terms: Vec<_> = (1..=7).map(|i| s.entry_location(i).unwrap().term).collect();
+    let terms: Vec<_> = (1..=7)
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap().term)
+        .collect();
     assert_eq!(terms, vec![1, 1, 1, 1, 1, 2, 2]);
-    assert!(s.read_entries(3, 8).is_ok());
+    assert!(s.read_entries(LogIndex::new(3), LogIndex::new(8)).is_ok());
     assert!(matches!(
-        s.read_entries(2, 3).unwrap_err(),
+        s.read_entries(LogIndex::new(2), LogIndex::new(3))
+            .unwrap_err(),
         LogError::Corruption { .. }
     ));
 }
@@ -492,7 +507,7 @@ fn older_checkpoint_does_not_vouch_for_the_index() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 6, 300);
-    let loc = s.entry_location(4).unwrap();
+    let loc = s.entry_location(LogIndex::new(4)).unwrap();
     let end = s.watermarks().appended_phys_end;
     s.close().unwrap();
     drop(s);

@@ -2,6 +2,8 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
+use raftmq_raft_log::types::PhysOffset;
 use std::sync::Arc;
 
 use common::util::entry;
@@ -40,7 +42,7 @@ fn rolls_keep_entries_whole_and_contiguous() {
     }
     let mut end = 0;
     for i in 1..=SIZES.len() as u64 {
-        let l = s.entry_location(i).unwrap();
+        let l = s.entry_location(LogIndex::new(i)).unwrap();
         assert_eq!(l.size as usize, ENTRY_HEADER_LEN + SIZES[i as usize - 1]);
         let expected =
             if end % SEG + l.size as u64 > SEG || (end % SEG == 0 && end > 0 && l.phys != end) {
@@ -56,7 +58,7 @@ fn rolls_keep_entries_whole_and_contiguous() {
         );
         let payload = s
             .read_at(
-                l.phys + ENTRY_HEADER_LEN as u64,
+                PhysOffset::new(l.phys + ENTRY_HEADER_LEN as u64),
                 l.size - ENTRY_HEADER_LEN as u32,
             )
             .unwrap();
@@ -72,7 +74,12 @@ fn rolls_keep_entries_whole_and_contiguous() {
     s.close().unwrap();
     drop(s);
     let s = open(&dir, &env);
-    assert_eq!(s.read_entries(0, 100).unwrap().len(), SIZES.len());
+    assert_eq!(
+        s.read_entries(LogIndex::new(0), LogIndex::new(100))
+            .unwrap()
+            .len(),
+        SIZES.len()
+    );
 }
 
 #[test]
@@ -90,7 +97,7 @@ fn entry_larger_than_a_segment_is_rejected() {
     assert!(err.to_string().contains("larger than the maximum"));
     s.append_entries(vec![entry(1, 1, max)], ignore()).unwrap();
     s.append_entries(vec![entry(1, 2, max)], ignore()).unwrap();
-    assert_eq!(s.entry_location(2).unwrap().phys, SEG);
+    assert_eq!(s.entry_location(LogIndex::new(2)).unwrap().phys, SEG);
 }
 
 #[test]
@@ -104,7 +111,7 @@ fn same_entries_give_identical_bytes_on_every_node() {
             s.append_entries(vec![entry(3, i as u64 + 10, *size)], ignore())
                 .unwrap();
         }
-        end = s.watermarks().appended_phys_end;
+        end = s.watermarks().appended_phys_end.get();
         s.close().unwrap();
     }
     let seg_bytes = |env: &MemEnv, dir: &tempfile::TempDir| {
@@ -138,18 +145,23 @@ fn delete_segments_only_below_the_purge_point() {
     let s = open(&dir, &env);
     let entries = (1..=40).map(|i| entry(1, i, 900)).collect();
     s.append_entries(entries, ignore()).unwrap();
-    let l20 = s.entry_location(20).unwrap();
-    let err = s.delete_segments_below(l20.phys).unwrap_err();
+    let l20 = s.entry_location(LogIndex::new(20)).unwrap();
+    let err = s.delete_segments_below(l20.phys_offset()).unwrap_err();
     assert!(matches!(err, LogError::DeleteUnpurged { .. }), "{err}");
     s.purge(LogId::new_term_index(1, 20)).unwrap();
     let w = s.watermarks();
-    assert_eq!(w.purged_phys_end, l20.end());
+    assert_eq!(w.purged_phys_end.get(), l20.end());
     // Purged entries stay readable until their segment goes.
-    assert!(s.read_at(s.entry_location(3).unwrap().phys, 10).is_ok());
+    assert!(s
+        .read_at(
+            s.entry_location(LogIndex::new(3)).unwrap().phys_offset(),
+            10
+        )
+        .is_ok());
     let min = s.delete_segments_below(w.purged_phys_end).unwrap();
-    assert_eq!(min, l20.end() - l20.end() % SEG);
-    assert!(s.read_at(0, 10).is_err());
-    assert!(s.entry_location(3).is_none());
+    assert_eq!(min.get(), l20.end() - l20.end() % SEG);
+    assert!(s.read_at(PhysOffset::ZERO, 10).is_err());
+    assert!(s.entry_location(LogIndex::new(3)).is_none());
     assert!(!env
         .paths()
         .contains(&dir.path().join("commitlog").join(format!("{:020}", 0))));
@@ -160,7 +172,7 @@ fn delete_segments_only_below_the_purge_point() {
     assert_eq!(w.min_phys_offset, min);
     assert_eq!(w.last_purged, Some(LogId::new_term_index(1, 20)));
     let got: Vec<_> = s
-        .read_entries(21, u64::MAX)
+        .read_entries(LogIndex::new(21), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -181,7 +193,7 @@ fn purge_past_the_end_then_append_continues() {
     drop(s);
     let s = open(&dir, &env);
     let got: Vec<_> = s
-        .read_entries(0, u64::MAX)
+        .read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
         .unwrap()
         .iter()
         .map(|e| e.log_id.index)
@@ -210,7 +222,12 @@ fn full_disk_fails_the_roll_cleanly() {
     assert!(matches!(err, LogError::DiskFull { .. }), "{err}");
     assert!(err.to_string().contains("disk full"), "{err}");
     // The entry before the failed roll is intact; the log refuses further writes.
-    assert_eq!(s.read_entries(0, 10).unwrap().len(), 1);
+    assert_eq!(
+        s.read_entries(LogIndex::new(0), LogIndex::new(10))
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(s.append_entries(vec![entry(1, 2, 10)], ignore()).is_err());
 }
 
@@ -229,13 +246,15 @@ fn open_fs(dir: &tempfile::TempDir) -> Store {
 /// (what the `store` crate writes from a snapshot stream); returns the end of their records.
 fn stage_segments(log: &Store, staged: &std::path::Path) -> u64 {
     let w = log.watermarks();
-    let (start, end) = (w.min_phys_offset, w.appended_phys_end);
-    let pin = log.pin_range(start, end).unwrap();
+    let (start, end) = (w.min_phys_offset.get(), w.appended_phys_end.get());
+    let pin = log
+        .pin_range(PhysOffset::new(start), PhysOffset::new(end))
+        .unwrap();
     std::fs::create_dir_all(staged).unwrap();
     let mut s = start;
     while s < end {
         let len = (s + SEG).min(end) - s;
-        let bytes = pin.read_at(s, len as u32).unwrap();
+        let bytes = pin.read_at(PhysOffset::new(s), len as u32).unwrap();
         let f = std::fs::File::create(staged.join(format!("{s:020}"))).unwrap();
         f.set_len(SEG).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0).unwrap();
@@ -260,7 +279,7 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
         .unwrap();
     let staged = dir_b.path().join("staged");
     let end = stage_segments(&a, &staged);
-    b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
+    b.replace_from_files(&staged, LogId::new_term_index(1, 30), PhysOffset::new(end))
         .unwrap();
     let (wa, wb) = (a.watermarks(), b.watermarks());
     assert_eq!(wb.min_phys_offset, wa.min_phys_offset);
@@ -268,15 +287,27 @@ fn snapshot_install_copies_segments_and_keeps_offsets() {
     assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
     assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)));
     for i in 11..=40 {
-        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+        assert_eq!(
+            a.entry_location(LogIndex::new(i)),
+            b.entry_location(LogIndex::new(i)),
+            "entry {i}"
+        );
     }
     a.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
     b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
-    assert_eq!(a.entry_location(41), b.entry_location(41));
+    assert_eq!(
+        a.entry_location(LogIndex::new(41)),
+        b.entry_location(LogIndex::new(41))
+    );
     b.close().unwrap();
     drop(b);
     let b = open_fs(&dir_b);
-    assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+    assert_eq!(
+        b.read_entries(LogIndex::new(31), LogIndex::new(100))
+            .unwrap()
+            .len(),
+        11
+    );
     assert_eq!(
         b.watermarks().last_purged,
         Some(LogId::new_term_index(1, 30))
@@ -321,22 +352,24 @@ fn pinned_segments_stay_readable_through_stepwise_removal() {
     s.append_entries((1..=30).map(|i| entry(1, i, 100 << 10)).collect(), ignore())
         .unwrap();
     let last_in_first_two = (1..=30)
-        .map(|i| s.entry_location(i).unwrap())
+        .map(|i| s.entry_location(LogIndex::new(i)).unwrap())
         .rfind(|l| l.end() <= 2 * BIG)
         .unwrap();
     let pinned_end = last_in_first_two.end();
-    let pin = s.pin_range(0, pinned_end).unwrap();
+    let pin = s
+        .pin_range(PhysOffset::ZERO, PhysOffset::new(pinned_end))
+        .unwrap();
     let expected: Vec<_> = (1..=last_in_first_two.index)
         .map(|i| {
-            let l = s.entry_location(i).unwrap();
-            (l, s.read_at(l.phys, l.size).unwrap())
+            let l = s.entry_location(LogIndex::new(i)).unwrap();
+            (l, s.read_at(l.phys_offset(), l.size).unwrap())
         })
         .collect();
     // Purge into the third segment, so that both pinned segments go.
     s.purge(LogId::new_term_index(1, last_in_first_two.index + 1))
         .unwrap();
-    let min = s.delete_segments_below(2 * BIG).unwrap();
-    assert_eq!(min, 2 * BIG);
+    let min = s.delete_segments_below(PhysOffset::new(2 * BIG)).unwrap();
+    assert_eq!(min, PhysOffset::new(2 * BIG));
     assert!(!dir
         .path()
         .join("commitlog")
@@ -344,7 +377,7 @@ fn pinned_segments_stay_readable_through_stepwise_removal() {
         .exists());
     for (l, bytes) in &expected {
         assert_eq!(
-            &pin.read_at(l.phys, l.size).unwrap(),
+            &pin.read_at(l.phys_offset(), l.size).unwrap(),
             bytes,
             "entry {}",
             l.index
@@ -353,7 +386,9 @@ fn pinned_segments_stay_readable_through_stepwise_removal() {
     // Every byte of the pinned segments, the zero tails included.
     for seg in 0..2 {
         let end = ((seg + 1) * BIG).min(pinned_end);
-        let got = pin.read_at(seg * BIG, (end - seg * BIG) as u32).unwrap();
+        let got = pin
+            .read_at(PhysOffset::new(seg * BIG), (end - seg * BIG) as u32)
+            .unwrap();
         assert_eq!(got.len() as u64, end - seg * BIG);
     }
     drop(pin);
@@ -373,9 +408,14 @@ fn old_or_new(a: &Store, b: &Store) -> Side {
     let (wa, wb) = (a.watermarks(), b.watermarks());
     assert!(b.lost_commit_floor().is_none(), "{wb:?}");
     if wb.last_purged.is_none() {
-        assert_eq!(wb.min_phys_offset, 0, "{wb:?}");
+        assert_eq!(wb.min_phys_offset, PhysOffset::ZERO, "{wb:?}");
         assert_eq!(wb.appended, Some(LogId::new_term_index(1, 12)), "{wb:?}");
-        assert_eq!(b.read_entries(1, 13).unwrap().len(), 12);
+        assert_eq!(
+            b.read_entries(LogIndex::new(1), LogIndex::new(13))
+                .unwrap()
+                .len(),
+            12
+        );
         return Side::Old;
     }
     assert_eq!(wb.last_purged, Some(LogId::new_term_index(1, 30)), "{wb:?}");
@@ -383,7 +423,11 @@ fn old_or_new(a: &Store, b: &Store) -> Side {
     assert_eq!(wb.appended, wa.appended);
     assert_eq!(wb.appended_phys_end, wa.appended_phys_end);
     for i in 11..=40 {
-        assert_eq!(a.entry_location(i), b.entry_location(i), "entry {i}");
+        assert_eq!(
+            a.entry_location(LogIndex::new(i)),
+            b.entry_location(LogIndex::new(i)),
+            "entry {i}"
+        );
     }
     Side::New
 }
@@ -410,7 +454,7 @@ fn crash_at_every_install_step_reopens_old_or_new() {
         let staged = dir_b.path().join("staged");
         let end = stage_segments(&a, &staged);
         b.set_install_failpoint(Some(n));
-        let r = b.replace_from_files(&staged, LogId::new_term_index(1, 30), end);
+        let r = b.replace_from_files(&staged, LogId::new_term_index(1, 30), PhysOffset::new(end));
         drop(b);
         let b = open_fs(&dir_b);
         let side = old_or_new(&a, &b);
@@ -422,15 +466,20 @@ fn crash_at_every_install_step_reopens_old_or_new() {
         // The redo: stage again, install again.
         std::fs::remove_dir_all(&staged).ok();
         let end = stage_segments(&a, &staged);
-        b.replace_from_files(&staged, LogId::new_term_index(1, 30), end)
+        b.replace_from_files(&staged, LogId::new_term_index(1, 30), PhysOffset::new(end))
             .unwrap();
         assert_eq!(old_or_new(&a, &b), Side::New);
         b.append_entries(vec![entry(2, 41, 900)], ignore()).unwrap();
-        assert!(b.entry_location(41).is_some());
+        assert!(b.entry_location(LogIndex::new(41)).is_some());
         b.close().unwrap();
         drop(b);
         let b = open_fs(&dir_b);
-        assert_eq!(b.read_entries(31, 100).unwrap().len(), 11);
+        assert_eq!(
+            b.read_entries(LogIndex::new(31), LogIndex::new(100))
+                .unwrap()
+                .len(),
+            11
+        );
     }
     assert!(
         seen.contains(&Side::Old) && seen.contains(&Side::New),

@@ -10,6 +10,8 @@
 //! `posix_fadvise(DONTNEED)`; pages the reopened log keeps mapped may stay resident, so the
 //! cold figure is an upper bound).
 
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Instant;
@@ -57,7 +59,8 @@ fn entries(body: usize, queues: u32, total: usize, first_index: u64) -> Vec<LogE
         let ms: Vec<Message> = (0..PER_ENTRY)
             .map(|j| {
                 let n = i + j;
-                let mut m = Message::new("bench", n as u32 % queues, vec![b'x'; body]);
+                let mut m =
+                    Message::new("bench", QueueId::new(n as u32 % queues), vec![b'x'; body]);
                 m.tags = if n.is_multiple_of(2) {
                     "even".into()
                 } else {
@@ -94,12 +97,12 @@ fn drop_cache(dir: &Path) {
 fn pull_all(store: &Store, queues: u32) -> (u64, u64) {
     let (mut msgs, mut bytes) = (0u64, 0u64);
     for q in 0..queues {
-        let mut o = 0;
+        let mut o = QueueOffset::ZERO;
         loop {
             let r = store
                 .pull(&PullRequest {
                     topic: "bench".into(),
-                    queue_id: q,
+                    queue_id: QueueId::new(q),
                     offset: o,
                     max_count: 32,
                     max_bytes: u64::MAX,

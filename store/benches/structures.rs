@@ -5,6 +5,9 @@
 //! Measures, on one core: decoding a 16-message batch payload (the apply path's parse),
 //! ConsumeQueue appends, IndexFile puts, and the two tag filter stages.
 
+use raftmq_store::types::PhysOffset;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -32,7 +35,11 @@ fn report(what: &str, n: u64, bytes: u64, d: Duration) {
 fn batch(body: usize, count: usize) -> Vec<u8> {
     let ms = (0..count)
         .map(|i| {
-            let mut m = Message::new("bench-topic", (i % 16) as u32, vec![7u8; body]);
+            let mut m = Message::new(
+                "bench-topic",
+                QueueId::new((i % 16) as u32),
+                vec![7u8; body],
+            );
             m.tags = "TagA".into();
             m.keys = vec![format!("key-{i}")];
             m.born_host = "10.0.0.1:5000".into();
@@ -60,16 +67,16 @@ fn bench_parse(body: usize) {
 fn bench_cq() {
     let d = tempfile::tempdir().expect("tempdir");
     let cfg = ConsumeQueueConfig::default();
-    let mut q = ConsumeQueue::open(d.path(), "t", 0, &cfg).expect("open");
+    let mut q = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg).expect("open");
     let n = 1_000_000u64;
     let t = Instant::now();
     for i in 0..n {
         let u = CqUnit {
-            phys_offset: 1 + i * 1100,
+            phys_offset: PhysOffset::new(1 + i * 1100),
             size: 1100,
             tag_hash: 5,
         };
-        q.put(i, u).expect("put");
+        q.put(QueueOffset::new(i), u).expect("put");
     }
     q.flush().expect("flush");
     report("consume queue put + flush", n, n * 20, t.elapsed());
@@ -77,7 +84,7 @@ fn bench_cq() {
     let mut seen = 0usize;
     let mut o = 0;
     while o < n {
-        seen += q.read(o, 32).expect("read").len();
+        seen += q.read(QueueOffset::new(o), 32).expect("read").len();
         o += 32;
     }
     report(
@@ -98,8 +105,12 @@ fn bench_index() {
     let keys: Vec<String> = (0..500_000).map(|i| format!("order-{i}")).collect();
     let t = Instant::now();
     for (i, k) in keys.iter().enumerate() {
-        s.put(k, 1 + i as u64 * 1100, 1_700_000_000_000 + i as u64)
-            .expect("put");
+        s.put(
+            k,
+            PhysOffset::new(1 + i as u64 * 1100),
+            1_700_000_000_000 + i as u64,
+        )
+        .expect("put");
     }
     s.flush().expect("flush");
     report("index put + flush", keys.len() as u64, 0, t.elapsed());

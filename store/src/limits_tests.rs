@@ -125,7 +125,7 @@ fn check_message_limits() {
         max_properties_total_bytes: 5,
         ..StoreLimits::default()
     };
-    let mut m = Message::new("t", 0, b"1234".to_vec());
+    let mut m = Message::new("t", crate::types::QueueId::new(0), b"1234".to_vec());
     m.tags = "ab".into();
     m.keys = vec!["k".into()];
     m.properties.insert("p".into(), "v".into());

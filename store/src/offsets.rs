@@ -89,12 +89,12 @@ impl ConsumerOffsetTable {
 mod tests {
     use super::*;
 
-    fn c(group: &str, topic: &str, queue_id: QueueId, offset: QueueOffset) -> CommitOffset {
+    fn c(group: &str, topic: &str, queue_id: u32, offset: u64) -> CommitOffset {
         CommitOffset {
             group: group.into(),
             topic: topic.into(),
-            queue_id,
-            offset,
+            queue_id: QueueId::new(queue_id),
+            offset: QueueOffset::new(offset),
         }
     }
 
@@ -102,14 +102,16 @@ mod tests {
     fn commit_get_remove() {
         let mut t = ConsumerOffsetTable::new();
         assert_eq!(t.commit(&c("g1", "a", 0, 5)), None);
-        assert_eq!(t.commit(&c("g1", "a", 0, 7)), Some(5));
+        assert_eq!(t.commit(&c("g1", "a", 0, 7)), Some(QueueOffset::new(5)));
         t.commit(&c("g1", "b", 2, 1));
         t.commit(&c("g2", "a", 1, 3));
-        assert_eq!(t.get("g1", "a", 0), Some(7));
-        assert_eq!(t.get("g1", "a", 1), None);
+        assert_eq!(t.get("g1", "a", QueueId::new(0)), Some(QueueOffset::new(7)));
+        assert_eq!(t.get("g1", "a", QueueId::new(1)), None);
         assert_eq!(t.len(), 3);
         assert_eq!(
-            t.group("g1").collect::<Vec<_>>(),
+            t.group("g1")
+                .map(|(t, q, o)| (t, q.get(), o.get()))
+                .collect::<Vec<_>>(),
             [("a", 0, 7), ("b", 2, 1)]
         );
         assert_eq!(t.groups().collect::<Vec<_>>(), ["g1", "g2"]);

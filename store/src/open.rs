@@ -25,6 +25,7 @@ use crate::state::Checkpoint;
 use crate::state::DispatchState;
 use crate::state::Shared;
 use crate::store::Store;
+use crate::types::PhysOffset;
 
 /// Opens the state machine over an opened CommitLog (same data dir). Recovery happens here:
 /// if the abort marker is present (unclean shutdown), ConsumeQueue and index units at or past
@@ -80,7 +81,7 @@ fn recover_state(
         let cut_units = cqs.truncate_phys_beyond(end)?;
         let cut_keys = index.truncate_phys_beyond(end)?;
         tracing::warn!(
-            phys_offset = end,
+            phys_offset = end.get(),
             cut_units,
             cut_keys,
             "unclean shutdown: units past the recovered commitlog end cut"
@@ -103,7 +104,7 @@ fn recover_state(
         offsets: Default::default(),
         last_applied: None,
         membership: Default::default(),
-        dispatched_phys_end: 0,
+        dispatched_phys_end: PhysOffset::ZERO,
         since_checkpoint: 0,
         checkpoint_applied: None,
     };
@@ -116,7 +117,9 @@ fn recover_state(
         .filter_map(|q| q.last_unit())
         .map(|u| u.end_phys())
         .max();
-    state.dispatched_phys_end = state.dispatched_phys_end.max(unit_end.unwrap_or(0));
+    state.dispatched_phys_end = state
+        .dispatched_phys_end
+        .max(unit_end.unwrap_or(PhysOffset::ZERO));
     Ok(state)
 }
 

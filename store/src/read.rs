@@ -100,7 +100,7 @@ impl PullResult {
 /// Reads and CRC-checks the record of `size` bytes at `phys`.
 fn read_record(shared: &Shared, phys: PhysOffset, size: u32) -> Result<Vec<u8>> {
     let bytes = shared.log.read_at(phys, size)?;
-    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys))?;
+    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys.get()))?;
     Ok(bytes)
 }
 
@@ -112,15 +112,27 @@ pub(crate) fn pull(shared: &Shared, req: &PullRequest) -> Result<PullResult> {
     let (units, min, max) = {
         let st = shared.state.read();
         let Some(topic) = st.topics.get(&req.topic) else {
-            return Ok(PullResult::empty(PullStatus::NoSuchTopic, req.offset, 0, 0));
+            return Ok(PullResult::empty(
+                PullStatus::NoSuchTopic,
+                req.offset,
+                QueueOffset::ZERO,
+                QueueOffset::ZERO,
+            ));
         };
         if !topic.readable(req.queue_id) {
-            return Ok(PullResult::empty(PullStatus::NoSuchQueue, req.offset, 0, 0));
+            return Ok(PullResult::empty(
+                PullStatus::NoSuchQueue,
+                req.offset,
+                QueueOffset::ZERO,
+                QueueOffset::ZERO,
+            ));
         }
         let (min, max) = st
             .cqs
             .get(&req.topic, req.queue_id)
-            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()));
+            .map_or((QueueOffset::ZERO, QueueOffset::ZERO), |q| {
+                (q.min_offset(), q.max_offset())
+            });
         let status = if req.offset < min {
             Some(PullStatus::OffsetTooSmall)
         } else if req.offset > max {
@@ -167,12 +179,12 @@ fn collect(
     let mut bytes = 0u64;
     let mut next = req.offset;
     for (i, u) in units.iter().enumerate() {
-        let offset = req.offset + i as u64;
+        let offset = req.offset.advance(i as u64);
         if out.len() >= max_count || (!out.is_empty() && bytes + u64::from(u.size) > req.max_bytes)
         {
             break;
         }
-        next = offset + 1;
+        next = offset.next();
         if !filter.matches_hash(u.tag_hash) {
             continue;
         }
@@ -221,7 +233,9 @@ pub(crate) fn queue_offsets(
     let st = shared.state.read();
     st.cqs
         .get(topic, queue_id)
-        .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+        .map_or((QueueOffset::ZERO, QueueOffset::ZERO), |q| {
+            (q.min_offset(), q.max_offset())
+        })
 }
 
 /// Long poll: true as soon as the queue's max offset exceeds `offset`, false on timeout.
@@ -259,12 +273,14 @@ pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMes
             shared.log.watermarks().min_phys_offset,
         )
     };
-    if msg_id < min || msg_id + MESSAGE_MIN_LEN as u64 > end {
+    // `msg_id` comes from a client: any u64, so the end of its record is computed checked.
+    let fits = |len: u64| msg_id.checked_advance(len).is_some_and(|e| e <= end);
+    if msg_id < min || !fits(MESSAGE_MIN_LEN as u64) {
         return Err(not_found());
     }
     let head = shared.log.read_at(msg_id, 4).map_err(|_| not_found())?;
     let len = peek_record_len(&head).ok_or_else(not_found)?;
-    if len < MESSAGE_MIN_LEN as u32 || msg_id + u64::from(len) > end {
+    if len < MESSAGE_MIN_LEN as u32 || !fits(u64::from(len)) {
         return Err(not_found());
     }
     let rec = shared.log.read_at(msg_id, len).map_err(|_| not_found())?;

@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::state::DispatchState;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 use raftmq_raft_log::types::LogId;
@@ -48,7 +49,7 @@ fn newest_ts(
         if o <= q.min_offset() {
             continue;
         }
-        let u = q.get(o - 1)?;
+        let u = q.get(o.prev())?;
         if u.phys_offset < start {
             continue;
         }
@@ -147,20 +148,20 @@ pub(crate) fn retention_plan(
     let Some(cp) = st.checkpoint_applied else {
         return Ok(None);
     };
-    let Some(cp_loc) = log.entry_location(cp.index) else {
+    let Some(cp_loc) = log.entry_location(LogIndex::of(&cp)) else {
         return Ok(None);
     };
-    let limit = cp_loc.phys - cp_loc.phys % seg;
+    let limit = PhysOffset::new(cp_loc.phys - cp_loc.phys % seg);
     let over_clean = disk_usage(shared)? > shared.config.disk_clean_ratio;
     let reserved_ms = shared.config.file_reserved_hours * 3_600_000;
     let mut below = w.min_phys_offset;
-    while below + seg <= limit {
-        let expired = newest_ts(shared, &st, below, below + seg)?
+    while below.advance(seg) <= limit {
+        let expired = newest_ts(shared, &st, below, below.advance(seg))?
             .is_none_or(|ts| ts.saturating_add(reserved_ms) <= now_ms);
         if !(expired || (over_clean && below == w.min_phys_offset)) {
             break;
         }
-        below += seg;
+        below = below.advance(seg);
     }
     drop(st);
     if below == w.min_phys_offset {
@@ -168,12 +169,12 @@ pub(crate) fn retention_plan(
     }
     // The first entry of the segment at `below`: purging up to it covers every byte below
     // `below` (padding included); the entry itself stays readable, its segment stays.
-    let (mut lo, mut hi) = (w.first_index.unwrap_or(0), cp.index);
+    let (mut lo, mut hi) = (w.first_index.map_or(0, LogIndex::get), cp.index);
     let mut found = None;
     while lo <= hi {
         let mid = lo + (hi - lo) / 2;
-        match log.entry_location(mid) {
-            Some(l) if l.phys >= below => {
+        match log.entry_location(LogIndex::new(mid)) {
+            Some(l) if l.phys_offset() >= below => {
                 found = Some(l);
                 match mid.checked_sub(1) {
                     Some(h) => hi = h,
@@ -207,7 +208,7 @@ pub(crate) fn apply_retention(shared: &Shared, plan: &RetentionPlan) -> Result<(
     segments.delete()?;
     let st = shared.state.read();
     tracing::info!(
-        phys_offset = new_min,
+        phys_offset = new_min.get(),
         log_index = plan.purge_upto.index,
         cq_files,
         index_files,

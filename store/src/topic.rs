@@ -97,12 +97,12 @@ impl TopicConfig {
 
     /// True if a producer may send to `queue_id`.
     pub fn writable(&self, queue_id: QueueId) -> bool {
-        self.perm.write && queue_id < self.write_queue_count
+        self.perm.write && queue_id.is_below(self.write_queue_count)
     }
 
     /// True if a consumer may pull from `queue_id`.
     pub fn readable(&self, queue_id: QueueId) -> bool {
-        self.perm.read && queue_id < self.read_queue_count
+        self.perm.read && queue_id.is_below(self.read_queue_count)
     }
 
     /// Largest queue count (the queues that may hold data).
@@ -231,9 +231,9 @@ mod tests {
         let mut c = TopicConfig::new("a", 8);
         c.perm.write = false;
         assert_eq!(t.update(c.clone()).expect("update").read_queue_count, 2);
-        assert!(!t.get("a").expect("a").writable(0));
-        assert!(t.get("a").expect("a").readable(7));
-        assert!(!t.get("a").expect("a").readable(8));
+        assert!(!t.get("a").expect("a").writable(QueueId::new(0)));
+        assert!(t.get("a").expect("a").readable(QueueId::new(7)));
+        assert!(!t.get("a").expect("a").readable(QueueId::new(8)));
         assert!(matches!(
             t.update(TopicConfig::new("zz", 1)),
             Err(StoreError::NotFound { .. })

@@ -3,6 +3,11 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
+use raftmq_store::message::message_id;
+use raftmq_store::types::PhysOffset;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::time::Duration;
 
 use common::msg;
@@ -21,8 +26,8 @@ use raftmq_store::StoreError;
 fn pull(topic: &str, q: u32, offset: u64, max: u32, tags: &str) -> PullRequest {
     PullRequest {
         topic: topic.into(),
-        queue_id: q,
-        offset,
+        queue_id: QueueId::new(q),
+        offset: QueueOffset::new(offset),
         max_count: max,
         max_bytes: u64::MAX,
         tag_expr: tags.into(),
@@ -64,17 +69,20 @@ fn dispatch_assigns_contiguous_offsets_and_pull_reads_them() {
     for q in 0..2u32 {
         let offs: Vec<u64> = all
             .iter()
-            .filter(|a| a.queue_id == q)
-            .map(|a| a.queue_offset)
+            .filter(|a| a.queue_id.get() == q)
+            .map(|a| a.queue_offset.get())
             .collect();
         assert_eq!(offs, (0..offs.len() as u64).collect::<Vec<_>>());
     }
     let r = n.store.pull(&pull("orders", 0, 0, 100, "*")).expect("pull");
     assert_eq!(r.status, PullStatus::Found);
     assert_eq!(r.messages.len(), 10);
-    assert_eq!((r.min_offset, r.max_offset, r.next_offset), (0, 10, 10));
+    assert_eq!(
+        (r.min_offset.get(), r.max_offset.get(), r.next_offset.get()),
+        (0, 10, 10)
+    );
     assert_eq!(r.messages[3].message.body, b"body-6");
-    assert_eq!(r.messages[3].queue_offset, 3);
+    assert_eq!(r.messages[3].queue_offset.get(), 3);
     // Tag filter: hash first, exact second.
     let r = n.store.pull(&pull("orders", 0, 0, 100, "A")).expect("pull");
     let tags: Vec<_> = r.messages.iter().map(|m| m.message.tags.clone()).collect();
@@ -84,17 +92,17 @@ fn dispatch_assigns_contiguous_offsets_and_pull_reads_them() {
         .pull(&pull("orders", 1, 0, 100, "Z || Y"))
         .expect("pull");
     assert_eq!(r.status, PullStatus::NoMatchedMessage);
-    assert_eq!(r.next_offset, r.max_offset);
+    assert_eq!(r.next_offset.get(), r.max_offset.get());
     // max_count and max_bytes.
     let r = n.store.pull(&pull("orders", 1, 2, 3, "*")).expect("pull");
     assert_eq!(
         r.messages
             .iter()
-            .map(|m| m.queue_offset)
+            .map(|m| m.queue_offset.get())
             .collect::<Vec<_>>(),
         [2, 3, 4]
     );
-    assert_eq!(r.next_offset, 5);
+    assert_eq!(r.next_offset.get(), 5);
     let mut p = pull("orders", 1, 0, 100, "*");
     p.max_bytes = 1;
     assert_eq!(
@@ -112,7 +120,7 @@ fn pull_offset_edges_and_missing_topic_or_queue() {
     n.create_topic("t", 1);
     let r = n.store.pull(&pull("t", 0, 0, 10, "*")).expect("pull");
     assert_eq!(
-        (r.status, r.min_offset, r.max_offset),
+        (r.status, r.min_offset.get(), r.max_offset.get()),
         (PullStatus::NoNewMessage, 0, 0)
     );
     n.send(vec![msg("t", 0, 1, "", "", 1), msg("t", 0, 2, "", "", 1)]);
@@ -124,7 +132,10 @@ fn pull_offset_edges_and_missing_topic_or_queue() {
         PullStatus::NoNewMessage
     );
     let r = n.store.pull(&pull("t", 0, 3, 10, "*")).expect("pull");
-    assert_eq!((r.status, r.next_offset), (PullStatus::OffsetTooBig, 2));
+    assert_eq!(
+        (r.status, r.next_offset.get()),
+        (PullStatus::OffsetTooBig, 2)
+    );
     assert_eq!(
         n.store
             .pull(&pull("t", 0, 1, 10, "*"))
@@ -180,7 +191,11 @@ fn rejections_are_deterministic_and_dispatch_nothing() {
         ),
         "{r:?}"
     );
-    assert_eq!(n.store.queue_offsets("t", 0), (0, 0), "whole batch refused");
+    assert_eq!(
+        common::queue_offsets(&n, "t", 0),
+        (0, 0),
+        "whole batch refused"
+    );
     let ro = TopicConfig {
         perm: Permissions {
             read: true,
@@ -230,9 +245,12 @@ fn rejections_are_deterministic_and_dispatch_nothing() {
     );
     // A rejected message's record is in the log but is not served by id.
     let e = n.append(&Command::batch(vec![msg("t", 0, 9, "", "", 1)]));
-    let loc = n.log.entry_location(e.log_id.index).expect("loc");
+    let loc = n
+        .log
+        .entry_location(LogIndex::new(e.log_id.index))
+        .expect("loc");
     n.sm.apply_entry(&e).expect("apply");
-    let id = loc.phys + 48 + 24;
+    let id = message_id(loc.phys_offset(), 24);
     assert!(matches!(
         n.store.get_by_id(id),
         Err(StoreError::NotFound { .. })
@@ -247,7 +265,7 @@ fn auto_create_topic_and_admin_commands() {
         messages: vec![msg("auto", 3, 1, "", "", 1)],
         auto_create_queues: Some(4),
     });
-    assert_eq!(acks(r)[0].queue_offset, 0);
+    assert_eq!(acks(r)[0].queue_offset.get(), 0);
     assert_eq!(n.store.topic("auto").expect("created").write_queue_count, 4);
     let r = n.propose(&Command::SendBatch {
         messages: vec![msg("auto2", 4, 1, "", "", 1)],
@@ -267,21 +285,31 @@ fn auto_create_topic_and_admin_commands() {
     let c = CommitOffset {
         group: "g".into(),
         topic: "auto".into(),
-        queue_id: 3,
-        offset: 1,
+        queue_id: QueueId::new(3),
+        offset: QueueOffset::new(1),
     };
     assert_eq!(
         n.propose(&Command::CommitOffset(c)),
         ApplyResponse::OffsetCommitted
     );
-    assert_eq!(n.store.fetch_offset("g", "auto", 3), Some(1));
+    assert_eq!(
+        n.store
+            .fetch_offset("g", "auto", QueueId::new(3))
+            .map(QueueOffset::get),
+        Some(1)
+    );
     let r = n.propose(&Command::DeleteTopic {
         topic: "auto".into(),
     });
     assert_eq!(r, ApplyResponse::TopicDeleted("auto".into()));
     assert!(n.store.topic("auto").is_none());
-    assert_eq!(n.store.fetch_offset("g", "auto", 3), None);
-    assert_eq!(n.store.queue_offsets("auto", 3), (0, 0));
+    assert_eq!(
+        n.store
+            .fetch_offset("g", "auto", QueueId::new(3))
+            .map(QueueOffset::get),
+        None
+    );
+    assert_eq!(common::queue_offsets(&n, "auto", 3), (0, 0));
     assert_eq!(n.store.topics().len(), 0);
 }
 
@@ -342,13 +370,17 @@ fn key_query_with_forced_collisions_and_get_by_id() {
     let m = &r[0];
     let again = n.store.get_by_id(m.msg_id).expect("by id");
     assert_eq!(again.message, m.message);
-    assert!(again.queue_offset < 40);
+    assert!(again.queue_offset.get() < 40);
     assert!(matches!(
-        n.store.get_by_id(m.msg_id + 1),
+        n.store.get_by_id(m.msg_id.advance(1)),
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
-        n.store.get_by_id(u64::MAX / 2),
+        n.store.get_by_id(PhysOffset::new(u64::MAX / 2)),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        n.store.get_by_id(PhysOffset::new(u64::MAX - 1)),
         Err(StoreError::NotFound { .. })
     ));
 }
@@ -361,12 +393,22 @@ async fn long_poll_wakes_on_dispatch_and_times_out() {
     let store = n.store.clone();
     assert!(
         !store
-            .wait_for_messages("t", 0, 0, Duration::from_millis(20))
+            .wait_for_messages(
+                "t",
+                QueueId::new(0),
+                QueueOffset::new(0),
+                Duration::from_millis(20)
+            )
             .await
     );
     let waiter = tokio::spawn(async move {
         store
-            .wait_for_messages("t", 0, 0, Duration::from_secs(10))
+            .wait_for_messages(
+                "t",
+                QueueId::new(0),
+                QueueOffset::new(0),
+                Duration::from_secs(10),
+            )
             .await
     });
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -13,6 +13,7 @@ use common::small_config;
 use common::transfer;
 use common::Node;
 use openraft::storage::RaftStateMachine;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::snapshot::InstallStop;
 
 const SEG: u64 = 4096;
@@ -45,7 +46,10 @@ async fn crash_during_install_then_reopen(stop: InstallStop) {
     let mut b = open_node(db.path(), small_config(), SEG);
     a.create_topic("t", 3);
     // b follows the first entries (checkpointed), then lags.
-    let first = a.log.read_entries(0, 1).expect("read");
+    let first = a
+        .log
+        .read_entries(LogIndex::new(0), LogIndex::new(1))
+        .expect("read");
     b.append_entry(first[0].clone());
     b.sm.apply_entry(&first[0]).expect("apply");
     b.store.checkpoint().expect("checkpoint");

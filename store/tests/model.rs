@@ -3,6 +3,9 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::collections::BTreeMap;
 
 use common::msg;
@@ -10,9 +13,9 @@ use common::open_node;
 use common::small_config;
 use common::Node;
 use proptest::prelude::*;
-use raftmq_raft_log::format::payload_offset;
 use raftmq_store::command::record_offsets;
 use raftmq_store::command::Command;
+use raftmq_store::message::message_id;
 use raftmq_store::PullRequest;
 
 type Model = BTreeMap<(String, u32), Vec<u64>>;
@@ -44,7 +47,7 @@ fn queues(n: &Node) -> Model {
     let mut out = Model::new();
     for t in TOPICS {
         for q in 0..3 {
-            let (min, max) = n.store.queue_offsets(t, q);
+            let (min, max) = common::queue_offsets(n, t, q);
             let mut ids = Vec::new();
             let mut o = min;
             while o < max {
@@ -52,15 +55,15 @@ fn queues(n: &Node) -> Model {
                     .store
                     .pull(&PullRequest {
                         topic: t.into(),
-                        queue_id: q,
-                        offset: o,
+                        queue_id: QueueId::new(q),
+                        offset: QueueOffset::new(o),
                         max_count: 32,
                         max_bytes: u64::MAX,
                         tag_expr: "*".into(),
                     })
                     .expect("pull");
-                ids.extend(r.messages.iter().map(|m| m.msg_id));
-                o = r.next_offset;
+                ids.extend(r.messages.iter().map(|m| m.msg_id.get()));
+                o = r.next_offset.get();
             }
             if !ids.is_empty() {
                 out.insert((t.to_owned(), q), ids);
@@ -73,7 +76,11 @@ fn queues(n: &Node) -> Model {
 fn replay(n: &Node) {
     let from = n.store.watermarks().applied.map_or(0, |l| l.index + 1);
     let to = n.log.watermarks().appended.map_or(0, |l| l.index + 1);
-    for e in n.log.read_entries(from, to).expect("read") {
+    for e in n
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(to))
+        .expect("read")
+    {
         n.sm.apply_entry(&e).expect("replay");
     }
 }
@@ -103,12 +110,12 @@ proptest! {
             let e = n.append(&cmd);
             // The model: each record's physical offset, in entry order, per queue.
             let payload = cmd.encode().expect("encode").0;
-            let loc = n.log.entry_location(e.log_id.index).expect("loc");
+            let loc = n.log.entry_location(LogIndex::new(e.log_id.index)).expect("loc");
             for (off, m) in record_offsets(&payload).expect("offsets").iter().zip(&ms) {
                 model
-                    .entry((m.topic.clone(), m.queue_id))
+                    .entry((m.topic.clone(), m.queue_id.get()))
                     .or_default()
-                    .push(payload_offset(loc.phys) + u64::from(*off));
+                    .push(message_id(loc.phys_offset(), *off).get());
             }
             n.sm.apply_entry(&e).expect("apply");
             if s.checkpoint_after {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
@@ -117,8 +119,8 @@ fn count(store: &Store) -> usize {
     store
         .pull(&PullRequest {
             topic: "t".into(),
-            queue_id: 0,
-            offset: 0,
+            queue_id: QueueId::new(0),
+            offset: QueueOffset::new(0),
             max_count: 1000,
             max_bytes: u64::MAX,
             tag_expr: "*".into(),
@@ -142,7 +144,7 @@ async fn single_node_write_read_restart() {
         let ApplyResponse::Sent(acks) = r else {
             panic!("{r:?}")
         };
-        assert_eq!(acks[0].queue_offset, i);
+        assert_eq!(acks[0].queue_offset.get(), i);
     }
     assert_eq!(count(&store), 12);
     // Unclean stop: no Store::close (the abort marker stays, the checkpoint lags).
@@ -156,7 +158,11 @@ async fn single_node_write_read_restart() {
     let ApplyResponse::Sent(acks) = r else {
         panic!("{r:?}")
     };
-    assert_eq!(acks[0].queue_offset, 12, "offsets continue after replay");
+    assert_eq!(
+        acks[0].queue_offset.get(),
+        12,
+        "offsets continue after replay"
+    );
     assert_eq!(count(&store), 13);
     store.validate().expect("valid");
     raft.shutdown().await.expect("shutdown");

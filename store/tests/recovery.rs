@@ -4,6 +4,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -21,7 +22,11 @@ fn replay(n: &Node) -> BTreeMap<u64, ApplyResponse> {
     let from = n.store.watermarks().applied.map_or(0, |l| l.index + 1);
     let to = n.log.watermarks().appended.map_or(0, |l| l.index + 1);
     let mut out = BTreeMap::new();
-    for e in n.log.read_entries(from, to).expect("read") {
+    for e in n
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(to))
+        .expect("read")
+    {
         out.insert(e.log_id.index, n.sm.apply_entry(&e).expect("replay"));
     }
     out
@@ -67,7 +72,7 @@ fn crash(n: Node) {
 }
 
 fn queue_dump(n: &Node) -> Vec<(u64, u64)> {
-    (0..2).map(|q| n.store.queue_offsets("t", q)).collect()
+    (0..2).map(|q| common::queue_offsets(n, "t", q)).collect()
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,7 +191,11 @@ fn units_past_a_lost_log_tail_are_cut_at_open() {
     let want = run(&mut n);
     // The log loses entries after index 15 (e.g. async flush and power loss) while the
     // ConsumeQueues still point at them.
-    let keep = n.log.read_entries(15, 16).expect("read")[0].log_id;
+    let keep = n
+        .log
+        .read_entries(LogIndex::new(15), LogIndex::new(16))
+        .expect("read")[0]
+        .log_id;
     n.log.truncate_after(Some(keep)).expect("truncate");
     crash(n);
     let n = open_node(d.path(), small_config(), SEG);

@@ -10,10 +10,13 @@ use common::open_node;
 use common::small_config;
 use common::Node;
 use proptest::prelude::*;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::topic::Permissions;
 use raftmq_store::topic::TopicConfig;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 
 const TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -48,8 +51,8 @@ fn command() -> impl Strategy<Value = Command> {
         Command::CommitOffset(CommitOffset {
             group: "g".into(),
             topic: TOPICS[t].into(),
-            queue_id: q,
-            offset: o,
+            queue_id: QueueId::new(q),
+            offset: QueueOffset::new(o),
         })
     });
     prop_oneof![6 => send, 2 => create, 1 => update, 1 => delete, 1 => commit]
@@ -59,13 +62,18 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
     let mut out = Vec::new();
     for t in TOPICS {
         for q in 0..4 {
-            let (min, max) = n.store.queue_offsets(t, q);
-            let ids = if n.store.topic(t).is_some_and(|c| c.readable(q)) && max > min {
+            let (min, max) = common::queue_offsets(n, t, q);
+            let ids = if n
+                .store
+                .topic(t)
+                .is_some_and(|c| c.readable(QueueId::new(q)))
+                && max > min
+            {
                 n.store
                     .pull(&PullRequest {
                         topic: t.into(),
-                        queue_id: q,
-                        offset: min,
+                        queue_id: QueueId::new(q),
+                        offset: QueueOffset::new(min),
                         max_count: 1000,
                         max_bytes: u64::MAX,
                         tag_expr: "*".into(),
@@ -73,7 +81,7 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
                     .expect("pull")
                     .messages
                     .iter()
-                    .map(|m| m.msg_id)
+                    .map(|m| m.msg_id.get())
                     .collect()
             } else {
                 Vec::new()
@@ -87,7 +95,11 @@ fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
 fn replay(n: &Node) {
     let from = n.store.watermarks().applied.map_or(0, |l| l.index + 1);
     let to = n.log.watermarks().appended.map_or(0, |l| l.index + 1);
-    for e in n.log.read_entries(from, to).expect("read") {
+    for e in n
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(to))
+        .expect("read")
+    {
         n.sm.apply_entry(&e).expect("replay");
     }
 }
@@ -115,7 +127,7 @@ proptest! {
                 replay(&b);
             }
             prop_assert_eq!(a.store.topics(), b.store.topics());
-            prop_assert_eq!(a.store.fetch_offset("g", "a", 1), b.store.fetch_offset("g", "a", 1));
+            prop_assert_eq!(a.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get), b.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get));
             prop_assert_eq!(dump(&a), dump(&b));
         }
         b.store.validate().expect("valid");

@@ -6,6 +6,9 @@ mod common;
 use common::msg;
 use common::open_node;
 use common::small_config;
+use raftmq_raft_log::types::LogIndex;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 use raftmq_store::PullStatus;
 use raftmq_store::StoreError;
@@ -17,8 +20,8 @@ fn pull0(n: &common::Node, offset: u64) -> PullStatus {
     n.store
         .pull(&PullRequest {
             topic: "t".into(),
-            queue_id: 0,
-            offset,
+            queue_id: QueueId::new(0),
+            offset: QueueOffset::new(offset),
             max_count: 1,
             max_bytes: u64::MAX,
             tag_expr: "*".into(),
@@ -54,15 +57,19 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .retention_plan(72 * HOUR)
         .expect("plan")
         .expect("old segments");
-    assert_eq!(plan.delete_below_phys % SEG, 0);
-    let loc = n.log.entry_location(plan.purge_upto.index).expect("loc");
+    assert!(plan.delete_below_phys.is_aligned(SEG));
+    let loc = n
+        .log
+        .entry_location(LogIndex::new(plan.purge_upto.index))
+        .expect("loc");
     assert_eq!(
-        loc.phys, plan.delete_below_phys,
+        loc.phys_offset(),
+        plan.delete_below_phys,
         "purge up to the first kept entry"
     );
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");
-    let (min, max) = n.store.queue_offsets("t", 0);
+    let (min, max) = common::queue_offsets(&n, "t", 0);
     assert!(min > 0 && min <= 60, "only hour-0 messages went: min {min}");
     assert_eq!(max, 120);
     assert_eq!(pull0(&n, 0), PullStatus::OffsetTooSmall);
@@ -76,11 +83,15 @@ fn age_based_retention_deletes_whole_old_segments_only() {
         .expect("plan")
         .expect("more");
     let cp = n.store.watermarks().checkpointed.expect("checkpointed");
-    let cp_phys = n.log.entry_location(cp.index).expect("loc").phys;
+    let cp_phys = n
+        .log
+        .entry_location(LogIndex::new(cp.index))
+        .expect("loc")
+        .phys_offset();
     assert!(plan.delete_below_phys <= cp_phys);
     n.log.purge(plan.purge_upto).expect("purge");
     n.store.apply_retention(&plan).expect("apply");
-    assert!(n.store.queue_offsets("t", 0).0 > min);
+    assert!(common::queue_offsets(&n, "t", 0).0 > min);
     assert_eq!(
         n.store
             .query_by_key("t", "k0", 0, u64::MAX, 5)
@@ -115,7 +126,7 @@ fn clean_ratio_deletes_the_oldest_segment_and_reject_ratio_refuses() {
         .retention_plan(51 * HOUR)
         .expect("plan")
         .expect("clean ratio");
-    assert_eq!(plan.delete_below_phys, SEG, "one segment per plan");
+    assert_eq!(plan.delete_below_phys.get(), SEG, "one segment per plan");
     n.store.check_disk().expect("below reject ratio");
     n.store.set_disk_usage_override(Some(0.95));
     assert!(matches!(

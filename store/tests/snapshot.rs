@@ -12,8 +12,11 @@ use common::small_config;
 use common::transfer;
 use openraft::storage::RaftSnapshotBuilder;
 use openraft::storage::RaftStateMachine;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::ApplyResponse;
 use raftmq_store::SnapshotFile;
 
@@ -29,8 +32,8 @@ async fn snapshot_between_two_stores_with_retention() {
     let c = CommitOffset {
         group: "g".into(),
         topic: "t".into(),
-        queue_id: 1,
-        offset: 7,
+        queue_id: QueueId::new(1),
+        offset: QueueOffset::new(7),
     };
     a.propose(&Command::CommitOffset(c));
     fill(&mut a, 150);
@@ -43,7 +46,10 @@ async fn snapshot_between_two_stores_with_retention() {
         .expect("some");
     a.log.purge(plan.purge_upto).expect("purge");
     a.store.apply_retention(&plan).expect("retention");
-    assert!(a.store.queue_offsets("t", 0).0 > 0, "queue min moved up");
+    assert!(
+        common::queue_offsets(&a, "t", 0).0 > 0,
+        "queue min moved up"
+    );
 
     let snap =
         a.sm.get_snapshot_builder()
@@ -63,14 +69,22 @@ async fn snapshot_between_two_stores_with_retention() {
         .expect("install");
 
     for q in 0..3 {
-        assert_eq!(a.store.queue_offsets("t", q), b.store.queue_offsets("t", q));
+        assert_eq!(
+            common::queue_offsets(&a, "t", q),
+            common::queue_offsets(&b, "t", q)
+        );
         assert_eq!(
             all_messages(&a, "t", q),
             all_messages(&b, "t", q),
             "queue {q}"
         );
     }
-    assert_eq!(b.store.fetch_offset("g", "t", 1), Some(7));
+    assert_eq!(
+        b.store
+            .fetch_offset("g", "t", QueueId::new(1))
+            .map(QueueOffset::get),
+        Some(7)
+    );
     assert_eq!(b.store.topics(), a.store.topics());
     let k = b
         .store
@@ -119,7 +133,10 @@ async fn snapshot_install_over_a_lagging_log_and_corrupt_file_refused() {
     let mut b = open_node(db.path(), small_config(), SEG);
     a.create_topic("t", 3);
     // b follows the first entries, then lags.
-    let e = a.log.read_entries(0, 1).expect("read");
+    let e = a
+        .log
+        .read_entries(LogIndex::new(0), LogIndex::new(1))
+        .expect("read");
     b.append_entry(e[0].clone());
     b.sm.apply_entry(&e[0]).expect("apply");
     fill(&mut a, 60);
@@ -174,7 +191,11 @@ async fn snapshot_install_keeps_a_log_that_already_holds_the_last_entry() {
     fill(&mut a, 40);
     // b has every entry in its log but applied none of them.
     let last = a.log.watermarks().appended.expect("last").index;
-    for e in a.log.read_entries(0, last + 1).expect("read") {
+    for e in a
+        .log
+        .read_entries(LogIndex::new(0), LogIndex::new(last + 1))
+        .expect("read")
+    {
         b.append_entry(e);
     }
     let snap =

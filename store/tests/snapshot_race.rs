@@ -15,6 +15,7 @@ use common::all_messages;
 use common::build_snapshot;
 use common::fill;
 use common::open_node;
+use common::queue_offsets;
 use common::small_config;
 use common::transfer;
 use common::Node;
@@ -68,7 +69,7 @@ async fn writes_between_snapshot_and_retention_do_not_leak_into_the_trimmed_snap
     let plan = plan(&a);
     let snap = build_snapshot(&mut a).await;
     assert!(snap.meta.last_log_id >= Some(plan.purge_upto));
-    let at_snapshot: Vec<_> = (0..3).map(|q| a.store.queue_offsets("t", q)).collect();
+    let at_snapshot: Vec<_> = (0..3).map(|q| queue_offsets(&a, "t", q)).collect();
     drop(snap);
     // ... while the leader keeps applying (every queue grows past the snapshot's units) ...
     fill(&mut a, 30);
@@ -85,9 +86,9 @@ async fn writes_between_snapshot_and_retention_do_not_leak_into_the_trimmed_snap
         .await
         .expect("install");
     for (q, &(_, snapshot_max)) in (0u32..).zip(&at_snapshot) {
-        let (min, max) = b.store.queue_offsets("t", q);
+        let (min, max) = queue_offsets(&b, "t", q);
         assert_eq!(max, snapshot_max, "queue {q} ends where the snapshot did");
-        assert_eq!(min, a.store.queue_offsets("t", q).0, "queue {q} min");
+        assert_eq!(min, queue_offsets(&a, "t", q).0, "queue {q} min");
         let want: Vec<_> = all_messages(&a, "t", q)
             .into_iter()
             .filter(|m| m.0 < max)
@@ -107,7 +108,7 @@ async fn snapshot_being_sent_keeps_its_segments_through_retention() {
     let first_chunk = in_flight.snapshot.read_chunk(0, 1 << 20).expect("read");
     retention(&a, plan(&a));
     assert!(
-        a.store.queue_offsets("t", 0).0 > 0,
+        queue_offsets(&a, "t", 0).0 > 0,
         "retention deleted messages"
     );
     assert_eq!(

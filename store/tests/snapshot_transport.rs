@@ -5,6 +5,7 @@
 
 mod common;
 
+use raftmq_raft_log::types::LogIndex;
 use std::future::Future;
 use std::io;
 
@@ -103,7 +104,7 @@ async fn snapshot_moves_through_the_node_traits() {
     b.sm.install_snapshot(&snap.meta, file)
         .await
         .expect("install");
-    assert_eq!(b.store.queue_offsets("t", 0), (0, 30));
+    assert_eq!(common::queue_offsets(&b, "t", 0), (0, 30));
     // Both put the next entry at the same physical offset.
     b.next_index = a.next_index;
     let e = a.append(&raftmq_store::command::Command::batch(vec![msg(
@@ -111,7 +112,10 @@ async fn snapshot_moves_through_the_node_traits() {
     )]));
     b.append_entry(e.clone());
     let i = e.log_id.index;
-    assert_eq!(a.log.entry_location(i), b.log.entry_location(i));
+    assert_eq!(
+        a.log.entry_location(LogIndex::new(i)),
+        b.log.entry_location(LogIndex::new(i))
+    );
     assert_eq!(
         a.sm.apply_entry(&e).expect("a"),
         b.sm.apply_entry(&e).expect("b")

@@ -121,7 +121,7 @@ mod tests {
 
     fn single(topic: &str, body: &[u8], queue: Option<QueueId>, arrived: Instant) -> SubmitBatch {
         SubmitBatch {
-            messages: vec![Message::new(topic, 0, body.to_vec())],
+            messages: vec![Message::new(topic, QueueId::new(0), body.to_vec())],
             wanted: vec![queue],
             arrived,
             sends: 1,
@@ -132,8 +132,8 @@ mod tests {
     fn join_then_singles_keeps_order_queues_and_arrival() {
         let t0 = Instant::now();
         let mut group = single("t", b"a", None, t0 + std::time::Duration::from_millis(5));
-        group.join(single("t", b"bb", Some(2), t0));
-        group.join(single("t", b"ccc", Some(1), t0));
+        group.join(single("t", b"bb", Some(QueueId::new(2)), t0));
+        group.join(single("t", b"ccc", Some(QueueId::new(1)), t0));
         assert_eq!((group.len(), group.sends, group.body_bytes()), (3, 3, 6));
         assert_eq!(
             group.arrived, t0,
@@ -148,8 +148,8 @@ mod tests {
             seen,
             vec![
                 (b"a".to_vec(), None, 1),
-                (b"bb".to_vec(), Some(2), 1),
-                (b"ccc".to_vec(), Some(1), 1)
+                (b"bb".to_vec(), Some(QueueId::new(2)), 1),
+                (b"ccc".to_vec(), Some(QueueId::new(1)), 1)
             ]
         );
         assert!(singles.iter().all(|s| s.arrived == t0 && !s.is_empty()));

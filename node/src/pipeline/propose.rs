@@ -13,6 +13,7 @@
 //!    as `UnknownOutcome`.
 //! 4. The answer waits until this node cannot forget the entry in a crash (`wait_durable`).
 
+use raftmq_raft_log::types::LogIndex;
 use std::time::Duration;
 
 use openraft::errors::ClientWriteError;
@@ -73,7 +74,7 @@ async fn durable_committed(
     resp: WriteResponse,
     deadline: Instant,
 ) -> Result<WriteResponse, NodeError> {
-    let index = resp.log_id.index;
+    let index = LogIndex::of(&resp.log_id);
     let wait = core.store.log().wait_durable(index);
     match tokio::time::timeout_at(deadline, wait).await {
         Ok(Ok(())) => Ok(resp),

@@ -40,7 +40,7 @@ fn pick_queue(core: &NodeCore, m: &Message, queues: u32) -> QueueId {
         Some(key) => fnv1a64(key.as_bytes()),
         None => core.next_round_robin(&m.topic),
     };
-    QueueId::try_from(pick % n).unwrap_or(0)
+    u32::try_from(pick % n).map_or(QueueId::new(0), QueueId::new)
 }
 
 /// Fills in each message's queue id (`wanted[i]` is the queue message `i` asked for) and the
@@ -71,7 +71,7 @@ pub(super) fn assign(
             None => return Err(NodeError::TopicNotFound(m.topic.clone())),
         };
         m.queue_id = match *wanted {
-            Some(q) if q >= queues => {
+            Some(q) if !q.is_below(queues) => {
                 return Err(NodeError::InvalidArgument(format!(
                     "queue {q} is not a write queue of topic '{}' (0..{queues})",
                     m.topic

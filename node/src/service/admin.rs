@@ -12,6 +12,7 @@ use raftmq_raft_log::types::PeerNode;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::topic::TopicConfig;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::ApplyResponse;
 use tokio::time::Instant;
 
@@ -111,7 +112,7 @@ pub async fn commit_offset(
         group: req.group,
         topic: req.topic,
         queue_id,
-        offset: req.offset,
+        offset: QueueOffset::new(req.offset),
     });
     let resp = run(core, cmd).await?;
     Ok(pb::CommitOffsetReply {

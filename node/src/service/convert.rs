@@ -23,7 +23,9 @@ pub fn log_id(id: &LogId) -> pb::LogId {
 
 /// A queue id from the wire: `0..=i32::MAX`.
 pub fn queue_id(field: &str, id: i32) -> Result<QueueId, NodeError> {
-    u32::try_from(id).map_err(|_| NodeError::InvalidArgument(format!("{field} {id} is negative")))
+    u32::try_from(id)
+        .map(QueueId::new)
+        .map_err(|_| NodeError::InvalidArgument(format!("{field} {id} is negative")))
 }
 
 /// The queue a producer asked for: `None` (unset or -1) lets the leader choose.
@@ -38,7 +40,7 @@ pub fn wanted_queue(id: Option<i32>) -> Result<Option<QueueId>, NodeError> {
 pub fn message_in(m: pb::Message) -> Message {
     Message {
         topic: m.topic,
-        queue_id: 0,
+        queue_id: QueueId::new(0),
         flags: 0,
         born_timestamp_ms: m.born_timestamp_ms,
         store_timestamp_ms: 0,
@@ -53,7 +55,7 @@ pub fn message_in(m: pb::Message) -> Message {
 fn message_out(m: Message) -> pb::Message {
     pb::Message {
         topic: m.topic,
-        queue_id: i32::try_from(m.queue_id).ok(),
+        queue_id: i32::try_from(m.queue_id.get()).ok(),
         tags: m.tags,
         keys: m.keys,
         properties: m.properties.into_iter().collect(),
@@ -65,13 +67,13 @@ fn message_out(m: Message) -> pb::Message {
 
 /// A stored message on the wire (the log id is not tracked per message: unset).
 pub fn stored_out(m: StoredMessage) -> pb::StoredMessage {
-    let queue_id = i32::try_from(m.message.queue_id).unwrap_or(i32::MAX);
+    let queue_id = i32::try_from(m.message.queue_id.get()).unwrap_or(i32::MAX);
     let store_timestamp_ms = m.message.store_timestamp_ms;
     pb::StoredMessage {
-        msg_id: m.msg_id,
+        msg_id: m.msg_id.get(),
         queue_id,
-        queue_offset: m.queue_offset,
-        phys_offset: m.msg_id,
+        queue_offset: m.queue_offset.get(),
+        phys_offset: m.msg_id.get(),
         store_timestamp_ms,
         log_id: None,
         message: Some(message_out(m.message)),
@@ -81,10 +83,10 @@ pub fn stored_out(m: StoredMessage) -> pb::StoredMessage {
 /// One send result.
 pub fn ack_out(a: &MessageAck, log: &LogId) -> pb::SendResult {
     pb::SendResult {
-        msg_id: a.msg_id,
-        queue_id: i32::try_from(a.queue_id).unwrap_or(i32::MAX),
-        queue_offset: a.queue_offset,
-        phys_offset: a.phys_offset,
+        msg_id: a.msg_id.get(),
+        queue_id: i32::try_from(a.queue_id.get()).unwrap_or(i32::MAX),
+        queue_offset: a.queue_offset.get(),
+        phys_offset: a.phys_offset.get(),
         log_id: Some(log_id(log)),
     }
 }

@@ -6,6 +6,9 @@ use std::time::Duration;
 use raftmq_proto::v1 as pb;
 use raftmq_store::limits::validate_group_name;
 use raftmq_store::limits::validate_topic_name;
+use raftmq_store::types::PhysOffset;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 use raftmq_store::PullStatus;
 
@@ -39,7 +42,7 @@ pub async fn pull(core: &NodeCore, req: pb::PullRequest) -> Result<pb::PullReply
     let sreq = PullRequest {
         topic: req.topic,
         queue_id,
-        offset: req.offset,
+        offset: QueueOffset::new(req.offset),
         max_count: if req.max_count == 0 {
             32
         } else {
@@ -67,15 +70,15 @@ pub async fn pull(core: &NodeCore, req: pb::PullRequest) -> Result<pb::PullReply
     Ok(pb::PullReply {
         status: convert::pull_status(res.status) as i32,
         messages: res.messages.into_iter().map(convert::stored_out).collect(),
-        next_offset: res.next_offset,
-        min_offset: res.min_offset,
-        max_offset: res.max_offset,
+        next_offset: res.next_offset.get(),
+        min_offset: res.min_offset.get(),
+        max_offset: res.max_offset.get(),
     })
 }
 
 /// One message by id; NOT_FOUND if none is dispatched there.
 pub fn query_by_id(core: &NodeCore, msg_id: u64) -> Result<pb::QueryByIdReply, NodeError> {
-    let m = core.store.get_by_id(msg_id)?;
+    let m = core.store.get_by_id(PhysOffset::new(msg_id))?;
     Ok(pb::QueryByIdReply {
         message: Some(convert::stored_out(m)),
     })
@@ -121,7 +124,7 @@ pub fn query_by_key(
 }
 
 /// Checks a (group, topic, queue) triple of the offset calls.
-pub fn offset_args(group: &str, topic: &str, queue_id: i32) -> Result<u32, NodeError> {
+pub fn offset_args(group: &str, topic: &str, queue_id: i32) -> Result<QueueId, NodeError> {
     validate_group_name(group).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
     topic_arg(topic)?;
     convert::queue_id("queue_id", queue_id)
@@ -134,7 +137,10 @@ pub fn fetch_offset(
 ) -> Result<pb::FetchOffsetReply, NodeError> {
     let q = offset_args(&req.group, &req.topic, req.queue_id)?;
     Ok(pb::FetchOffsetReply {
-        offset: core.store.fetch_offset(&req.group, &req.topic, q),
+        offset: core
+            .store
+            .fetch_offset(&req.group, &req.topic, q)
+            .map(QueueOffset::get),
     })
 }
 
@@ -146,13 +152,13 @@ pub fn list_topics(core: &NodeCore) -> pb::ListTopicsReply {
         .iter()
         .map(|t| pb::TopicInfo {
             config: Some(convert::topic_out(t)),
-            queues: (0..t.queue_count())
+            queues: QueueId::all(t.queue_count())
                 .map(|q| {
                     let (min, max) = core.store.queue_offsets(&t.name, q);
                     pb::QueueInfo {
-                        queue_id: i32::try_from(q).unwrap_or(i32::MAX),
-                        min_offset: min,
-                        max_offset: max,
+                        queue_id: i32::try_from(q.get()).unwrap_or(i32::MAX),
+                        min_offset: min.get(),
+                        max_offset: max.get(),
                     }
                 })
                 .collect(),

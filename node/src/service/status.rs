@@ -47,9 +47,9 @@ pub fn own_watermarks(core: &NodeCore, m: &RaftMetrics) -> pb::Watermarks {
         applied_index: sw.applied.map(|l| l.index),
         dispatched_index: sw.applied.map(|l| l.index),
         purged_index: lw.last_purged.map(|l| l.index),
-        min_phys_offset: lw.min_phys_offset,
-        max_phys_offset: lw.appended_phys_end,
-        committed_phys_offset: sw.dispatched_phys_end,
+        min_phys_offset: lw.min_phys_offset.get(),
+        max_phys_offset: lw.appended_phys_end.get(),
+        committed_phys_offset: sw.dispatched_phys_end.get(),
     }
 }
 

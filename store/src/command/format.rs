@@ -35,6 +35,8 @@ use crate::message::format::peek_record_len;
 use crate::message::MessageView;
 use crate::topic::Permissions;
 use crate::topic::TopicConfig;
+use crate::types::QueueId;
+use crate::types::QueueOffset;
 
 /// Magic of a command payload.
 pub const COMMAND_MAGIC: u32 = 0x434D_5152;
@@ -177,8 +179,8 @@ fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
             let mut w = Writer::new(out);
             w.str16("group", &c.group)?;
             w.str16("topic", &c.topic)?;
-            w.u32(c.queue_id);
-            w.u64(c.offset);
+            w.u32(c.queue_id.get());
+            w.u64(c.offset.get());
             Ok(())
         }
     }
@@ -373,8 +375,8 @@ fn parse_commit(r: &mut Reader<'_>) -> Result<CommitOffset> {
     Ok(CommitOffset {
         group: r.str16("group")?.to_owned(),
         topic: r.str16("topic")?.to_owned(),
-        queue_id: r.u32("queue id")?,
-        offset: r.u64("offset")?,
+        queue_id: QueueId::new(r.u32("queue id")?),
+        offset: QueueOffset::new(r.u64("offset")?),
     })
 }
 

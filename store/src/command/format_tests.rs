@@ -1,14 +1,22 @@
 //! Tests of the command payload format: round trips, truncation, flipped bits, structural errors.
 
+use crate::types::PhysOffset;
 use proptest::prelude::*;
 
 use super::*;
-use crate::command::message_phys_offset;
 use crate::message::format::encode as encode_message;
+use crate::message::message_id;
 use crate::message::Message;
+use crate::types::QueueId;
+use crate::types::QueueOffset;
+use raftmq_raft_log::format::ENTRY_HEADER_LEN;
 
 fn msg(i: u8) -> Message {
-    let mut m = Message::new("orders", u32::from(i), vec![i; usize::from(i) + 1]);
+    let mut m = Message::new(
+        "orders",
+        QueueId::new(u32::from(i)),
+        vec![i; usize::from(i) + 1],
+    );
     m.tags = format!("Tag{i}");
     m.keys = vec![format!("key-{i}")];
     m
@@ -36,8 +44,8 @@ fn all_commands() -> Vec<Command> {
         Command::CommitOffset(CommitOffset {
             group: "g1".into(),
             topic: "orders".into(),
-            queue_id: 3,
-            offset: 12345,
+            queue_id: QueueId::new(3),
+            offset: QueueOffset::new(12345),
         }),
     ]
 }
@@ -76,8 +84,8 @@ fn batch_record_offsets_point_at_records() {
         offs
     );
     assert_eq!(
-        message_phys_offset(1000, offs[1]),
-        1000 + u64::from(offs[1])
+        message_id(PhysOffset::new(1000), offs[1]).get(),
+        1000 + ENTRY_HEADER_LEN as u64 + u64::from(offs[1])
     );
     let admin = Command::DeleteTopic { topic: "t".into() }
         .encode()
@@ -144,7 +152,7 @@ proptest! {
 
     #[test]
     fn prop_batch_offsets(sizes in prop::collection::vec(0usize..50, 1..10)) {
-        let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", 0, vec![7; *s])).collect();
+        let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", QueueId::new(0), vec![7; *s])).collect();
         let p = Command::batch(ms.clone()).encode().expect("encode").0;
         let offs = record_offsets(&p).expect("offsets");
         prop_assert_eq!(offs.len(), ms.len());

@@ -3,9 +3,8 @@
 //! The leader builds a [`Command`], encodes it into an `AppPayload` and proposes it; every
 //! replica decodes the committed payload with [`CommandView::parse`] and applies it. A message
 //! batch is parsed without copying bodies; each message's record sits at a known offset inside
-//! the payload, so its id (physical offset) is
-//! `payload_start_phys + offset_in_payload` (see [`message_phys_offset`]), where
-//! `payload_start_phys` is the entry's physical offset plus the raft-log entry header length.
+//! the payload, so its id (physical offset) follows from the entry's physical offset
+//! ([`crate::message::message_id`]).
 
 pub mod format;
 mod owned;
@@ -20,6 +19,7 @@ pub use owned::CommitOffset;
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::hash::tag_hash;
+use crate::message::message_id;
 use crate::types::AppPayload;
 use crate::types::PhysOffset;
 
@@ -35,22 +35,18 @@ impl Command {
     }
 }
 
-/// Physical offset (message id) of a record at `offset_in_payload` inside a payload whose first
-/// byte sits at `payload_start_phys` in the CommitLog.
-pub fn message_phys_offset(payload_start_phys: PhysOffset, offset_in_payload: u32) -> PhysOffset {
-    payload_start_phys + u64::from(offset_in_payload)
-}
-
 impl format::BatchMessage<'_> {
-    /// This message's id: the physical offset of its record.
-    pub fn phys_offset(&self, payload_start_phys: PhysOffset) -> PhysOffset {
-        message_phys_offset(payload_start_phys, self.offset_in_payload)
+    /// This message's id (the physical offset of its record) when its entry starts at
+    /// `entry_phys`.
+    pub fn id(&self, entry_phys: PhysOffset) -> PhysOffset {
+        message_id(entry_phys, self.offset_in_payload)
     }
 
-    /// The ConsumeQueue unit dispatch writes for this message.
-    pub fn cq_unit(&self, payload_start_phys: PhysOffset) -> CqUnit {
+    /// The ConsumeQueue unit dispatch writes for this message when its entry starts at
+    /// `entry_phys`.
+    pub fn cq_unit(&self, entry_phys: PhysOffset) -> CqUnit {
         CqUnit {
-            phys_offset: self.phys_offset(payload_start_phys),
+            phys_offset: self.id(entry_phys),
             size: self.view.record_len,
             tag_hash: tag_hash(self.view.tags),
         }
@@ -61,22 +57,24 @@ impl format::BatchMessage<'_> {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use crate::types::QueueId;
 
     #[test]
     fn cq_unit_of_batch_message() {
-        let mut m = Message::new("t", 1, b"xy".to_vec());
+        let mut m = Message::new("t", QueueId::new(1), b"xy".to_vec());
         m.tags = "TagA".into();
         let p = Command::batch(vec![m.clone(), m]).encode().expect("encode");
         let CommandView::SendBatch { messages: ms, .. } = CommandView::parse(&p.0).expect("parse")
         else {
             panic!("batch expected")
         };
-        let u = ms[1].cq_unit(1000);
-        assert_eq!(u.phys_offset, 1000 + u64::from(ms[1].offset_in_payload));
+        let entry = PhysOffset::new(1000);
+        let u = ms[1].cq_unit(entry);
+        assert_eq!(u.phys_offset, message_id(entry, ms[1].offset_in_payload));
         assert_eq!(u.size, ms[1].view.record_len);
         assert_eq!(u.tag_hash, tag_hash("TagA"));
         assert_eq!(
-            ms[0].phys_offset(1000) + u64::from(ms[0].view.record_len),
+            ms[0].id(entry).advance(u64::from(ms[0].view.record_len)),
             u.phys_offset
         );
     }

@@ -18,7 +18,6 @@
 use crate::codec::le_u32_at;
 use crate::codec::le_u64_at;
 use crate::types::PhysOffset;
-use crate::types::QueueOffset;
 use crate::types::TagHash;
 
 /// Bytes per unit.
@@ -46,7 +45,7 @@ impl CqUnit {
     /// The 20 bytes of this unit.
     pub fn encode(&self) -> [u8; CQ_UNIT_LEN] {
         let mut b = [0u8; CQ_UNIT_LEN];
-        b[0..8].copy_from_slice(&self.phys_offset.to_le_bytes());
+        b[0..8].copy_from_slice(&self.phys_offset.get().to_le_bytes());
         b[8..12].copy_from_slice(&self.size.to_le_bytes());
         b[12..20].copy_from_slice(&self.tag_hash.to_le_bytes());
         b
@@ -55,7 +54,7 @@ impl CqUnit {
     /// Decodes the unit at the start of `b`; `None` if `b` is shorter than a unit.
     pub fn decode(b: &[u8]) -> Option<CqUnit> {
         Some(CqUnit {
-            phys_offset: le_u64_at(b, 0)?,
+            phys_offset: PhysOffset::new(le_u64_at(b, 0)?),
             size: le_u32_at(b, 8)?,
             tag_hash: le_u64_at(b, 12)?,
         })
@@ -68,17 +67,18 @@ impl CqUnit {
 
     /// Physical offset one past the record.
     pub fn end_phys(&self) -> PhysOffset {
-        self.phys_offset + u64::from(self.size)
+        self.phys_offset.advance(u64::from(self.size))
     }
 }
 
-/// The file name of a file starting at `start`.
-pub fn file_name(start: QueueOffset) -> String {
-    format!("{start:0width$}", width = FILE_NAME_DIGITS)
+/// The 20-digit file name of number `n` (a ConsumeQueue file's start offset, an IndexFile's
+/// sequence number).
+pub fn file_name(n: u64) -> String {
+    format!("{n:0width$}", width = FILE_NAME_DIGITS)
 }
 
-/// Parses a file name; `None` unless it is exactly 20 ASCII digits.
-pub fn parse_file_name(name: &str) -> Option<QueueOffset> {
+/// Parses a file name into its number; `None` unless it is exactly 20 ASCII digits.
+pub fn parse_file_name(name: &str) -> Option<u64> {
     if name.len() != FILE_NAME_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn unit_round_trip_and_byte_order() {
         let u = CqUnit {
-            phys_offset: 0x0102_0304_0506_0708,
+            phys_offset: PhysOffset::new(0x0102_0304_0506_0708),
             size: 0x0a0b_0c0d,
             tag_hash: 0x1112_1314_1516_1718,
         };
@@ -100,13 +100,13 @@ mod tests {
         assert_eq!(b[0], 0x08, "little-endian");
         assert_eq!(b[8], 0x0d);
         assert_eq!(CqUnit::decode(&b), Some(u));
-        assert_eq!(u.end_phys(), 0x0102_0304_0506_0708 + 0x0a0b_0c0d);
+        assert_eq!(u.end_phys().get(), 0x0102_0304_0506_0708 + 0x0a0b_0c0d);
     }
 
     #[test]
     fn truncated_unit() {
         let b = CqUnit {
-            phys_offset: 1,
+            phys_offset: PhysOffset::new(1),
             size: 2,
             tag_hash: 3,
         }
@@ -121,7 +121,7 @@ mod tests {
         // Units carry no CRC: a flipped bit yields a different unit, which queue recovery
         // rejects if it breaks the size/monotonic rules and the record CRC rejects otherwise.
         let u = CqUnit {
-            phys_offset: 100,
+            phys_offset: PhysOffset::new(100),
             size: 1,
             tag_hash: 3,
         };

@@ -52,11 +52,12 @@ impl ConsumeQueue {
 
     /// One past the last unit slot of the last file.
     pub(super) fn end_offset(&self) -> QueueOffset {
-        self.base() + self.segments.len() as u64 * self.units_per_file
+        self.base()
+            .advance(self.segments.len() as u64 * self.units_per_file)
     }
 
     fn locate(&self, o: QueueOffset) -> (usize, usize) {
-        let rel = o - self.base();
+        let rel = self.base().count_to(o);
         (
             (rel / self.units_per_file) as usize,
             (rel % self.units_per_file) as usize,
@@ -123,7 +124,7 @@ impl ConsumeQueue {
 
     /// The last unit, if any.
     pub fn last_unit(&self) -> Option<CqUnit> {
-        (!self.is_empty()).then(|| self.unit(self.max_offset - 1))
+        (!self.is_empty()).then(|| self.unit(self.max_offset.prev()))
     }
 
     fn out_of_range(&self, offset: QueueOffset) -> StoreError {
@@ -167,7 +168,7 @@ impl ConsumeQueue {
         // Compare with the unit before `max_offset` even if it is below `min_offset`: physical
         // offsets increase across everything in the files, which recovery relies on.
         if self.max_offset > self.base() {
-            let last = self.unit(self.max_offset - 1);
+            let last = self.unit(self.max_offset.prev());
             if unit.phys_offset <= last.phys_offset {
                 return Err(StoreError::PhysOffsetOrder {
                     what: self.what(),
@@ -181,9 +182,9 @@ impl ConsumeQueue {
         }
         let (k, i) = self.locate(offset);
         self.segments[k].write(i, &unit);
-        self.max_offset += 1;
-        tracing::trace!(topic = %self.topic, queue_id = self.queue_id, queue_offset = offset,
-            phys_offset = unit.phys_offset, "consume queue unit appended");
+        self.max_offset = self.max_offset.next();
+        tracing::trace!(topic = %self.topic, queue_id = self.queue_id.get(), queue_offset = offset.get(),
+            phys_offset = unit.phys_offset.get(), "consume queue unit appended");
         Ok(PutOutcome::Appended)
     }
 
@@ -193,9 +194,9 @@ impl ConsumeQueue {
         if let Some(last) = self.segments.last_mut() {
             last.file.flush()?;
         }
-        let path = self.dir.join(file_name(start));
+        let path = self.dir.join(file_name(start.get()));
         let file = MappedFile::create(&path, self.units_per_file * CQ_UNIT_LEN as u64, &[])?;
-        tracing::info!(topic = %self.topic, queue_id = self.queue_id, start, "consume queue file created");
+        tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), start = start.get(), "consume queue file created");
         self.segments.push(Segment { start, file });
         Ok(())
     }
@@ -214,8 +215,9 @@ impl ConsumeQueue {
         if from < self.min_offset || from > self.max_offset {
             return Err(self.out_of_range(from));
         }
-        let to = self.max_offset.min(from.saturating_add(max_units as u64));
-        Ok((from..to).map(|o| self.unit(o)).collect())
+        let room = from.count_to(self.max_offset);
+        let to = from.advance(room.min(max_units as u64));
+        Ok(from.up_to(to).map(|o| self.unit(o)).collect())
     }
 
     /// First offset in `[min_offset, max_offset)` whose unit's physical offset is `>= phys`,
@@ -223,9 +225,9 @@ impl ConsumeQueue {
     pub fn first_offset_at_or_after_phys(&self, phys: PhysOffset) -> QueueOffset {
         let (mut lo, mut hi) = (self.min_offset, self.max_offset);
         while lo < hi {
-            let mid = lo + (hi - lo) / 2;
+            let mid = lo.advance(lo.count_to(hi) / 2);
             if self.unit(mid).phys_offset < phys {
-                lo = mid + 1;
+                lo = mid.next();
             } else {
                 hi = mid;
             }
@@ -244,14 +246,14 @@ impl ConsumeQueue {
     /// the recovered CommitLog end). Returns how many units were cut.
     pub fn truncate_phys_beyond(&mut self, phys: PhysOffset) -> Result<u64> {
         let new_max = self.first_offset_at_or_after_phys(phys);
-        let cut = self.max_offset - new_max;
+        let cut = new_max.count_to(self.max_offset);
         if cut == 0 {
             return Ok(0);
         }
         self.cut_from(new_max)?;
         self.max_offset = new_max;
-        tracing::info!(topic = %self.topic, queue_id = self.queue_id, phys_offset = phys,
-            max_offset = new_max, units_cut = cut, "consume queue truncated");
+        tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = phys.get(),
+            max_offset = new_max.get(), units_cut = cut, "consume queue truncated");
         debug_assert!(self.validate().is_ok(), "{:?}", self.validate());
         Ok(cut)
     }
@@ -263,7 +265,7 @@ impl ConsumeQueue {
         self.min_offset = self.first_offset_at_or_after_phys(min_phys);
         let mut n = 0;
         while self.segments.len() > 1
-            && self.segments[0].start + self.units_per_file <= self.min_offset
+            && self.segments[0].start.advance(self.units_per_file) <= self.min_offset
         {
             let seg = self.segments.remove(0);
             seg.file.remove()?;
@@ -271,8 +273,8 @@ impl ConsumeQueue {
         }
         if n > 0 {
             sync_dir(&self.dir)?;
-            tracing::info!(topic = %self.topic, queue_id = self.queue_id, phys_offset = min_phys,
-                min_offset = self.min_offset, files_removed = n, "consume queue files deleted");
+            tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), phys_offset = min_phys.get(),
+                min_offset = self.min_offset.get(), files_removed = n, "consume queue files deleted");
         }
         debug_assert!(self.validate().is_ok(), "{:?}", self.validate());
         Ok(n)

@@ -8,13 +8,23 @@ use std::path::Path;
 use super::*;
 use crate::consume_queue::config::ConsumeQueueConfig;
 
+/// Physical offset `n`.
+fn ph(n: u64) -> PhysOffset {
+    PhysOffset::new(n)
+}
+
+/// Queue offset `n`.
+fn o(n: u64) -> QueueOffset {
+    QueueOffset::new(n)
+}
+
 fn cfg(n: u32) -> ConsumeQueueConfig {
     ConsumeQueueConfig { units_per_file: n }
 }
 
 fn u(phys: u64) -> CqUnit {
     CqUnit {
-        phys_offset: phys,
+        phys_offset: ph(phys),
         size: 10,
         tag_hash: phys * 7,
     }
@@ -30,17 +40,17 @@ fn files(dir: &Path) -> Vec<String> {
 }
 
 fn open(dir: &Path, n: u32) -> ConsumeQueue {
-    ConsumeQueue::open(dir, "t", 0, &cfg(n)).expect("open")
+    ConsumeQueue::open(dir, "t", QueueId::new(0), &cfg(n)).expect("open")
 }
 
 #[test]
 fn put_read_roll_reopen() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
-    assert!(q.is_empty() && q.max_offset() == 0 && files(d.path()).is_empty());
+    assert!(q.is_empty() && q.max_offset().get() == 0 && files(d.path()).is_empty());
     for i in 0..10u64 {
         assert_eq!(
-            q.put(i, u(100 + i * 10)).expect("put"),
+            q.put(o(i), u(100 + i * 10)).expect("put"),
             PutOutcome::Appended
         );
     }
@@ -52,30 +62,30 @@ fn put_read_roll_reopen() {
             "00000000000000000008"
         ]
     );
-    assert_eq!(q.read(3, 3).expect("read"), vec![u(130), u(140), u(150)]);
-    assert_eq!(q.read(8, 100).expect("read").len(), 2);
-    assert!(q.read(10, 5).expect("at max").is_empty());
+    assert_eq!(q.read(o(3), 3).expect("read"), vec![u(130), u(140), u(150)]);
+    assert_eq!(q.read(o(8), 100).expect("read").len(), 2);
+    assert!(q.read(o(10), 5).expect("at max").is_empty());
     assert!(matches!(
-        q.read(11, 1),
+        q.read(o(11), 1),
         Err(StoreError::OffsetOutOfRange {
-            offset: 11,
-            min: 0,
-            max: 10,
+            offset,
+            min,
+            max,
             ..
-        })
+        }) if (offset, min, max) == (o(11), o(0), o(10))
     ));
-    assert_eq!(q.get(9).expect("get"), u(190));
-    assert!(q.get(10).is_err());
+    assert_eq!(q.get(o(9)).expect("get"), u(190));
+    assert!(q.get(o(10)).is_err());
     assert_eq!(q.last_unit(), Some(u(190)));
-    assert_eq!(q.offset_of_phys(150), Some(5));
-    assert_eq!(q.offset_of_phys(151), None);
-    assert_eq!(q.offset_of_phys(10_000), None);
-    assert_eq!(q.first_offset_at_or_after_phys(151), 6);
+    assert_eq!(q.offset_of_phys(ph(150)), Some(o(5)));
+    assert_eq!(q.offset_of_phys(ph(151)), None);
+    assert_eq!(q.offset_of_phys(ph(10_000)), None);
+    assert_eq!(q.first_offset_at_or_after_phys(ph(151)), o(6));
     q.flush().expect("flush");
     drop(q);
     let q = open(d.path(), 4);
-    assert_eq!((q.min_offset(), q.max_offset()), (0, 10));
-    assert_eq!(q.read(0, 100).expect("read").len(), 10);
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (0, 10));
+    assert_eq!(q.read(o(0), 100).expect("read").len(), 10);
     q.validate().expect("valid");
 }
 
@@ -83,31 +93,34 @@ fn put_read_roll_reopen() {
 fn put_is_idempotent_and_strict() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
-    q.put(0, u(100)).expect("put");
-    q.put(1, u(200)).expect("put");
+    q.put(o(0), u(100)).expect("put");
+    q.put(o(1), u(200)).expect("put");
     assert_eq!(
-        q.put(0, u(100)).expect("replay"),
+        q.put(o(0), u(100)).expect("replay"),
         PutOutcome::AlreadyPresent
     );
-    assert!(matches!(q.put(1, u(300)), Err(StoreError::Conflict { .. })));
-    let e = q.put(3, u(300)).expect_err("gap");
+    assert!(matches!(
+        q.put(o(1), u(300)),
+        Err(StoreError::Conflict { .. })
+    ));
+    let e = q.put(o(3), u(300)).expect_err("gap");
     assert!(
         matches!(
             e,
             StoreError::OffsetOutOfRange {
-                offset: 3,
-                max: 2,
+                offset,
+                max,
                 ..
-            }
+            } if (offset, max) == (o(3), o(2))
         ),
         "{e}"
     );
     assert!(matches!(
-        q.put(2, u(200)),
+        q.put(o(2), u(200)),
         Err(StoreError::PhysOffsetOrder { .. })
     ));
-    assert!(q.put(2, CqUnit { size: 0, ..u(300) }).is_err());
-    assert_eq!(q.max_offset(), 2);
+    assert!(q.put(o(2), CqUnit { size: 0, ..u(300) }).is_err());
+    assert_eq!(q.max_offset().get(), 2);
 }
 
 #[test]
@@ -115,25 +128,25 @@ fn truncate_phys_beyond_cuts_tail_and_files() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
     for i in 0..10u64 {
-        q.put(i, u(100 + i * 10)).expect("put");
+        q.put(o(i), u(100 + i * 10)).expect("put");
     }
-    assert_eq!(q.truncate_phys_beyond(1000).expect("noop"), 0);
-    assert_eq!(q.truncate_phys_beyond(145).expect("cut"), 5);
-    assert_eq!(q.max_offset(), 5);
+    assert_eq!(q.truncate_phys_beyond(ph(1000)).expect("noop"), 0);
+    assert_eq!(q.truncate_phys_beyond(ph(145)).expect("cut"), 5);
+    assert_eq!(q.max_offset().get(), 5);
     assert_eq!(files(d.path()).len(), 2);
     // Exactly at a file boundary: the file holding the new max stays, blank.
-    assert_eq!(q.truncate_phys_beyond(140).expect("cut"), 1);
-    assert_eq!(q.max_offset(), 4);
+    assert_eq!(q.truncate_phys_beyond(ph(140)).expect("cut"), 1);
+    assert_eq!(q.max_offset().get(), 4);
     assert_eq!(files(d.path()).len(), 2);
-    q.put(4, u(141)).expect("re-put after cut");
+    q.put(o(4), u(141)).expect("re-put after cut");
     drop(q);
     let mut q = open(d.path(), 4);
-    assert_eq!(q.max_offset(), 5);
-    assert_eq!(q.truncate_phys_beyond(0).expect("all"), 5);
+    assert_eq!(q.max_offset().get(), 5);
+    assert_eq!(q.truncate_phys_beyond(ph(0)).expect("all"), 5);
     assert!(q.is_empty());
     drop(q);
     let q = open(d.path(), 4);
-    assert_eq!((q.min_offset(), q.max_offset()), (0, 0));
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (0, 0));
 }
 
 #[test]
@@ -141,36 +154,36 @@ fn delete_below_phys_keeps_last_file() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
     for i in 0..10u64 {
-        q.put(i, u(100 + i * 10)).expect("put");
+        q.put(o(i), u(100 + i * 10)).expect("put");
     }
-    assert_eq!(q.delete_below_phys(125).expect("delete"), 0);
-    assert_eq!(q.min_offset(), 3);
-    assert!(q.read(2, 1).is_err());
-    assert_eq!(q.delete_below_phys(180).expect("delete"), 2);
-    assert_eq!(q.min_offset(), 8);
+    assert_eq!(q.delete_below_phys(ph(125)).expect("delete"), 0);
+    assert_eq!(q.min_offset().get(), 3);
+    assert!(q.read(o(2), 1).is_err());
+    assert_eq!(q.delete_below_phys(ph(180)).expect("delete"), 2);
+    assert_eq!(q.min_offset().get(), 8);
     assert_eq!(files(d.path()), ["00000000000000000008"]);
-    assert_eq!(q.delete_below_phys(10_000).expect("delete"), 0);
-    assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
+    assert_eq!(q.delete_below_phys(ph(10_000)).expect("delete"), 0);
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (10, 10));
     drop(q);
     // Reopen recomputes min from the files; the caller re-applies the retention point.
     let mut q = open(d.path(), 4);
-    assert_eq!((q.min_offset(), q.max_offset()), (8, 10));
-    q.delete_below_phys(10_000).expect("delete");
-    assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
-    q.put(10, u(500)).expect("append continues");
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (8, 10));
+    q.delete_below_phys(ph(10_000)).expect("delete");
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (10, 10));
+    q.put(o(10), u(500)).expect("append continues");
 }
 
 #[test]
 fn reset_to_survives_reopen() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
-    q.reset_to(1000).expect("reset");
-    assert_eq!((q.min_offset(), q.max_offset()), (1000, 1000));
+    q.reset_to(o(1000)).expect("reset");
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (1000, 1000));
     drop(q);
     let mut q = open(d.path(), 4);
-    assert_eq!((q.min_offset(), q.max_offset()), (1000, 1000));
-    q.put(1000, u(5)).expect("put");
-    assert!(q.reset_to(0).is_err());
+    assert_eq!((q.min_offset().get(), q.max_offset().get()), (1000, 1000));
+    q.put(o(1000), u(5)).expect("put");
+    assert!(q.reset_to(o(0)).is_err());
 }
 
 #[test]
@@ -178,7 +191,7 @@ fn recovery_stops_at_torn_or_non_monotonic_unit() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
     for i in 0..7u64 {
-        q.put(i, u(100 + i * 10)).expect("put");
+        q.put(o(i), u(100 + i * 10)).expect("put");
     }
     drop(q);
     // Unit 5 (second file, slot 1) goes backwards: recovery keeps 0..5 and blanks the rest.
@@ -187,7 +200,7 @@ fn recovery_stops_at_torn_or_non_monotonic_unit() {
     b[CQ_UNIT_LEN..CQ_UNIT_LEN + 8].copy_from_slice(&1u64.to_le_bytes());
     std::fs::write(&p, &b).expect("write");
     let q = open(d.path(), 4);
-    assert_eq!(q.max_offset(), 5);
+    assert_eq!(q.max_offset().get(), 5);
     q.validate().expect("valid");
     drop(q);
     // A blank unit in the middle of the first file: later files are removed.
@@ -196,7 +209,7 @@ fn recovery_stops_at_torn_or_non_monotonic_unit() {
     b[2 * CQ_UNIT_LEN..3 * CQ_UNIT_LEN].fill(0);
     std::fs::write(&p, &b).expect("write");
     let q = open(d.path(), 4);
-    assert_eq!(q.max_offset(), 2);
+    assert_eq!(q.max_offset().get(), 2);
     assert_eq!(files(d.path()), ["00000000000000000000"]);
 }
 
@@ -204,22 +217,22 @@ fn recovery_stops_at_torn_or_non_monotonic_unit() {
 fn open_rejects_bad_dirs() {
     let d = tempfile::tempdir().expect("tempdir");
     std::fs::write(d.path().join("junk"), b"x").expect("write");
-    assert!(ConsumeQueue::open(d.path(), "t", 0, &cfg(4))
+    assert!(ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(4))
         .expect_err("junk")
         .is_corruption());
     let d = tempfile::tempdir().expect("tempdir");
     let mut q = open(d.path(), 4);
     for i in 0..9u64 {
-        q.put(i, u(100 + i)).expect("put");
+        q.put(o(i), u(100 + i)).expect("put");
     }
     drop(q);
-    assert!(ConsumeQueue::open(d.path(), "t", 0, &cfg(8))
+    assert!(ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(8))
         .expect_err("size")
         .is_corruption());
     std::fs::remove_file(d.path().join("00000000000000000004")).expect("rm");
-    let e = ConsumeQueue::open(d.path(), "t", 0, &cfg(4)).expect_err("gap");
+    let e = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(4)).expect_err("gap");
     assert!(e.to_string().contains("gap"), "{e}");
-    assert!(ConsumeQueue::open(d.path(), "t", 0, &cfg(0)).is_err());
+    assert!(ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(0)).is_err());
 }
 
 #[derive(Clone, Debug)]
@@ -258,18 +271,18 @@ impl Model {
         match op {
             Op::Put(size) => {
                 let unit = CqUnit {
-                    phys_offset: self.next_phys,
+                    phys_offset: ph(self.next_phys),
                     size: *size,
                     tag_hash: 1,
                 };
-                q.put(self.units.len() as u64, unit).expect("put");
+                q.put(o(self.units.len() as u64), unit).expect("put");
                 self.units.push(unit);
                 self.next_phys += u64::from(*size);
             }
             Op::Truncate(f) => {
                 let p = self.pick(*f);
-                q.truncate_phys_beyond(p).expect("truncate");
-                while self.units.last().is_some_and(|u| u.phys_offset >= p) {
+                q.truncate_phys_beyond(ph(p)).expect("truncate");
+                while self.units.last().is_some_and(|u| u.phys_offset >= ph(p)) {
                     self.units.pop();
                 }
                 self.min = self.min.min(self.units.len() as u64);
@@ -277,14 +290,15 @@ impl Model {
             }
             Op::DeleteBelow(f) => {
                 let p = self.pick(*f);
-                q.delete_below_phys(p).expect("delete");
+                q.delete_below_phys(ph(p)).expect("delete");
                 self.min_phys = p;
-                let below = self.units.iter().filter(|u| u.phys_offset < p).count() as u64;
+                let below = self.units.iter().filter(|u| u.phys_offset < ph(p)).count() as u64;
                 self.min = self.min.max(below);
             }
             Op::Reopen => {
-                let mut re = ConsumeQueue::open(dir, "t", 0, &cfg(3)).expect("reopen");
-                re.delete_below_phys(self.min_phys)
+                let mut re =
+                    ConsumeQueue::open(dir, "t", QueueId::new(0), &cfg(3)).expect("reopen");
+                re.delete_below_phys(ph(self.min_phys))
                     .expect("re-apply retention");
                 *q = re;
             }
@@ -297,13 +311,13 @@ proptest! {
     #[test]
     fn prop_queue_matches_model(ops in prop::collection::vec(op(), 1..60)) {
         let d = tempfile::tempdir().expect("tempdir");
-        let mut q = ConsumeQueue::open(d.path(), "t", 0, &cfg(3)).expect("open");
+        let mut q = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(3)).expect("open");
         let mut m = Model::default();
         for op in &ops {
             m.apply(op, &mut q, d.path());
-            prop_assert_eq!(q.min_offset(), m.min, "after {:?}", op);
-            prop_assert_eq!(q.max_offset(), m.units.len() as u64, "after {:?}", op);
-            let got = q.read(m.min, usize::MAX).expect("read");
+            prop_assert_eq!(q.min_offset().get(), m.min, "after {:?}", op);
+            prop_assert_eq!(q.max_offset().get(), m.units.len() as u64, "after {:?}", op);
+            let got = q.read(o(m.min), usize::MAX).expect("read");
             prop_assert_eq!(&got[..], &m.units[m.min as usize..]);
             q.validate().expect("valid");
         }
@@ -317,9 +331,9 @@ proptest! {
     #[test]
     fn prop_recovery_keeps_prefix_before_damage(n in 1u64..20, at in any::<prop::sample::Index>(), blank in any::<bool>()) {
         let d = tempfile::tempdir().expect("tempdir");
-        let mut q = ConsumeQueue::open(d.path(), "t", 0, &cfg(3)).expect("open");
+        let mut q = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(3)).expect("open");
         for i in 0..n {
-            q.put(i, u(100 + i * 10)).expect("put");
+            q.put(o(i), u(100 + i * 10)).expect("put");
         }
         drop(q);
         // Damage within the files recovery validates (the last two).
@@ -335,7 +349,7 @@ proptest! {
             b[pos..pos + 8].copy_from_slice(&50u64.to_le_bytes());
         }
         std::fs::write(&p, &b).expect("write");
-        let q = ConsumeQueue::open(d.path(), "t", 0, &cfg(3)).expect("reopen");
+        let q = ConsumeQueue::open(d.path(), "t", QueueId::new(0), &cfg(3)).expect("reopen");
         q.validate().expect("valid");
         if bad == 0 {
             // The first unit is damaged: a blank one is skipped as a leading hole (the min moves),
@@ -345,10 +359,10 @@ proptest! {
                 (true, _) => (1, n),
                 (false, _) => (0, n),
             };
-            prop_assert_eq!((q.min_offset(), q.max_offset()), want);
+            prop_assert_eq!((q.min_offset().get(), q.max_offset().get()), want);
         } else {
-            prop_assert_eq!(q.max_offset(), bad);
-            let got = q.read(q.min_offset(), usize::MAX).expect("read");
+            prop_assert_eq!(q.max_offset().get(), bad);
+            let got = q.read(o(q.min_offset().get()), usize::MAX).expect("read");
             let want: Vec<CqUnit> = (0..bad).map(|i| u(100 + i * 10)).collect();
             prop_assert_eq!(got, want);
         }
@@ -376,15 +390,15 @@ proptest! {
         const PAGE: usize = 4096;
         let d = tempfile::tempdir().expect("tempdir");
         let live = d.path().join("live");
-        let mut q = ConsumeQueue::open(&live, "t", 0, &cfg(300)).expect("open");
-        let unit = |i: u64| CqUnit { phys_offset: 1 + i * 10, size: 10, tag_hash: i };
+        let mut q = ConsumeQueue::open(&live, "t", QueueId::new(0), &cfg(300)).expect("open");
+        let unit = |i: u64| CqUnit { phys_offset: ph(1 + i * 10), size: 10, tag_hash: i };
         for i in 0..n1 {
-            q.put(i, unit(i)).expect("put");
+            q.put(o(i), unit(i)).expect("put");
         }
         q.flush().expect("flush");
         let durable = image(&live);
         for i in n1..n1 + n2 {
-            q.put(i, unit(i)).expect("put");
+            q.put(o(i), unit(i)).expect("put");
         }
         let current = image(&live);
         drop(q);
@@ -414,13 +428,13 @@ proptest! {
             }
             std::fs::write(crashed.join(name), &out).expect("write");
         }
-        let q = ConsumeQueue::open(&crashed, "t", 0, &cfg(300)).expect("recover");
+        let q = ConsumeQueue::open(&crashed, "t", QueueId::new(0), &cfg(300)).expect("recover");
         q.validate().expect("valid");
-        prop_assert_eq!(q.min_offset(), 0);
-        prop_assert!(q.max_offset() >= n1, "flushed units lost: max {} < {}", q.max_offset(), n1);
-        prop_assert!(q.max_offset() <= n1 + n2);
-        let got = q.read(0, usize::MAX).expect("read");
-        let want: Vec<CqUnit> = (0..q.max_offset()).map(unit).collect();
+        prop_assert_eq!(q.min_offset().get(), 0);
+        prop_assert!(q.max_offset().get() >= n1, "flushed units lost: max {} < {}", q.max_offset().get(), n1);
+        prop_assert!(q.max_offset().get() <= n1 + n2);
+        let got = q.read(o(0), usize::MAX).expect("read");
+        let want: Vec<CqUnit> = (0..q.max_offset().get()).map(unit).collect();
         prop_assert_eq!(got, want);
     }
 }

@@ -13,6 +13,7 @@ use crate::mapped_file::list_numbered_files;
 use crate::mapped_file::MappedFile;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
+use crate::types::QueueOffset;
 
 /// Files at the tail that recovery validates unit by unit.
 const RECOVER_TAIL_FILES: usize = 2;
@@ -38,18 +39,21 @@ impl ConsumeQueue {
     ) -> Result<Self> {
         cfg.validate()?;
         let upf = u64::from(cfg.units_per_file);
-        let starts = list_numbered_files(dir, "ConsumeQueue")?;
+        let starts: Vec<QueueOffset> = list_numbered_files(dir, "ConsumeQueue")?
+            .into_iter()
+            .map(QueueOffset::new)
+            .collect();
         let mut segments = Vec::with_capacity(starts.len());
         for (k, start) in starts.iter().enumerate() {
-            let path = dir.join(file_name(*start));
+            let path = dir.join(file_name(start.get()));
             if let Some(first) = starts.first() {
-                if *start != first + k as u64 * upf {
+                if *start != first.advance(k as u64 * upf) {
                     return Err(StoreError::corruption(
                         path.display().to_string(),
                         0,
                         format!(
                             "file starts at {start}, expected {} (gap in the queue)",
-                            first + k as u64 * upf
+                            first.advance(k as u64 * upf)
                         ),
                     ));
                 }
@@ -60,7 +64,7 @@ impl ConsumeQueue {
                 file,
             });
         }
-        let base = starts.first().copied().unwrap_or(0);
+        let base = starts.first().copied().unwrap_or(QueueOffset::ZERO);
         let mut q = ConsumeQueue {
             dir: dir.to_owned(),
             topic: topic.to_owned(),
@@ -78,7 +82,7 @@ impl ConsumeQueue {
         let end = self.end_offset();
         let mut o = self.base();
         while o < end && self.unit(o).is_blank() {
-            o += 1;
+            o = o.next();
         }
         let min = o;
         // Like RocketMQ, trust files before the last RECOVER_TAIL_FILES (they were flushed
@@ -86,9 +90,9 @@ impl ConsumeQueue {
         let tail = self.segments.len().saturating_sub(RECOVER_TAIL_FILES);
         let tail_start = self.segments.get(tail).map_or(min, |s| s.start).max(min);
         let mut prev = None::<PhysOffset>;
-        if tail_start > min && tail_start < end && !self.unit(tail_start - 1).is_blank() {
+        if tail_start > min && tail_start < end && !self.unit(tail_start.prev()).is_blank() {
             o = tail_start;
-            prev = Some(self.unit(o - 1).phys_offset);
+            prev = Some(self.unit(o.prev()).phys_offset);
         }
         while o < end {
             let u = self.unit(o);
@@ -96,7 +100,7 @@ impl ConsumeQueue {
                 break;
             }
             prev = Some(u.phys_offset);
-            o += 1;
+            o = o.next();
         }
         if min == end {
             // No valid unit at all: an empty queue at the first file's start.
@@ -107,8 +111,8 @@ impl ConsumeQueue {
             self.max_offset = o;
         }
         let cut = self.cut_from(self.max_offset)?;
-        tracing::info!(topic = %self.topic, queue_id = self.queue_id, min_offset = self.min_offset,
-            max_offset = self.max_offset, files = self.segments.len(), files_cut = cut, "consume queue recovered");
+        tracing::info!(topic = %self.topic, queue_id = self.queue_id.get(), min_offset = self.min_offset.get(),
+            max_offset = self.max_offset.get(), files = self.segments.len(), files_cut = cut, "consume queue recovered");
         Ok(())
     }
 
@@ -116,7 +120,7 @@ impl ConsumeQueue {
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(StoreError::invalid(format!("{}: {reason}", self.what())));
         for (k, s) in self.segments.iter().enumerate() {
-            if s.start != self.base() + k as u64 * self.units_per_file {
+            if s.start != self.base().advance(k as u64 * self.units_per_file) {
                 return bad(format!("file {k} starts at {}", s.start));
             }
         }
@@ -136,14 +140,18 @@ impl ConsumeQueue {
             ));
         }
         let mut prev = None::<PhysOffset>;
-        for o in self.min_offset..self.max_offset {
+        for o in self.min_offset.up_to(self.max_offset) {
             let u = self.unit(o);
             if u.is_blank() || prev.is_some_and(|p| u.phys_offset <= p) {
                 return bad(format!("invalid unit {u:?} at {o}"));
             }
             prev = Some(u.phys_offset);
         }
-        if (self.max_offset..self.end_offset()).any(|o| !self.unit(o).is_blank()) {
+        if self
+            .max_offset
+            .up_to(self.end_offset())
+            .any(|o| !self.unit(o).is_blank())
+        {
             return bad("a unit past max_offset is not blank".into());
         }
         Ok(())

@@ -46,8 +46,9 @@ fn read_dir_names(dir: &Path) -> Result<Vec<String>> {
 
 fn parse_queue_id(dir: &Path, name: &str) -> Result<QueueId> {
     let canonical = name
-        .parse::<QueueId>()
+        .parse::<u32>()
         .ok()
+        .map(QueueId::new)
         .filter(|q| q.to_string() == name);
     canonical.ok_or_else(|| {
         StoreError::corruption(
@@ -129,7 +130,8 @@ impl ConsumeQueueSet {
 
     /// Next offset of a queue (0 for a queue that does not exist yet).
     pub fn max_offset(&self, topic: &str, queue_id: QueueId) -> QueueOffset {
-        self.get(topic, queue_id).map_or(0, |q| q.max_offset())
+        self.get(topic, queue_id)
+            .map_or(QueueOffset::ZERO, |q| q.max_offset())
     }
 
     /// All queues in `(topic, queue_id)` order.
@@ -184,7 +186,7 @@ mod tests {
 
     fn u(phys: u64) -> CqUnit {
         CqUnit {
-            phys_offset: phys,
+            phys_offset: PhysOffset::new(phys),
             size: 5,
             tag_hash: 0,
         }
@@ -197,14 +199,19 @@ mod tests {
         let cfg = ConsumeQueueConfig { units_per_file: 2 };
         let mut s = ConsumeQueueSet::open(&root, cfg.clone()).expect("open");
         for i in 0..5u64 {
-            s.put("a", 0, i, u(100 + i * 10)).expect("put");
-            s.put("b", 3, i, u(105 + i * 10)).expect("put");
+            s.put("a", QueueId::new(0), QueueOffset::new(i), u(100 + i * 10))
+                .expect("put");
+            s.put("b", QueueId::new(3), QueueOffset::new(i), u(105 + i * 10))
+                .expect("put");
         }
         assert_eq!(
-            s.put("a", 0, 0, u(100)).expect("replay"),
+            s.put("a", QueueId::new(0), QueueOffset::new(0), u(100))
+                .expect("replay"),
             PutOutcome::AlreadyPresent
         );
-        assert!(s.put("bad topic", 0, 0, u(1)).is_err());
+        assert!(s
+            .put("bad topic", QueueId::new(0), QueueOffset::new(0), u(1))
+            .is_err());
         s.flush().expect("flush");
         drop(s);
         let mut s = ConsumeQueueSet::open(&root, cfg.clone()).expect("reopen");
@@ -212,15 +219,37 @@ mod tests {
             .iter()
             .map(|q| (q.topic().to_owned(), q.queue_id()))
             .collect();
-        assert_eq!(ids, [("a".to_owned(), 0), ("b".to_owned(), 3)]);
-        assert_eq!(s.max_offset("a", 0), 5);
-        assert_eq!(s.max_offset("zz", 0), 0);
-        assert_eq!(s.truncate_phys_beyond(125).expect("truncate"), 5);
-        assert_eq!((s.max_offset("a", 0), s.max_offset("b", 3)), (3, 2));
-        assert_eq!(s.delete_below_phys(120).expect("delete"), 2);
-        assert_eq!(s.get("a", 0).expect("a").min_offset(), 2);
+        assert_eq!(
+            ids,
+            [
+                ("a".to_owned(), QueueId::new(0)),
+                ("b".to_owned(), QueueId::new(3))
+            ]
+        );
+        assert_eq!(s.max_offset("a", QueueId::new(0)).get(), 5);
+        assert_eq!(s.max_offset("zz", QueueId::new(0)).get(), 0);
+        assert_eq!(
+            s.truncate_phys_beyond(PhysOffset::new(125))
+                .expect("truncate"),
+            5
+        );
+        assert_eq!(
+            (
+                s.max_offset("a", QueueId::new(0)).get(),
+                s.max_offset("b", QueueId::new(3)).get()
+            ),
+            (3, 2)
+        );
+        assert_eq!(
+            s.delete_below_phys(PhysOffset::new(120)).expect("delete"),
+            2
+        );
+        assert_eq!(
+            s.get("a", QueueId::new(0)).expect("a").min_offset().get(),
+            2
+        );
         s.remove_topic("a").expect("remove");
-        assert!(s.get("a", 0).is_none());
+        assert!(s.get("a", QueueId::new(0)).is_none());
         assert!(!root.join("a").exists());
         drop(s);
         let s = ConsumeQueueSet::open(&root, cfg).expect("reopen");

@@ -97,8 +97,8 @@ impl IndexHeader {
         b[12..16].copy_from_slice(&self.max_units.to_le_bytes());
         b[16..24].copy_from_slice(&self.begin_ts_ms.to_le_bytes());
         b[24..32].copy_from_slice(&self.end_ts_ms.to_le_bytes());
-        b[32..40].copy_from_slice(&self.begin_phys.to_le_bytes());
-        b[40..48].copy_from_slice(&self.end_phys.to_le_bytes());
+        b[32..40].copy_from_slice(&self.begin_phys.get().to_le_bytes());
+        b[40..48].copy_from_slice(&self.end_phys.get().to_le_bytes());
         b[48..52].copy_from_slice(&self.used_slots.to_le_bytes());
         b[52..56].copy_from_slice(&self.unit_count.to_le_bytes());
         let crc = crc32fast::hash(&b[..HEADER_CRC_AT]);
@@ -142,8 +142,8 @@ impl IndexHeader {
             max_units: r.u32("max units")?,
             begin_ts_ms: r.u64("begin timestamp")?,
             end_ts_ms: r.u64("end timestamp")?,
-            begin_phys: r.u64("begin phys")?,
-            end_phys: r.u64("end phys")?,
+            begin_phys: PhysOffset::new(r.u64("begin phys")?),
+            end_phys: PhysOffset::new(r.u64("end phys")?),
             used_slots: r.u32("used slots")?,
             unit_count: r.u32("unit count")?,
         };
@@ -196,7 +196,7 @@ impl IndexUnit {
     pub fn encode(&self) -> [u8; UNIT_LEN] {
         let mut b = [0u8; UNIT_LEN];
         b[0..8].copy_from_slice(&self.key_hash.to_le_bytes());
-        b[8..16].copy_from_slice(&self.phys_offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.phys_offset.get().to_le_bytes());
         b[16..20].copy_from_slice(&self.time_delta_ms.to_le_bytes());
         b[20..24].copy_from_slice(&self.prev.to_le_bytes());
         b
@@ -206,7 +206,7 @@ impl IndexUnit {
     pub fn decode(b: &[u8]) -> Option<Self> {
         Some(IndexUnit {
             key_hash: le_u64_at(b, 0)?,
-            phys_offset: le_u64_at(b, 8)?,
+            phys_offset: PhysOffset::new(le_u64_at(b, 8)?),
             time_delta_ms: le_u32_at(b, 16)?,
             prev: le_u32_at(b, 20)?,
         })
@@ -223,8 +223,8 @@ mod tests {
             max_units: 9,
             begin_ts_ms: 1000,
             end_ts_ms: 2000,
-            begin_phys: 10,
-            end_phys: 500,
+            begin_phys: PhysOffset::new(10),
+            end_phys: PhysOffset::new(500),
             used_slots: 3,
             unit_count: 4,
         }
@@ -282,7 +282,7 @@ mod tests {
     fn unit_round_trip() {
         let u = IndexUnit {
             key_hash: u64::MAX - 1,
-            phys_offset: 12,
+            phys_offset: PhysOffset::new(12),
             time_delta_ms: 3,
             prev: 2,
         };

@@ -70,13 +70,14 @@ impl IndexStore {
             files,
             next_seq,
         };
-        tracing::info!(dir = %dir.display(), files = s.files.len(), end_phys = s.end_phys(), "index opened");
+        tracing::info!(dir = %dir.display(), files = s.files.len(), end_phys = s.end_phys().get(), "index opened");
         Ok(s)
     }
 
     /// Physical offset of the newest indexed unit (0 if none).
     pub fn end_phys(&self) -> PhysOffset {
-        self.newest_nonempty().map_or(0, |f| f.header().end_phys)
+        self.newest_nonempty()
+            .map_or(PhysOffset::ZERO, |f| f.header().end_phys)
     }
 
     fn newest_nonempty(&self) -> Option<&IndexFile> {
@@ -105,7 +106,7 @@ impl IndexStore {
     /// message starts there (the first entry's header does), and recovery reads an all-zero
     /// unit as never written.
     pub fn put(&mut self, key: &str, phys: PhysOffset, store_ts: TimestampMs) -> Result<IndexPut> {
-        if phys == 0 {
+        if phys == PhysOffset::ZERO {
             return Err(StoreError::invalid("index put at physical offset 0"));
         }
         let hash = (self.hasher)(key);
@@ -121,7 +122,7 @@ impl IndexStore {
         }
         let f = self.files.last_mut().expect("roll() leaves an active file");
         f.put(hash, phys, store_ts);
-        tracing::trace!(phys_offset = phys, "key indexed");
+        tracing::trace!(phys_offset = phys.get(), "key indexed");
         Ok(IndexPut::Added)
     }
 
@@ -189,7 +190,7 @@ impl IndexStore {
         }
         sync_dir(&self.dir)?;
         if cut > 0 {
-            tracing::info!(phys_offset = phys, units_cut = cut, "index truncated");
+            tracing::info!(phys_offset = phys.get(), units_cut = cut, "index truncated");
         }
         Ok(cut)
     }
@@ -214,7 +215,7 @@ impl IndexStore {
 
     /// Checks the cross-file invariant (cheap: headers only).
     pub fn validate(&self) -> Result<()> {
-        let mut prev_end = 0;
+        let mut prev_end = PhysOffset::ZERO;
         for (i, f) in self.files.iter().enumerate() {
             let h = f.header();
             let last = i + 1 == self.files.len();

@@ -13,6 +13,50 @@ fn cfg(slots: u32, units: u32) -> IndexConfig {
     }
 }
 
+/// The IndexStore with physical offsets as bare numbers, so the tests read as byte positions.
+trait RawPhys {
+    fn put_at(&mut self, key: &str, phys: u64, store_ts: TimestampMs) -> Result<IndexPut>;
+    fn query_raw(
+        &self,
+        key: &str,
+        begin_ts: TimestampMs,
+        end_ts: TimestampMs,
+        max: usize,
+    ) -> Vec<u64>;
+    fn truncate_beyond(&mut self, phys: u64) -> Result<u64>;
+    fn delete_below(&mut self, min_phys: u64) -> Result<usize>;
+    fn end_raw(&self) -> u64;
+}
+
+impl RawPhys for IndexStore {
+    fn put_at(&mut self, key: &str, phys: u64, store_ts: TimestampMs) -> Result<IndexPut> {
+        self.put(key, PhysOffset::new(phys), store_ts)
+    }
+
+    fn query_raw(
+        &self,
+        key: &str,
+        begin_ts: TimestampMs,
+        end_ts: TimestampMs,
+        max: usize,
+    ) -> Vec<u64> {
+        let found = self.query(key, begin_ts, end_ts, max);
+        found.into_iter().map(PhysOffset::get).collect()
+    }
+
+    fn truncate_beyond(&mut self, phys: u64) -> Result<u64> {
+        self.truncate_phys_beyond(PhysOffset::new(phys))
+    }
+
+    fn delete_below(&mut self, min_phys: u64) -> Result<usize> {
+        self.delete_files_below(PhysOffset::new(min_phys))
+    }
+
+    fn end_raw(&self) -> u64 {
+        self.end_phys().get()
+    }
+}
+
 fn collide(_: &str) -> u64 {
     42
 }
@@ -21,20 +65,20 @@ fn collide(_: &str) -> u64 {
 fn put_query_reopen() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(16, 100)).expect("open");
-    assert!(s.query("k", 0, u64::MAX, 10).is_empty());
+    assert!(s.query_raw("k", 0, u64::MAX, 10).is_empty());
     for i in 0..10u64 {
-        s.put(&format!("k{}", i % 3), 100 + i, 1000 + i)
+        s.put_at(&format!("k{}", i % 3), 100 + i, 1000 + i)
             .expect("put");
     }
-    assert_eq!(s.query("k1", 0, u64::MAX, 10), vec![107, 104, 101]);
-    assert_eq!(s.query("k1", 0, u64::MAX, 2), vec![107, 104]);
-    assert_eq!(s.query("k1", 1002, 1005, 10), vec![104]);
-    assert!(s.query("nope", 0, u64::MAX, 10).is_empty());
-    assert_eq!(s.end_phys(), 109);
+    assert_eq!(s.query_raw("k1", 0, u64::MAX, 10), vec![107, 104, 101]);
+    assert_eq!(s.query_raw("k1", 0, u64::MAX, 2), vec![107, 104]);
+    assert_eq!(s.query_raw("k1", 1002, 1005, 10), vec![104]);
+    assert!(s.query_raw("nope", 0, u64::MAX, 10).is_empty());
+    assert_eq!(s.end_raw(), 109);
     s.flush().expect("flush");
     drop(s);
     let s = IndexStore::open(d.path(), cfg(16, 100)).expect("reopen");
-    assert_eq!(s.query("k1", 0, u64::MAX, 10), vec![107, 104, 101]);
+    assert_eq!(s.query_raw("k1", 0, u64::MAX, 10), vec![107, 104, 101]);
     assert!(IndexStore::open(d.path(), cfg(8, 100))
         .expect_err("geometry")
         .is_corruption());
@@ -45,28 +89,28 @@ fn rolls_when_full_and_queries_newest_first() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("open");
     for i in 0..8u64 {
-        s.put("k", 10 * i + 1, 1000 + i).expect("put");
+        s.put_at("k", 10 * i + 1, 1000 + i).expect("put");
     }
     assert_eq!(s.file_count(), 3);
     assert_eq!(
-        s.query("k", 0, u64::MAX, 100),
+        s.query_raw("k", 0, u64::MAX, 100),
         vec![71, 61, 51, 41, 31, 21, 11, 1]
     );
-    assert_eq!(s.query("k", 1002, 1004, 100), vec![41, 31, 21]);
-    assert_eq!(s.query("k", 0, u64::MAX, 4), vec![71, 61, 51, 41]);
+    assert_eq!(s.query_raw("k", 1002, 1004, 100), vec![41, 31, 21]);
+    assert_eq!(s.query_raw("k", 0, u64::MAX, 4), vec![71, 61, 51, 41]);
 }
 
 #[test]
 fn forced_collisions_return_all_candidates() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open_with_hasher(d.path(), cfg(4, 100), collide).expect("open");
-    s.put("a", 1, 5).expect("put");
-    s.put("b", 2, 5).expect("put");
-    s.put("c", 2, 5).expect("put");
+    s.put_at("a", 1, 5).expect("put");
+    s.put_at("b", 2, 5).expect("put");
+    s.put_at("c", 2, 5).expect("put");
     // Same hash, same phys: replay-equivalent, not stored twice.
-    assert_eq!(s.query("a", 0, u64::MAX, 10), vec![2, 1]);
+    assert_eq!(s.query_raw("a", 0, u64::MAX, 10), vec![2, 1]);
     assert_eq!(
-        s.query("zzz", 0, u64::MAX, 10),
+        s.query_raw("zzz", 0, u64::MAX, 10),
         vec![2, 1],
         "exact check is the caller's"
     );
@@ -77,26 +121,26 @@ fn slot_collisions_keep_hashes_apart() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(1, 100)).expect("open");
     for (i, k) in ["a", "b", "c", "a"].iter().enumerate() {
-        s.put(k, i as u64 + 1, 0).expect("put");
+        s.put_at(k, i as u64 + 1, 0).expect("put");
     }
-    assert_eq!(s.query("a", 0, u64::MAX, 10), vec![4, 1]);
-    assert_eq!(s.query("b", 0, u64::MAX, 10), vec![2]);
+    assert_eq!(s.query_raw("a", 0, u64::MAX, 10), vec![4, 1]);
+    assert_eq!(s.query_raw("b", 0, u64::MAX, 10), vec![2]);
 }
 
 #[test]
 fn replay_is_idempotent() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(8, 2)).expect("open");
-    assert_eq!(s.put("a", 10, 0).expect("put"), IndexPut::Added);
-    assert_eq!(s.put("b", 10, 0).expect("put"), IndexPut::Added);
+    assert_eq!(s.put_at("a", 10, 0).expect("put"), IndexPut::Added);
+    assert_eq!(s.put_at("b", 10, 0).expect("put"), IndexPut::Added);
     // The file is full now; replaying keys of phys 10 must look into the sealed file.
-    assert_eq!(s.put("a", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
-    assert_eq!(s.put("b", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
-    assert_eq!(s.put("x", 5, 0).expect("put"), IndexPut::AlreadyIndexed);
-    assert!(s.put("x", 0, 0).is_err(), "phys 0 is never a message");
-    assert_eq!(s.put("c", 10, 0).expect("put"), IndexPut::Added);
+    assert_eq!(s.put_at("a", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
+    assert_eq!(s.put_at("b", 10, 0).expect("put"), IndexPut::AlreadyIndexed);
+    assert_eq!(s.put_at("x", 5, 0).expect("put"), IndexPut::AlreadyIndexed);
+    assert!(s.put_at("x", 0, 0).is_err(), "phys 0 is never a message");
+    assert_eq!(s.put_at("c", 10, 0).expect("put"), IndexPut::Added);
     assert_eq!(s.file_count(), 2);
-    assert_eq!(s.query("a", 0, u64::MAX, 10), vec![10]);
+    assert_eq!(s.query_raw("a", 0, u64::MAX, 10), vec![10]);
 }
 
 #[test]
@@ -104,24 +148,27 @@ fn truncate_and_delete() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("open");
     for i in 0..8u64 {
-        s.put("k", 10 * i + 1, 1000 + i).expect("put");
+        s.put_at("k", 10 * i + 1, 1000 + i).expect("put");
     }
-    assert_eq!(s.truncate_phys_beyond(45).expect("truncate"), 3);
+    assert_eq!(s.truncate_beyond(45).expect("truncate"), 3);
     assert_eq!(s.file_count(), 2);
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![41, 31, 21, 11, 1]);
-    assert_eq!(s.truncate_phys_beyond(1000).expect("noop"), 0);
-    s.put("k", 45, 2000).expect("put after truncate");
+    assert_eq!(s.query_raw("k", 0, u64::MAX, 100), vec![41, 31, 21, 11, 1]);
+    assert_eq!(s.truncate_beyond(1000).expect("noop"), 0);
+    s.put_at("k", 45, 2000).expect("put after truncate");
     drop(s);
     let mut s = IndexStore::open(d.path(), cfg(4, 3)).expect("reopen");
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 41, 31, 21, 11, 1]);
-    assert_eq!(s.delete_files_below(20).expect("delete"), 0);
-    assert_eq!(s.delete_files_below(22).expect("delete"), 1);
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![45, 41, 31]);
-    assert_eq!(s.delete_files_below(1000).expect("delete"), 1);
+    assert_eq!(
+        s.query_raw("k", 0, u64::MAX, 100),
+        vec![45, 41, 31, 21, 11, 1]
+    );
+    assert_eq!(s.delete_below(20).expect("delete"), 0);
+    assert_eq!(s.delete_below(22).expect("delete"), 1);
+    assert_eq!(s.query_raw("k", 0, u64::MAX, 100), vec![45, 41, 31]);
+    assert_eq!(s.delete_below(1000).expect("delete"), 1);
     assert_eq!(s.file_count(), 0);
-    s.put("k", 2000, 0).expect("put");
-    assert_eq!(s.query("k", 0, u64::MAX, 100), vec![2000]);
-    assert_eq!(s.truncate_phys_beyond(0).expect("all"), 1);
+    s.put_at("k", 2000, 0).expect("put");
+    assert_eq!(s.query_raw("k", 0, u64::MAX, 100), vec![2000]);
+    assert_eq!(s.truncate_beyond(0).expect("all"), 1);
     assert_eq!(s.file_count(), 0);
 }
 
@@ -130,7 +177,7 @@ fn recovery_cuts_units_past_header_and_broken_chains() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 10)).expect("open");
     for i in 0..5u64 {
-        s.put(&format!("k{i}"), i + 1, 0).expect("put");
+        s.put_at(&format!("k{i}"), i + 1, 0).expect("put");
     }
     drop(s);
     let p = d.path().join("00000000000000000000");
@@ -140,9 +187,9 @@ fn recovery_cuts_units_past_header_and_broken_chains() {
     b[unit4 + 20] ^= 0x40;
     std::fs::write(&p, &b).expect("write");
     let s = IndexStore::open(d.path(), cfg(4, 10)).expect("reopen");
-    assert_eq!(s.end_phys(), 3);
-    assert_eq!(s.query("k3", 0, u64::MAX, 10), Vec::<u64>::new());
-    assert_eq!(s.query("k2", 0, u64::MAX, 10), vec![3]);
+    assert_eq!(s.end_raw(), 3);
+    assert_eq!(s.query_raw("k3", 0, u64::MAX, 10), Vec::<u64>::new());
+    assert_eq!(s.query_raw("k2", 0, u64::MAX, 10), vec![3]);
     drop(s);
     // A flipped header bit is a corruption error naming the file.
     let mut b = std::fs::read(&p).expect("read");
@@ -159,12 +206,15 @@ fn recovery_cuts_units_past_header_and_broken_chains() {
 fn new_file_when_time_delta_overflows() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut s = IndexStore::open(d.path(), cfg(4, 10)).expect("open");
-    s.put("k", 1, 0).expect("put");
-    s.put("k", 2, u64::from(u32::MAX)).expect("put");
+    s.put_at("k", 1, 0).expect("put");
+    s.put_at("k", 2, u64::from(u32::MAX)).expect("put");
     assert_eq!(s.file_count(), 1);
-    s.put("k", 3, u64::from(u32::MAX) + 1).expect("put");
+    s.put_at("k", 3, u64::from(u32::MAX) + 1).expect("put");
     assert_eq!(s.file_count(), 2);
-    assert_eq!(s.query("k", u64::from(u32::MAX), u64::MAX, 10), vec![3, 2]);
+    assert_eq!(
+        s.query_raw("k", u64::from(u32::MAX), u64::MAX, 10),
+        vec![3, 2]
+    );
 }
 
 #[derive(Clone, Debug)]
@@ -200,7 +250,7 @@ proptest! {
                 Op::Put(k, dp) => {
                     phys += u64::from(*dp);
                     let key = format!("{}", (b'a' + k) as char);
-                    let r = s.put(&key, phys, phys).expect("put");
+                    let r = s.put_at(&key, phys, phys).expect("put");
                     let dup = model.iter().any(|(mk, mp)| *mp == phys && weak_hash(mk) == weak_hash(&key));
                     prop_assert_eq!(r == IndexPut::AlreadyIndexed, dup);
                     if !dup {
@@ -209,7 +259,7 @@ proptest! {
                 }
                 Op::Truncate(f) => {
                     let p = 1 + (phys - 1) * u64::from(*f) / 255;
-                    s.truncate_phys_beyond(p).expect("truncate");
+                    s.truncate_beyond(p).expect("truncate");
                     model.retain(|(_, mp)| *mp < p);
                     phys = p;
                 }
@@ -223,7 +273,7 @@ proptest! {
                 let mut want: Vec<u64> = model.iter().rev()
                     .filter(|(mk, _)| weak_hash(mk) == weak_hash(&key)).map(|(_, p)| *p).collect();
                 want.dedup();
-                let mut got = s.query(&key, 0, u64::MAX, usize::MAX);
+                let mut got = s.query_raw(&key, 0, u64::MAX, usize::MAX);
                 got.dedup();
                 prop_assert_eq!(got, want, "key {} after {:?}", key, op);
             }
@@ -245,7 +295,7 @@ proptest! {
         let key = |i: u64| format!("k{}", i % 7);
         let mut s = IndexStore::open(&live, c.clone()).expect("open");
         for i in 0..n1 {
-            s.put(&key(i), 10 + i, 1000 + i).expect("put");
+            s.put_at(&key(i), 10 + i, 1000 + i).expect("put");
         }
         s.flush().expect("flush");
         let read_all = |dir: &std::path::Path| -> std::collections::BTreeMap<String, Vec<u8>> {
@@ -258,7 +308,7 @@ proptest! {
         };
         let durable = read_all(&live);
         for i in n1..n1 + n2 {
-            s.put(&key(i), 10 + i, 1000 + i).expect("put");
+            s.put_at(&key(i), 10 + i, 1000 + i).expect("put");
         }
         drop(s);
         let current = read_all(&live);
@@ -292,12 +342,12 @@ proptest! {
         }
         let s = IndexStore::open(&crashed, c).expect("recover");
         s.validate().expect("valid");
-        let kept = if n1 + n2 == 0 { 0 } else { s.end_phys().saturating_sub(9) };
+        let kept = if n1 + n2 == 0 { 0 } else { s.end_raw().saturating_sub(9) };
         prop_assert!(kept >= n1, "flushed units lost: kept {} < {}", kept, n1);
         prop_assert!(kept <= n1 + n2);
         for k in 0..7u64 {
             let want: Vec<u64> = (0..kept).rev().filter(|i| i % 7 == k).map(|i| 10 + i).collect();
-            prop_assert_eq!(s.query(&format!("k{k}"), 0, u64::MAX, usize::MAX), want);
+            prop_assert_eq!(s.query_raw(&format!("k{k}"), 0, u64::MAX, usize::MAX), want);
         }
     }
 }

@@ -123,7 +123,7 @@ fn encode_body(m: &Message, total: u32, out: &mut Vec<u8>) -> Result<()> {
     w.u16(MESSAGE_VERSION);
     w.u16(0);
     w.u32(m.flags);
-    w.u32(m.queue_id);
+    w.u32(m.queue_id.get());
     w.u64(m.born_timestamp_ms);
     w.u64(m.store_timestamp_ms);
     w.str16("born host", &m.born_host)?;
@@ -205,7 +205,7 @@ impl<'a> MessageView<'a> {
         let mut v = MessageView {
             record_len: rec.len() as u32,
             flags: r.u32("flags")?,
-            queue_id: r.u32("queue id")?,
+            queue_id: QueueId::new(r.u32("queue id")?),
             born_timestamp_ms: r.u64("born timestamp")?,
             store_timestamp_ms: r.u64("store timestamp")?,
             born_host: r.str16("born host")?,

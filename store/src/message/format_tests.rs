@@ -3,9 +3,10 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::types::QueueId;
 
 pub(crate) fn sample() -> Message {
-    let mut m = Message::new("orders", 3, b"hello body".to_vec());
+    let mut m = Message::new("orders", QueueId::new(3), b"hello body".to_vec());
     m.flags = 7;
     m.born_timestamp_ms = 1_700_000_000_000;
     m.store_timestamp_ms = 1_700_000_000_123;
@@ -142,7 +143,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
         .prop_map(
             |(topic, queue_id, flags, ts, tags, keys, properties, body)| Message {
                 topic,
-                queue_id,
+                queue_id: QueueId::new(queue_id),
                 flags,
                 born_timestamp_ms: ts,
                 store_timestamp_ms: ts.wrapping_add(1),

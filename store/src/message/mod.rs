@@ -1,8 +1,11 @@
 //! Messages: the owned [`Message`], its on-disk record ([`format`](mod@format)) and the borrowed
-//! [`MessageView`] used on the dispatch and read paths.
+//! [`MessageView`] used on the dispatch and read paths, and the message id arithmetic
+//! ([`message_id`]).
 
 pub mod format;
+mod id;
 mod owned;
 
 pub use format::MessageView;
+pub use id::message_id;
 pub use owned::Message;

@@ -30,13 +30,13 @@ pub fn apply_normal(
     entry_phys: PhysOffset,
     payload: &[u8],
 ) -> Result<ApplyResponse> {
-    let entry_end = payload_offset(entry_phys) + payload.len() as u64;
+    let entry_end = payload_offset(entry_phys).advance(payload.len() as u64);
     let cmd = match CommandView::parse(payload) {
         Ok(c) => c,
         Err(e) => {
             // The leader only proposes encoded commands; a payload that does not parse is
             // refused identically everywhere instead of stopping every replica.
-            tracing::error!(log_index = log_id.index, phys_offset = entry_phys, error = %e,
+            tracing::error!(log_index = log_id.index, phys_offset = entry_phys.get(), error = %e,
                 "committed entry does not decode; rejected");
             return Ok(reject(RejectCode::Invalid, e.to_string()));
         }
@@ -105,7 +105,7 @@ fn check_batch(
                 format!("topic '{topic}' is not writable"),
             ));
         }
-        if q >= cfg.write_queue_count {
+        if !q.is_below(cfg.write_queue_count) {
             return Err(reject(
                 RejectCode::NoSuchQueue,
                 format!(
@@ -132,10 +132,9 @@ fn apply_batch(
         tracing::info!(topic = %cfg.name, queues = cfg.write_queue_count, "topic auto-created");
         st.topics.create(cfg)?;
     }
-    let payload_start = payload_offset(entry_phys);
     let mut acks = Vec::with_capacity(messages.len());
     for m in messages {
-        let unit = m.cq_unit(payload_start);
+        let unit = m.cq_unit(entry_phys);
         let (topic, queue_id) = (m.view.topic, m.view.queue_id);
         let cq = st.cqs.get_or_create(topic, queue_id)?;
         let fresh = cq
@@ -154,9 +153,9 @@ fn apply_batch(
         }
         tracing::trace!(
             topic,
-            queue_id,
-            queue_offset,
-            phys_offset = unit.phys_offset,
+            queue_id = queue_id.get(),
+            queue_offset = queue_offset.get(),
+            phys_offset = unit.phys_offset.get(),
             "message dispatched"
         );
         acks.push(MessageAck {
@@ -169,7 +168,7 @@ fn apply_batch(
         });
     }
     tracing::debug!(
-        phys_offset = entry_phys,
+        phys_offset = entry_phys.get(),
         messages = acks.len(),
         "batch dispatched"
     );

@@ -29,6 +29,7 @@ use crate::snapshot::SnapshotMeta;
 use crate::state::DispatchState;
 use crate::state::Shared;
 use crate::store::Store;
+use crate::types::LogIndex;
 
 /// The Raft node type.
 pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
@@ -92,16 +93,19 @@ fn apply_locked(
             ApplyResponse::None
         }
         EntryPayload::Normal(payload) => {
-            let loc = shared.log.entry_location(log_id.index).ok_or_else(|| {
-                StoreError::invalid(format!("applied entry {log_id} is not in the commitlog"))
-            })?;
+            let loc = shared
+                .log
+                .entry_location(LogIndex::of(&log_id))
+                .ok_or_else(|| {
+                    StoreError::invalid(format!("applied entry {log_id} is not in the commitlog"))
+                })?;
             if loc.term != log_id.leader_id.term {
                 return Err(StoreError::invalid(format!(
                     "applied entry {log_id} but the commitlog holds term {} at that index",
                     loc.term
                 )));
             }
-            apply_normal(st, log_id, loc.phys, &payload.0)?
+            apply_normal(st, log_id, loc.phys_offset(), &payload.0)?
         }
     };
     st.last_applied = Some(log_id);

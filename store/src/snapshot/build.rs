@@ -26,6 +26,7 @@ use crate::snapshot::format::PREFIX_CRC_LEN;
 use crate::snapshot::format::SNAPSHOT_HEADER_LEN;
 use crate::state::DispatchState;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use raftmq_raft_log::PinnedRange;
 
@@ -53,9 +54,9 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
     let log = &shared.log;
     let last = st.last_applied;
     let log_end_phys = last.and_then(|l| {
-        log.entry_location(l.index)
+        log.entry_location(LogIndex::of(&l))
             .filter(|loc| loc.term == l.leader_id.term)
-            .map(|loc| loc.end())
+            .map(|loc| loc.phys_end())
     });
     let segment_bytes = log.config().segment_bytes;
     let min = log.watermarks().min_phys_offset;
@@ -65,10 +66,10 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
         while start < end {
             segments.push(SegmentManifest {
                 start,
-                len: segment_bytes.min(end - start),
+                len: segment_bytes.min(start.bytes_to(end)),
                 crc: 0,
             });
-            start += segment_bytes;
+            start = start.advance(segment_bytes);
         }
     }
     let queues = st
@@ -105,7 +106,7 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
         // Exactly the units the manifest names: the live queue may hold more by now.
         let mut o = qm.min_offset;
         while o < qm.max_offset {
-            let want = (qm.max_offset - o).min(CHUNK_UNITS as u64) as usize;
+            let want = o.count_to(qm.max_offset).min(CHUNK_UNITS as u64) as usize;
             let units: Vec<CqUnit> = q.read(o, want)?;
             if units.is_empty() {
                 return Err(StoreError::invalid(format!(
@@ -116,7 +117,7 @@ fn write_units(w: &mut CrcWriter, path: &Path, st: &DispatchState, m: &Manifest)
             for u in &units {
                 w.write(path, &u.encode())?;
             }
-            o += units.len() as u64;
+            o = o.advance(units.len() as u64);
         }
     }
     Ok(())
@@ -129,10 +130,11 @@ fn segment_crc(shared: &Shared, pinned: &PinnedRange, start: PhysOffset, len: u6
     }
     let mut h = crc32fast::Hasher::new();
     let mut pos = start;
-    while pos < start + len {
-        let n = CHUNK_BYTES.min(start + len - pos);
+    let end = start.advance(len);
+    while pos < end {
+        let n = CHUNK_BYTES.min(pos.bytes_to(end));
         h.update(&pinned.read_at(pos, n as u32)?);
-        pos += n;
+        pos = pos.advance(n);
     }
     let crc = h.finalize();
     let mut cache = shared.segment_crcs.lock();
@@ -203,7 +205,7 @@ pub(crate) fn build(shared: &Shared) -> Result<Snapshot> {
         let st = shared.state.read();
         let m = manifest(shared, &st);
         let pinned = match (m.segments.first(), m.segments.last()) {
-            (Some(f), Some(l)) => Some(shared.log.pin_range(f.start, l.start + l.len)?),
+            (Some(f), Some(l)) => Some(shared.log.pin_range(f.start, l.end())?),
             _ => None,
         };
         (m, pinned)
@@ -249,6 +251,6 @@ pub(crate) fn trim_current(shared: &Shared, st: &DispatchState, new_min: PhysOff
     }
     fit_to_log_start(&mut m, st, new_min);
     write_prefix(shared, &m, st)?;
-    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min, "snapshot trimmed for retention");
+    tracing::info!(last_log_id = ?m.last_log_id, phys_offset = new_min.get(), "snapshot trimmed for retention");
     Ok(())
 }

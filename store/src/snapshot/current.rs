@@ -43,15 +43,12 @@ fn with_pinned_tail(shared: &Shared, file: SnapshotFile, m: &Manifest) -> Result
     let (Some(first), Some(last)) = (m.segments.first(), m.segments.last()) else {
         return Ok(file);
     };
-    let pinned = shared
-        .log
-        .pin_range(first.start, last.start + last.len)
-        .map_err(|e| {
-            StoreError::corruption(
-                file.path().display().to_string(),
-                0,
-                format!("snapshot segments not in the local log: {e}"),
-            )
-        })?;
+    let pinned = shared.log.pin_range(first.start, last.end()).map_err(|e| {
+        StoreError::corruption(
+            file.path().display().to_string(),
+            0,
+            format!("snapshot segments not in the local log: {e}"),
+        )
+    })?;
     Ok(file.with_tail(pinned, m.segments.clone()))
 }

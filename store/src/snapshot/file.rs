@@ -76,7 +76,7 @@ impl SnapshotFile {
     pub(crate) fn with_tail(mut self, pinned: PinnedRange, segments: Vec<SegmentManifest>) -> Self {
         debug_assert!(segments
             .iter()
-            .all(|s| s.start >= pinned.start() && s.start + s.len <= pinned.end()));
+            .all(|s| s.start >= pinned.start() && s.end() <= pinned.end()));
         self.tail = Some(Tail { pinned, segments });
         self
     }
@@ -122,7 +122,7 @@ impl SnapshotFile {
             if offset < at + s.len {
                 let rel = offset - at;
                 let n = (s.len - rel).min(max_bytes as u64).min(u64::from(u32::MAX));
-                return Ok(tail.pinned.read_at(s.start + rel, n as u32)?);
+                return Ok(tail.pinned.read_at(s.start.advance(rel), n as u32)?);
             }
             at += s.len;
         }

@@ -76,6 +76,13 @@ pub struct SegmentManifest {
     pub crc: u32,
 }
 
+impl SegmentManifest {
+    /// One past the last byte included.
+    pub fn end(&self) -> PhysOffset {
+        self.start.advance(self.len)
+    }
+}
+
 /// What a node needs to continue from `last_log_id`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,7 +117,7 @@ impl Manifest {
     pub fn units_bytes(&self) -> u64 {
         self.queues
             .iter()
-            .map(|q| (q.max_offset - q.min_offset) * CQ_UNIT_LEN as u64)
+            .map(|q| q.min_offset.count_to(q.max_offset) * CQ_UNIT_LEN as u64)
             .sum()
     }
 }
@@ -227,8 +234,8 @@ pub fn layout(
     m: &Manifest,
 ) -> Result<Layout> {
     let units = m.queues.iter().try_fold(0u64, |acc, q| {
-        q.max_offset
-            .checked_sub(q.min_offset)
+        q.min_offset
+            .checked_count_to(q.max_offset)
             .and_then(|n| n.checked_mul(CQ_UNIT_LEN as u64))
             .and_then(|b| acc.checked_add(b))
     });
@@ -292,17 +299,17 @@ mod tests {
             membership: StoredMembership::default(),
             topics,
             offsets: ConsumerOffsetTable::default(),
-            dispatched_phys_end: 4096 + 300,
-            log_end_phys: Some(4096 + 300),
+            dispatched_phys_end: PhysOffset::new(4096 + 300),
+            log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,
             queues: vec![QueueManifest {
                 topic: "t".into(),
-                queue_id: 1,
-                min_offset: 5,
-                max_offset: 7,
+                queue_id: QueueId::new(1),
+                min_offset: QueueOffset::new(5),
+                max_offset: QueueOffset::new(7),
             }],
             segments: vec![SegmentManifest {
-                start: 4096,
+                start: PhysOffset::new(4096),
                 len: 300,
                 crc: 0xdead_beef,
             }],
@@ -316,7 +323,7 @@ mod tests {
         b.extend_from_slice(&mbytes);
         for i in 0..2u64 {
             let u = CqUnit {
-                phys_offset: 4096 + 100 * i,
+                phys_offset: PhysOffset::new(4096 + 100 * i),
                 size: 100,
                 tag_hash: i,
             };
@@ -383,7 +390,7 @@ mod tests {
     #[test]
     fn overflowing_lengths_are_corruption() {
         let mut m = manifest();
-        m.queues[0].max_offset = u64::MAX;
+        m.queues[0].max_offset = QueueOffset::new(u64::MAX);
         let h = SnapshotHeader { manifest_len: 10 };
         assert!(layout(&[][..], &h, &m)
             .expect_err("overflow")

@@ -30,6 +30,7 @@ use crate::state::Checkpoint;
 use crate::state::DispatchState;
 use crate::state::InstallStop;
 use crate::state::Shared;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use raftmq_raft_log::types::LogId;
 
@@ -88,18 +89,18 @@ fn reset_dispatch(
     for t in topics {
         st.cqs.remove_topic(&t)?;
     }
-    st.index.truncate_phys_beyond(0)?;
+    st.index.truncate_phys_beyond(PhysOffset::ZERO)?;
     let mut pos = l.units_at;
     let mut all: Vec<(PhysOffset, u32)> = Vec::new();
     for qm in &m.queues {
         let cq = st.cqs.get_or_create(&qm.topic, qm.queue_id)?;
         cq.reset_to(qm.min_offset)?;
-        let n = qm.max_offset - qm.min_offset;
+        let n = qm.min_offset.count_to(qm.max_offset);
         let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;
         for (i, chunk) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
             let u = CqUnit::decode(chunk)
                 .ok_or_else(|| corrupt(f, pos + (i * CQ_UNIT_LEN) as u64, "bad unit"))?;
-            cq.put(qm.min_offset + i as u64, u)?;
+            cq.put(qm.min_offset.advance(i as u64), u)?;
             all.push((u.phys_offset, u.size));
         }
         pos += n * CQ_UNIT_LEN as u64;
@@ -109,11 +110,11 @@ fn reset_dispatch(
         let rec = match shared.log.read_at(phys, size) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(phys_offset = phys, error = %e, "record not in the local log; not indexed");
+                tracing::warn!(phys_offset = phys.get(), error = %e, "record not in the local log; not indexed");
                 continue;
             }
         };
-        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys))?;
+        let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", phys.get()))?;
         for key in &view.keys {
             st.index.put(key, phys, view.store_timestamp_ms)?;
         }
@@ -190,7 +191,7 @@ pub(crate) fn install(
     let log_has_last = m.last_log_id.is_none_or(|l| {
         shared
             .log
-            .entry_location(l.index)
+            .entry_location(LogIndex::of(&l))
             .is_some_and(|loc| loc.term == l.leader_id.term)
     });
     // Resumed at open (see [`resume`]): the intent is already recorded.

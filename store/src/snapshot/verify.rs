@@ -55,7 +55,8 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
         ));
     }
     let units: Option<u64> = m.queues.iter().try_fold(0u64, |acc, q| {
-        (q.max_offset - q.min_offset)
+        q.min_offset
+            .count_to(q.max_offset)
             .checked_mul(CQ_UNIT_LEN as u64)
             .and_then(|b| acc.checked_add(b))
     });
@@ -64,16 +65,16 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
     }
     for (i, s) in m.segments.iter().enumerate() {
         let last = i + 1 == m.segments.len();
-        let follows = i == 0 || s.start == m.segments[i - 1].start + segment_bytes;
+        let follows = i == 0 || s.start == m.segments[i - 1].start.advance(segment_bytes);
         let full_or_last = s.len == segment_bytes || (last && s.len <= segment_bytes);
-        if s.start % segment_bytes != 0 || !follows || !full_or_last || s.len == 0 {
+        if !s.start.is_aligned(segment_bytes) || !follows || !full_or_last || s.len == 0 {
             return bad(format!(
                 "segment {} (+{}) is not aligned, contiguous and full",
                 s.start, s.len
             ));
         }
     }
-    let seg_end = m.segments.last().map(|s| s.start + s.len);
+    let seg_end = m.segments.last().map(|s| s.end());
     match (seg_end, m.log_end_phys) {
         (None, _) => Ok(()),
         (Some(e), Some(end)) if e == end => Ok(()),
@@ -124,7 +125,7 @@ fn check_units(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
         return Ok(());
     };
     for q in &m.queues {
-        let mut left = q.max_offset - q.min_offset;
+        let mut left = q.min_offset.count_to(q.max_offset);
         while left > 0 {
             let n = left.min(CHUNK / CQ_UNIT_LEN as u64);
             let bytes = f.read_range(pos, n * CQ_UNIT_LEN as u64)?;

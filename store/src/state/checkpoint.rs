@@ -94,7 +94,7 @@ mod tests {
         );
         let mut c = Checkpoint {
             last_applied: Some(LogId::new_term_index(2, 7)),
-            dispatched_phys_end: 999,
+            dispatched_phys_end: PhysOffset::new(999),
             ..Checkpoint::default()
         };
         c.topics.create(TopicConfig::new("t", 4)).expect("create");

@@ -12,6 +12,7 @@ use raftmq_raft_log::types::Payload;
 use raftmq_store::command::Command;
 use raftmq_store::message::Message;
 use raftmq_store::topic::TopicConfig;
+use raftmq_store::types::QueueId;
 use raftmq_store::ApplyResponse;
 use raftmq_store::LogStore;
 use raftmq_store::PullRequest;
@@ -66,7 +67,11 @@ pub fn open_node(dir: &Path, cfg: StoreConfig, segment_bytes: u64) -> Node {
 }
 
 pub fn msg(topic: &str, queue_id: u32, i: u64, tag: &str, key: &str, ts: u64) -> Message {
-    let mut m = Message::new(topic, queue_id, format!("body-{i}").into_bytes());
+    let mut m = Message::new(
+        topic,
+        QueueId::new(queue_id),
+        format!("body-{i}").into_bytes(),
+    );
     m.tags = tag.to_owned();
     if !key.is_empty() {
         m.keys = vec![key.to_owned()];
@@ -130,7 +135,7 @@ pub fn raw_entry(term: u64, index: u64, bytes: Vec<u8>) -> LogEntry {
 
 /// Every message of `topic`/`q` as (queue offset, message id, body).
 pub fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
-    let (min, max) = n.store.queue_offsets(topic, q);
+    let (min, max) = n.store.queue_offsets(topic, QueueId::new(q));
     let mut out = Vec::new();
     let mut o = min;
     while o < max {
@@ -138,7 +143,7 @@ pub fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
             .store
             .pull(&PullRequest {
                 topic: topic.into(),
-                queue_id: q,
+                queue_id: QueueId::new(q),
                 offset: o,
                 max_count: 32,
                 max_bytes: u64::MAX,
@@ -146,11 +151,17 @@ pub fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
             })
             .expect("pull");
         for m in &r.messages {
-            out.push((m.queue_offset, m.msg_id, m.message.body.clone()));
+            out.push((m.queue_offset.get(), m.msg_id.get(), m.message.body.clone()));
         }
         o = r.next_offset;
     }
     out
+}
+
+/// `[min, max)` queue offsets of `topic`/`q` as bare numbers.
+pub fn queue_offsets(n: &Node, topic: &str, q: u32) -> (u64, u64) {
+    let (min, max) = n.store.queue_offsets(topic, QueueId::new(q));
+    (min.get(), max.get())
 }
 
 /// Moves a snapshot to `to`'s receiver in 1000-byte chunks (checking a gap is refused).
