@@ -82,8 +82,9 @@ pub struct LogConfig {
     /// Default 500; range 1..=60000.
     pub flush_interval_ms: u64,
     /// On open, truncate at the first corrupted record even if it was flushed (the node must
-    /// then catch up from its peers) instead of refusing to start. Use only on a node whose
-    /// data a majority still holds. Default false.
+    /// then catch up from its peers) instead of refusing to start. Open then checks every
+    /// record's CRC (a normal open takes the raft index below the durable flush checkpoint
+    /// instead). Use only on a node whose data a majority still holds. Default false.
     pub repair_truncate_corruption: bool,
     /// Preallocate the next segment in the background. Default true.
     pub preallocate: bool,

@@ -38,8 +38,9 @@ pub fn load_state(
     let index_bytes = file
         .read_all()
         .map_err(|e| LogError::io("read raft index", &index_path, e))?;
-    // An older version's checkpoint does not vouch for the index: scan everything.
-    let trusted = if index_synced {
+    // An older version's checkpoint does not vouch for the index: scan everything. Nor does
+    // repair: the operator asked to find and cut corruption, which only a full scan sees.
+    let trusted = if index_synced && !config.repair_truncate_corruption {
         RaftIndex::trusted_prefix(&index_bytes, checkpoint.phys_end, config.segment_bytes)
     } else {
         Vec::new()
