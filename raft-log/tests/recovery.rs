@@ -5,6 +5,7 @@ mod common;
 
 use raftmq_raft_log::types::LogIndex;
 use raftmq_raft_log::types::PhysOffset;
+use raftmq_raft_log::EntryLocation;
 use std::sync::Arc;
 
 use common::util::entry;
@@ -91,8 +92,8 @@ fn torn_tail_is_truncated() {
     }
 }
 
-#[test]
-fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
+/// Six flushed entries of 300 bytes, closed, then one byte of entry 4's payload flipped.
+fn flushed_log_corrupt_at_entry_4() -> (tempfile::TempDir, MemEnv, EntryLocation) {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     fill(&s, 1, 6, 300);
@@ -101,6 +102,12 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
     drop(s);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    (dir, env, loc)
+}
+
+#[test]
+fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
+    let (dir, env, loc) = flushed_log_corrupt_at_entry_4();
     // The raft index covers the flushed bytes: open takes it instead of scanning them, and the
     // corruption shows on the first read, never as a shorter log.
     let s = open(&dir, &env, lazy()).unwrap();
@@ -141,14 +148,7 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
 /// asked to find and cut corruption, which only a full scan sees.
 #[test]
 fn repair_scans_below_the_checkpoint_and_cuts_at_the_corruption() {
-    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
-    let s = open(&dir, &env, lazy()).unwrap();
-    fill(&s, 1, 6, 300);
-    let loc = s.entry_location(LogIndex::new(4)).unwrap();
-    s.close().unwrap();
-    drop(s);
-    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
-    assert!(env.corrupt(&seg, loc.phys + 60, &[0xff]));
+    let (dir, env, _) = flushed_log_corrupt_at_entry_4();
     let s = open(
         &dir,
         &env,
