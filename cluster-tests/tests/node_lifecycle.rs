@@ -115,10 +115,14 @@ async fn retention_then_learner_joins_by_snapshot() {
     let (n1, n2) = (cluster.node(1), cluster.node(2));
     let end = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let learners: Vec<u64> = n1
-            .core()
-            .with_metrics(|m| m.membership_config.membership().learner_ids().collect());
-        if learners.contains(&2) {
+        // The learner is in the membership and that membership is committed (applied), so
+        // the promotion is not refused as a second change in progress.
+        let (learners, committed): (Vec<u64>, bool) = n1.core().with_metrics(|m| {
+            let learners = m.membership_config.membership().learner_ids().collect();
+            let committed = m.last_applied >= m.membership_config.log_id().clone();
+            (learners, committed)
+        });
+        if learners.contains(&2) && committed {
             break;
         }
         assert!(tokio::time::Instant::now() < end, "learner not added");
