@@ -119,7 +119,7 @@ async fn retention_then_learner_joins_by_snapshot() {
         // the promotion is not refused as a second change in progress.
         let (learners, committed): (Vec<u64>, bool) = n1.core().with_metrics(|m| {
             let learners = m.membership_config.membership().learner_ids().collect();
-            let committed = m.last_applied >= m.membership_config.log_id().clone();
+            let committed = m.last_applied >= *m.membership_config.log_id();
             (learners, committed)
         });
         if learners.contains(&2) && committed {
