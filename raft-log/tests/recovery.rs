@@ -92,6 +92,14 @@ fn torn_tail_is_truncated() {
     }
 }
 
+/// [`lazy`] with `repair-truncate-corruption` on.
+fn repairing() -> LogConfig {
+    LogConfig {
+        repair_truncate_corruption: true,
+        ..lazy()
+    }
+}
+
 /// Six flushed entries of 300 bytes, closed, then one byte of entry 4's payload flipped.
 fn flushed_log_corrupt_at_entry_4() -> (tempfile::TempDir, MemEnv, EntryLocation) {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
@@ -132,15 +140,7 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
         msg.contains("00000000000000000000") && msg.contains("crc"),
         "{msg}"
     );
-    let s = open(
-        &dir,
-        &env,
-        LogConfig {
-            repair_truncate_corruption: true,
-            ..lazy()
-        },
-    )
-    .unwrap();
+    let s = open(&dir, &env, repairing()).unwrap();
     assert_eq!(indexes(&s), vec![1, 2, 3]);
 }
 
@@ -149,15 +149,7 @@ fn corruption_of_flushed_data_refuses_to_open_unless_repair() {
 #[test]
 fn repair_scans_below_the_checkpoint_and_cuts_at_the_corruption() {
     let (dir, env, _) = flushed_log_corrupt_at_entry_4();
-    let s = open(
-        &dir,
-        &env,
-        LogConfig {
-            repair_truncate_corruption: true,
-            ..lazy()
-        },
-    )
-    .unwrap();
+    let s = open(&dir, &env, repairing()).unwrap();
     assert_eq!(indexes(&s), vec![1, 2, 3]);
 }
 
