@@ -82,7 +82,8 @@ pub fn find(bin: &Binary) -> anyhow::Result<PathBuf> {
 }
 
 fn search(bin: &Binary) -> anyhow::Result<PathBuf> {
-    if is_cargo_test() {
+    let built_first = is_cargo_test();
+    if built_first {
         if let Some(built) = build_under_cargo(bin)? {
             return Ok(built);
         }
@@ -99,8 +100,10 @@ fn search(bin: &Binary) -> anyhow::Result<PathBuf> {
     if let Some(found) = beside.into_iter().find(|p| p.is_file()) {
         return Ok(found);
     }
-    if let Some(built) = build_under_cargo(bin)? {
-        return Ok(built);
+    if !built_first {
+        if let Some(built) = build_under_cargo(bin)? {
+            return Ok(built);
+        }
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
