@@ -65,8 +65,8 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// `raftmq cluster up` of `nodes` nodes with free ports and 1 MiB segments; returns the
-    /// status JSON too.
+    /// `raftmq cluster up` of `nodes` nodes with free ports, 1 MiB segments and the disk
+    /// ratios off (the host's disk fill must not decide a test); returns the status JSON too.
     pub fn up(nodes: u32) -> (Self, serde_json::Value) {
         let dir = tempfile::tempdir().expect("a temp dir can be created");
         let manifest = dir.path().join("cluster.toml").display().to_string();
@@ -84,6 +84,10 @@ impl LocalCluster {
             "0",
             "--segment-bytes",
             "1048576",
+            "--set",
+            "disk-clean-ratio=1.0",
+            "--set",
+            "disk-reject-ratio=1.0",
             "--json",
         ]);
         (c, status)

@@ -40,6 +40,10 @@ pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) 
         log_level: "warn".into(),
         ..NodeConfig::default()
     };
+    // The host's disk fill must not decide a test (CI disks run above 90%): both disk ratios
+    // off. Tests of the guard set the ratios and pretend a usage (`set_disk_usage_override`).
+    c.store.disk_clean_ratio = 1.0;
+    c.store.disk_reject_ratio = 1.0;
     c.store.limits.max_message_bytes = 16 << 10;
     c.store.limits.max_batch_messages = 64;
     c.store.limits.max_batch_bytes = 32 << 10;

@@ -24,6 +24,14 @@ fn cluster_up_send_consume_kill_start_down() {
         assert_eq!(n["running"], true, "{n}");
     }
     let leader = leader_of(&status);
+    // `--set` reached every node's config and the manifest (for nodes added later).
+    let manifest = std::fs::read_to_string(&c.manifest).expect("manifest");
+    assert!(manifest.contains("disk-reject-ratio=1.0"), "{manifest}");
+    for id in 1..=3 {
+        let p = c.dir.path().join(format!("node-{id}/node.toml"));
+        let cfg = std::fs::read_to_string(&p).expect("node.toml");
+        assert!(cfg.contains("disk-reject-ratio = 1.0"), "{cfg}");
+    }
 
     // Send: JSON shape of a single send.
     let sent = c.json(&["send", "--topic", "e2e", "--key", "k1", "--body", "hello"]);

@@ -22,6 +22,15 @@ fn flush_every_20ms(c: &mut NodeConfig) {
     c.log.flush_interval_ms = 20;
 }
 
+/// [`flush_every_20ms`] with the default disk ratios (clean 0.75, reject 0.90), which the
+/// harness turns off; the test pretends the usage, so the host's disk does not matter.
+fn default_disk_ratios(c: &mut NodeConfig) {
+    flush_every_20ms(c);
+    let d = raftmq_node::config::StoreConfig::default();
+    c.store.disk_clean_ratio = d.disk_clean_ratio;
+    c.store.disk_reject_ratio = d.disk_reject_ratio;
+}
+
 async fn fill(c: &mut GrpcClient, n: usize) -> u64 {
     let mut last = 0;
     for b in 0..n {
@@ -54,11 +63,12 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_then_learner_joins_by_snapshot() {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync], flush_every_20ms)
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync], default_disk_ratios)
         .await
         .expect("cluster starts");
     cluster.wait_leader().await.expect("a leader");
     let n1 = cluster.node(1);
+    n1.store().set_disk_usage_override(Some(0.1));
     let mut c = cluster.grpc(1).await.expect("connect");
     fill(&mut c, 20).await;
 
@@ -87,7 +97,7 @@ async fn retention_then_learner_joins_by_snapshot() {
             break;
         }
     }
-    n1.store().set_disk_usage_override(None);
+    n1.store().set_disk_usage_override(Some(0.1));
     assert!(passes >= 1, "nothing deleted");
     let min = n1.store().watermarks().log.min_phys_offset;
     assert!(min.get() > 0, "min phys {min}");

@@ -30,10 +30,11 @@ pub struct StoreConfig {
     /// hours. Default 72; range 1..=87600.
     pub file_reserved_hours: u64,
     /// Disk usage ratio above which old segments are deleted before their time.
-    /// Default 0.75; range 0.1..=0.99 and < disk-reject-ratio.
+    /// Default 0.75; range 0.1..=1.0 and < disk-reject-ratio (1.0: never, usage cannot pass it).
     pub disk_clean_ratio: f64,
     /// Disk usage ratio above which sends fail with a "disk full" error.
-    /// Default 0.90; range disk-clean-ratio..=0.99 (exclusive lower bound).
+    /// Default 0.90; range disk-clean-ratio..=1.0 (exclusive lower bound, but both may be 1.0);
+    /// 1.0 turns the refusal off (for a disk shared with something else that watches it).
     pub disk_reject_ratio: f64,
     /// The dispatch checkpoint (log flush, ConsumeQueue and index msync, checkpoint file) is
     /// written after this many applied entries. Default 10000; range 1..=10000000.
@@ -79,17 +80,19 @@ impl StoreConfig {
         self.index.validate()?;
         self.limits.validate()?;
         range_u64("file-reserved-hours", self.file_reserved_hours, 1, 87_600)?;
-        if !(0.1..=0.99).contains(&self.disk_clean_ratio) {
+        if !(0.1..=1.0).contains(&self.disk_clean_ratio) {
             return Err(StoreError::Config {
                 field: "disk-clean-ratio",
-                reason: format!("{} is outside 0.1..=0.99", self.disk_clean_ratio),
+                reason: format!("{} is outside 0.1..=1.0", self.disk_clean_ratio),
             });
         }
-        if !(self.disk_reject_ratio > self.disk_clean_ratio && self.disk_reject_ratio <= 0.99) {
+        let both_off = self.disk_clean_ratio == 1.0 && self.disk_reject_ratio == 1.0;
+        let above_clean = self.disk_reject_ratio > self.disk_clean_ratio || both_off;
+        if !(above_clean && self.disk_reject_ratio <= 1.0) {
             return Err(StoreError::Config {
                 field: "disk-reject-ratio",
                 reason: format!(
-                    "{} must be above disk-clean-ratio {} and at most 0.99",
+                    "{} must be above disk-clean-ratio {} and at most 1.0",
                     self.disk_reject_ratio, self.disk_clean_ratio
                 ),
             });

@@ -12,6 +12,7 @@ use crate::clock::parse_duration;
 use crate::deploy::local;
 use crate::deploy::manifest::Manifest;
 use crate::deploy::manifest::MANIFEST_FILE;
+use crate::deploy::node_config::NodeSetting;
 use crate::locate::node_binary;
 use crate::output::print_json;
 use crate::status;
@@ -110,6 +111,10 @@ pub struct UpArgs {
     /// How long to wait for a leader.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub wait: Duration,
+    /// A raftmq-node setting for every node, KEY=VALUE with KEY a `raftmq-node` long flag
+    /// (repeatable), e.g. `--set disk-reject-ratio=0.95`; kept for nodes added later.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<NodeSetting>,
 }
 
 /// Result of a command that acts on one node.
@@ -204,7 +209,7 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
     let bin = node_binary()?;
     let mut m = if manifest_path.exists() {
         eprintln!(
-            "{} exists: restarting stopped nodes (layout options are ignored)",
+            "{} exists: restarting stopped nodes (layout options and --set are ignored)",
             manifest_path.display()
         );
         Manifest::load(&manifest_path)?
@@ -216,6 +221,7 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
             flush: a.flush,
             segment_bytes: a.segment_bytes,
             cluster_id: a.cluster_id,
+            settings: a.settings,
         })?
     };
     let started = local::start_all(&mut m, &bin)?;

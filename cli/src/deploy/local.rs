@@ -13,7 +13,9 @@ use super::manifest::MANIFEST_FILE;
 use super::node_config::addrs_from_base;
 use super::node_config::flush_policies;
 use super::node_config::free_addrs;
+use super::node_config::ClusterSpec;
 use super::node_config::NodeAddrs;
+use super::node_config::NodeSetting;
 use super::node_config::NodeToml;
 use super::process;
 
@@ -32,6 +34,8 @@ pub struct InitOptions {
     pub segment_bytes: u64,
     /// Cluster id.
     pub cluster_id: String,
+    /// `--set KEY=VALUE` node settings.
+    pub settings: Vec<NodeSetting>,
 }
 
 /// An absolute version of `dir` (created if missing).
@@ -51,25 +55,16 @@ fn node_addrs(base_port: u16, id: u64) -> anyhow::Result<NodeAddrs> {
 
 fn write_node(
     dir: &Path,
-    cluster_id: &str,
+    cluster: &ClusterSpec,
     me: &NodeAddrs,
     members: &[NodeAddrs],
     join: Option<String>,
     flush: &str,
-    segment_bytes: u64,
 ) -> anyhow::Result<NodeEntry> {
     let node_dir = dir.join(format!("node-{}", me.id));
     std::fs::create_dir_all(&node_dir)
         .with_context(|| format!("cannot create {}", node_dir.display()))?;
-    let cfg = NodeToml::new(
-        cluster_id,
-        me,
-        members,
-        join,
-        node_dir.clone(),
-        flush,
-        segment_bytes,
-    )?;
+    let cfg = NodeToml::new(cluster, me, members, join, node_dir.clone(), flush)?;
     let config = node_dir.join("node.toml");
     std::fs::write(&config, cfg.to_toml()?)
         .with_context(|| format!("cannot write {}", config.display()))?;
@@ -108,23 +103,21 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         .iter()
         .map(|&id| node_addrs(opts.base_port, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let cluster = ClusterSpec {
+        cluster_id: opts.cluster_id.clone(),
+        segment_bytes: opts.segment_bytes,
+        settings: opts.settings.clone(),
+    };
     let mut nodes = Vec::new();
     for (me, flush) in members.iter().zip(&flush) {
-        nodes.push(write_node(
-            &dir,
-            &opts.cluster_id,
-            me,
-            &members,
-            None,
-            flush,
-            opts.segment_bytes,
-        )?);
+        nodes.push(write_node(&dir, &cluster, me, &members, None, flush)?);
     }
     let m = Manifest {
         cluster_id: opts.cluster_id.clone(),
         dir,
         base_port: opts.base_port,
         segment_bytes: opts.segment_bytes,
+        node_settings: opts.settings.iter().map(|s| s.text.clone()).collect(),
         nodes,
     };
     m.save()?;
@@ -232,14 +225,24 @@ pub fn add_node(
         id += 1;
     }
     let me = node_addrs(m.base_port, id)?;
+    let settings = m
+        .node_settings
+        .iter()
+        .map(|s| s.parse::<NodeSetting>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("node-settings in {}: {e}", m.path().display()))?;
+    let cluster = ClusterSpec {
+        cluster_id: m.cluster_id.clone(),
+        segment_bytes: m.segment_bytes,
+        settings,
+    };
     let entry = write_node(
         &m.dir.clone(),
-        &m.cluster_id.clone(),
+        &cluster,
         &me,
         &[],
         Some(leader_client_addr.to_string()),
         flush,
-        m.segment_bytes,
     )?;
     m.nodes.push(entry.clone());
     m.save()?;
@@ -261,6 +264,7 @@ mod tests {
             flush: "sync,async,async".into(),
             segment_bytes: 1 << 20,
             cluster_id: "t".into(),
+            settings: vec!["disk-reject-ratio=1.0".parse().unwrap()],
         };
         let m = init(&opts).unwrap();
         assert_eq!(m.ids(), vec![1, 2, 3]);
@@ -268,6 +272,7 @@ mod tests {
         let cfg = std::fs::read_to_string(&m.nodes[0].config).unwrap();
         assert!(cfg.contains("node-id = 1"), "{cfg}");
         assert!(cfg.contains(&m.nodes[2].client_addr), "{cfg}");
+        assert!(cfg.contains("disk-reject-ratio = 1.0"), "{cfg}");
         assert_eq!(Manifest::load(&m.path()).unwrap(), m);
         // A second init on the same directory refuses instead of overwriting.
         std::fs::remove_file(m.path()).unwrap();

@@ -52,6 +52,10 @@ pub struct Manifest {
     pub base_port: u16,
     /// CommitLog segment size of every node.
     pub segment_bytes: u64,
+    /// The `cluster up --set KEY=VALUE` settings, as given; in every node's config, also of a
+    /// node added later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_settings: Vec<String>,
     /// The nodes, by id.
     pub nodes: Vec<NodeEntry>,
 }
@@ -151,6 +155,7 @@ mod tests {
             dir: dir.to_path_buf(),
             base_port: 9100,
             segment_bytes: 1 << 30,
+            node_settings: vec!["disk-reject-ratio=0.95".into()],
             nodes,
         }
     }

@@ -1,8 +1,10 @@
 //! [`NodeToml`]: the `node.toml` that `raftmq cluster up` writes for each node: a
 //! `raftmq-node` [`NodeConfig`] (the node's own type, defaults and key names) of which only
-//! the keys this module sets are written; the node gives every other key its default.
+//! the keys this module sets, and the operator's `--set KEY=VALUE` ones ([`NodeSetting`]), are
+//! written; the node gives every other key its default.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use anyhow::Context;
 use raftmq_node::config::FlushPolicy;
@@ -30,6 +32,66 @@ const KEYS: [&str; 12] = [
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeToml {
     config: NodeConfig,
+    /// Keys of the `--set` settings, written after [`KEYS`].
+    extra_keys: Vec<String>,
+}
+
+/// One `--set KEY=VALUE` of `raftmq cluster up`: any `raftmq-node` config key except the ones
+/// `cluster up` sets itself, with a TOML value (`1.0`, `true`, `"x"`; a bare word is taken as
+/// a string). Applied to every node, and kept in `cluster.toml` for nodes added later.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSetting {
+    /// The config key (a `raftmq-node` long flag).
+    pub key: String,
+    /// Its value.
+    pub value: toml::Value,
+    /// `KEY=VALUE` as given.
+    pub text: String,
+}
+
+impl FromStr for NodeSetting {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (key, raw) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+        let (key, raw) = (key.trim(), raw.trim());
+        if KEYS.contains(&key) {
+            return Err(format!(
+                "`{key}` is set by `cluster up` itself (see its --flush, --segment-bytes and \
+                 --cluster-id options)"
+            ));
+        }
+        let keys = raftmq_node::config::file_keys();
+        if !keys.iter().any(|k| k == key) {
+            return Err(format!(
+                "unknown node setting `{key}`; the keys are: {}",
+                keys.join(", ")
+            ));
+        }
+        let value = format!("v = {raw}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        Ok(NodeSetting {
+            key: key.to_string(),
+            value,
+            text: s.to_string(),
+        })
+    }
+}
+
+/// What every node of one local cluster shares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterSpec {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// CommitLog segment size.
+    pub segment_bytes: u64,
+    /// The `--set` settings.
+    pub settings: Vec<NodeSetting>,
 }
 
 /// Where one node listens.
@@ -54,22 +116,23 @@ impl NodeAddrs {
 
 impl NodeToml {
     /// The config of `me` in a cluster bootstrapped by `members` (or joining through `join`):
-    /// the node's defaults with these addresses, `flush_policy` (`sync` | `async`) and
-    /// `segment_bytes`; the batch and message limits are lowered to fit small segments
-    /// (a batch at most half a segment, a message at most one batch).
+    /// the node's defaults with these addresses, `flush_policy` (`sync` | `async`) and the
+    /// cluster's segment size; the batch and message limits are lowered to fit small segments
+    /// (a batch at most half a segment, a message at most one batch); then the cluster's
+    /// `--set` settings, the whole checked as `raftmq-node` checks its config.
     pub fn new(
-        cluster_id: &str,
+        cluster: &ClusterSpec,
         me: &NodeAddrs,
         members: &[NodeAddrs],
         join: Option<String>,
         node_dir: PathBuf,
         flush_policy: &str,
-        segment_bytes: u64,
     ) -> anyhow::Result<Self> {
+        let segment_bytes = cluster.segment_bytes;
         let addr = |a: &str| a.parse().with_context(|| format!("{a:?} is not ip:port"));
         let mut c = NodeConfig {
             node_id: me.id,
-            cluster_id: cluster_id.to_string(),
+            cluster_id: cluster.cluster_id.clone(),
             data_dir: node_dir.join("data"),
             raft_listen_addr: addr(&me.raft)?,
             client_listen_addr: addr(&me.client)?,
@@ -92,7 +155,23 @@ impl NodeToml {
         let half_segment = u32::try_from(segment_bytes / 2).unwrap_or(u32::MAX);
         limits.max_batch_bytes = limits.max_batch_bytes.min(half_segment);
         limits.max_message_bytes = limits.max_message_bytes.min(limits.max_batch_bytes);
-        Ok(Self { config: c })
+        let mut extra_keys = Vec::new();
+        if !cluster.settings.is_empty() {
+            let mut table = toml::Table::try_from(&c).context("a node config as TOML")?;
+            for s in &cluster.settings {
+                table.insert(s.key.clone(), s.value.clone());
+                extra_keys.push(s.key.clone());
+            }
+            c = toml::Value::Table(table)
+                .try_into()
+                .map_err(|e| anyhow::anyhow!("--set {}: {e}", cluster.settings_text()))?;
+        }
+        c.validate()
+            .map_err(|e| anyhow::anyhow!("node {} config: {e}", me.id))?;
+        Ok(Self {
+            config: c,
+            extra_keys,
+        })
     }
 
     /// The TOML text: the keys set here (an empty initial-members is left out).
@@ -100,8 +179,17 @@ impl NodeToml {
         let keys: Vec<&str> = KEYS
             .into_iter()
             .filter(|k| *k != "initial-members" || !self.config.initial_members.is_empty())
+            .chain(self.extra_keys.iter().map(String::as_str))
             .collect();
         Ok(self.config.to_toml_keys(&keys))
+    }
+}
+
+impl ClusterSpec {
+    /// The settings as given, space-separated (for messages).
+    fn settings_text(&self) -> String {
+        let texts: Vec<&str> = self.settings.iter().map(|s| s.text.as_str()).collect();
+        texts.join(" ")
     }
 }
 
@@ -150,17 +238,60 @@ pub fn flush_policies(spec: &str, nodes: usize) -> anyhow::Result<Vec<String>> {
 mod tests {
     use super::*;
 
+    fn spec(cluster_id: &str, segment_bytes: u64, settings: &[&str]) -> ClusterSpec {
+        ClusterSpec {
+            cluster_id: cluster_id.into(),
+            segment_bytes,
+            settings: settings.iter().map(|s| s.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn settings_are_written_typed_and_checked() {
+        let a = addrs_from_base(9100, 1).unwrap();
+        let new = |settings: &[&str]| {
+            NodeToml::new(
+                &spec("c", 1 << 30, settings),
+                &a,
+                std::slice::from_ref(&a),
+                None,
+                PathBuf::from("n1"),
+                "sync",
+            )
+        };
+        let cfg = new(&[
+            "disk-reject-ratio=1.0",
+            "disk-clean-ratio = 1",
+            "log-level=debug",
+        ])
+        .unwrap();
+        let text = cfg.to_toml().unwrap();
+        assert!(text.contains("disk-reject-ratio = 1.0"), "{text}");
+        assert!(text.contains("log-level = \"debug\""), "{text}");
+        let back = NodeConfig::from_toml_str(&text, std::path::Path::new("node.toml")).unwrap();
+        assert_eq!(back.store.disk_clean_ratio, 1.0);
+        assert_eq!(back, cfg.config);
+
+        let err = |s: &str| s.parse::<NodeSetting>().unwrap_err();
+        assert!(err("disk-reject-ratio").contains("KEY=VALUE"));
+        assert!(err("no-such-key=1").contains("unknown node setting `no-such-key`"));
+        assert!(err("node-id=4").contains("set by `cluster up` itself"));
+        let e = new(&["disk-reject-ratio=fast"]).unwrap_err().to_string();
+        assert!(e.contains("disk-reject-ratio=fast"), "{e}");
+        let e = new(&["disk-reject-ratio=0.5"]).unwrap_err().to_string();
+        assert!(e.contains("disk-reject-ratio"), "{e}");
+    }
+
     #[test]
     fn three_node_configs() {
         let members: Vec<NodeAddrs> = (1..=3).map(|i| addrs_from_base(9100, i).unwrap()).collect();
         let cfg = NodeToml::new(
-            "raftmq",
+            &spec("raftmq", 1 << 20, &[]),
             &members[1],
             &members,
             None,
             PathBuf::from("/d/node-2"),
             "async",
-            1 << 20,
         )
         .unwrap();
         let text = cfg.to_toml().unwrap();
@@ -200,13 +331,12 @@ mod tests {
     fn joining_node_has_no_initial_members() {
         let a = addrs_from_base(9100, 4).unwrap();
         let cfg = NodeToml::new(
-            "c",
+            &spec("c", 1 << 30, &[]),
             &a,
             &[],
             Some("127.0.0.1:9201".into()),
             PathBuf::from("n4"),
             "sync",
-            1 << 30,
         )
         .unwrap();
         let text = cfg.to_toml().unwrap();

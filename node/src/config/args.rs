@@ -104,10 +104,11 @@ pub struct NodeArgs {
     /// Segment retention, hours. [default 72; 1..=87600]
     #[arg(long)]
     pub file_reserved_hours: Option<u64>,
-    /// Disk usage ratio that triggers early cleaning. [default 0.75; 0.1..=0.99]
+    /// Disk usage ratio that triggers early cleaning. [default 0.75; 0.1..=1.0, 1.0 = off]
     #[arg(long)]
     pub disk_clean_ratio: Option<f64>,
-    /// Disk usage ratio above which sends are refused. [default 0.90; > clean, ..=0.99]
+    /// Disk usage ratio above which sends are refused. [default 0.90; > clean, ..=1.0, 1.0 =
+    /// off]
     #[arg(long)]
     pub disk_reject_ratio: Option<f64>,
     /// ConsumeQueue units per file. [default 300000; 1..=50000000]

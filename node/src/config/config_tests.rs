@@ -89,7 +89,11 @@ fn each_invalid_field_is_named() {
         }),
         ("disk-clean-ratio", |c| c.store.disk_clean_ratio = 1.5),
         ("disk-reject-ratio", |c| c.store.disk_reject_ratio = 0.5),
-        ("disk-reject-ratio", |c| c.store.disk_reject_ratio = 1.0),
+        ("disk-reject-ratio", |c| c.store.disk_reject_ratio = 1.01),
+        ("disk-reject-ratio", |c| {
+            c.store.disk_clean_ratio = 1.0;
+            c.store.disk_reject_ratio = 0.95
+        }),
         ("log-level", |c| c.log_level = "info,[".into()),
     ];
     for (want, brk) in cases {
