@@ -29,6 +29,8 @@ pub struct NodeRow {
     pub leader_id: Option<u64>,
     /// Client address.
     pub client_addr: String,
+    /// RocketMQ 5 protocol address (local clusters only: from the manifest).
+    pub rocketmq_addr: Option<String>,
     /// Pid from the manifest (local clusters only).
     pub pid: Option<u32>,
     /// Whether the pid runs (local clusters only).
@@ -156,6 +158,7 @@ pub async fn gather_local(m: &Manifest) -> anyhow::Result<ClusterView> {
         if let Ok(n) = m.node(row.id) {
             row.pid = n.pid;
             row.running = Some(n.pid.is_some_and(is_running));
+            row.rocketmq_addr = Some(n.rocketmq_addr.clone()).filter(|a| !a.is_empty());
         }
     }
     Ok(view)
@@ -231,6 +234,7 @@ impl ClusterView {
                     n.role.clone(),
                     opt(n.term),
                     n.client_addr.clone(),
+                    n.rocketmq_addr.clone().unwrap_or_else(|| "-".into()),
                     opt(n.pid),
                     opt(n.appended),
                     opt(n.committed),
@@ -251,6 +255,7 @@ impl ClusterView {
                 "ROLE",
                 "TERM",
                 "CLIENT",
+                "ROCKETMQ",
                 "PID",
                 "APPENDED",
                 "COMMITTED",

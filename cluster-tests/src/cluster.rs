@@ -24,7 +24,7 @@ use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tokio::time::Instant;
 
 pub use crate::node_config::bind;
-use crate::node_config::bind_metrics;
+use crate::node_config::bind_optional;
 use crate::node_config::listeners_of;
 pub use crate::node_config::test_config;
 pub use crate::node_config::unique_cluster_id;
@@ -85,6 +85,7 @@ impl TestCluster {
             let mut cfg = test_config(id, &cluster_id, data, flush[i]);
             cfg.raft_listen_addr = r.local_addr()?;
             cfg.client_listen_addr = c.local_addr()?;
+            cfg.rocketmq_listen_addr = Some(free_addr()?);
             cfg.initial_members = members.clone();
             tweak(&mut cfg);
             cluster.configs.push(cfg);
@@ -94,7 +95,8 @@ impl TestCluster {
             let l = NodeListeners {
                 raft: r,
                 client: c,
-                metrics: bind_metrics(cfg.metrics_addr).await?,
+                metrics: bind_optional(cfg.metrics_addr).await?,
+                rocketmq: bind_optional(cfg.rocketmq_listen_addr).await?,
             };
             let node = Node::start_with_listeners(cfg.clone(), l).await?;
             cluster.nodes[i] = Some(node);
@@ -261,6 +263,15 @@ impl TestCluster {
         let cfg = self.configs[id as usize - 1].clone();
         let l = listeners_of(&cfg).await?;
         Node::start_with_listeners(cfg, l).await
+    }
+
+    /// RocketMQ address of node `id` (while it runs).
+    pub fn rocketmq_addr(&self, id: u64) -> Option<String> {
+        let n = self
+            .nodes
+            .get(usize::try_from(id).ok()?.checked_sub(1)?)?
+            .as_ref()?;
+        n.addrs().rocketmq.map(|a| a.to_string())
     }
 
     /// Starts a new node (id `n + 1`) that joins the cluster through node `via`'s client

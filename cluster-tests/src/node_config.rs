@@ -26,6 +26,8 @@ pub fn test_config(id: u64, cluster_id: &str, dir: PathBuf, flush: FlushPolicy) 
         cluster_id: cluster_id.into(),
         data_dir: dir,
         metrics_addr: None,
+        // Off here (its default port would collide); the harnesses give each node a free one.
+        rocketmq_listen_addr: None,
         log: LogConfig {
             flush,
             flush_interval_ms: FLUSH_INTERVAL_MS,
@@ -66,17 +68,19 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     Err(anyhow::anyhow!("cannot bind {addr}: {last:?}"))
 }
 
-/// Listeners on `cfg`'s addresses (and its metrics address, if any), retrying briefly.
+/// Listeners on `cfg`'s addresses (and its metrics and RocketMQ addresses, if any), retrying
+/// briefly.
 pub(crate) async fn listeners_of(cfg: &NodeConfig) -> anyhow::Result<NodeListeners> {
     Ok(NodeListeners {
         raft: bind(cfg.raft_listen_addr).await?,
         client: bind(cfg.client_listen_addr).await?,
-        metrics: bind_metrics(cfg.metrics_addr).await?,
+        metrics: bind_optional(cfg.metrics_addr).await?,
+        rocketmq: bind_optional(cfg.rocketmq_listen_addr).await?,
     })
 }
 
-/// The `/metrics` listener of a config that enables it (tests mostly leave it off).
-pub(crate) async fn bind_metrics(addr: Option<SocketAddr>) -> anyhow::Result<Option<TcpListener>> {
+/// The listener of an optional address (`/metrics`, RocketMQ), if set.
+pub(crate) async fn bind_optional(addr: Option<SocketAddr>) -> anyhow::Result<Option<TcpListener>> {
     match addr {
         Some(a) => Ok(Some(bind(a).await?)),
         None => Ok(None),

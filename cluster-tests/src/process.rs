@@ -56,6 +56,7 @@ impl ProcCluster {
             let mut cfg = test_config(m.id, &cluster_id, data, flush[i]);
             cfg.raft_listen_addr = m.raft_addr.parse()?;
             cfg.client_listen_addr = m.client_addr.parse()?;
+            cfg.rocketmq_listen_addr = Some(free_addr()?);
             cfg.initial_members = members.clone();
             configs.push(cfg);
         }

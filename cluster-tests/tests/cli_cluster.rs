@@ -18,7 +18,10 @@ fn cluster_up_send_consume_kill_start_down() {
     assert_eq!(nodes.len(), 3, "{status}");
     for n in nodes {
         assert!(
-            n["id"].is_u64() && n["role"].is_string() && n["client_addr"].is_string(),
+            n["id"].is_u64()
+                && n["role"].is_string()
+                && n["client_addr"].is_string()
+                && n["rocketmq_addr"].is_string(),
             "{n}"
         );
         assert_eq!(n["running"], true, "{n}");

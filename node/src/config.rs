@@ -94,6 +94,15 @@ pub struct NodeConfig {
     /// Default 127.0.0.1:9301; any socket address or "".
     #[serde(with = "optional_addr")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Address the RocketMQ 5 gRPC service (`apache.rocketmq.v2.MessagingService`, what the
+    /// official RocketMQ clients speak) listens on; "" (empty) disables it.
+    /// Default 127.0.0.1:9401; any socket address (port 0 = pick a free port) or "".
+    #[serde(with = "optional_addr")]
+    pub rocketmq_listen_addr: Option<SocketAddr>,
+    /// host:port RocketMQ clients reach this node at (the endpoints of every route it
+    /// answers). Default: rocketmq-listen-addr (required when that is a wildcard address);
+    /// a non-empty host:port.
+    pub rocketmq_advertised_addr: Option<String>,
     /// Members that bootstrap a new cluster, as "id=raft_host:port/client_host:port". Used only
     /// when the data dir is new; must include this node. Empty and no join-addr: a single-node
     /// cluster of this node. Default empty; ids unique.
@@ -150,6 +159,8 @@ impl Default for NodeConfig {
             client_listen_addr: SocketAddr::from(([127, 0, 0, 1], 9201)),
             client_advertised_addr: None,
             metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9301))),
+            rocketmq_listen_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9401))),
+            rocketmq_advertised_addr: None,
             initial_members: Vec::new(),
             join_addr: None,
             log: LogConfig::default(),
@@ -203,5 +214,16 @@ impl NodeConfig {
         self.client_advertised_addr
             .clone()
             .unwrap_or_else(|| self.client_listen_addr.to_string())
+    }
+
+    /// The RocketMQ address clients use: rocketmq-advertised-addr, else rocketmq-listen-addr
+    /// (None: the RocketMQ service is off).
+    pub fn rocketmq_addr(&self) -> Option<String> {
+        let listen = self.rocketmq_listen_addr?;
+        Some(
+            self.rocketmq_advertised_addr
+                .clone()
+                .unwrap_or_else(|| listen.to_string()),
+        )
     }
 }

@@ -10,6 +10,8 @@
 //!   ([`pipeline::propose`]), durable wait, acks, send metrics), on store-level messages.
 //! - [`service`]: the client gRPC service (`RaftMq`): translates its wire types to and from
 //!   the pipeline, forwards writes to the leader, serves reads and admin.
+//! - [`rocketmq`]: the RocketMQ 5 protocol (`apache.rocketmq.v2.MessagingService`) the
+//!   official RocketMQ clients speak, on its own listener, through the same pipeline.
 //! - [`error`]: [`error::NodeError`] and the one mapping to gRPC statuses.
 //! - [`network`]: the Raft transport between peers (openraft's `RaftNetworkFactory` over tonic,
 //!   and the `RaftPeer` gRPC service that feeds incoming requests into `openraft::Raft`).
@@ -37,6 +39,7 @@ pub mod metrics;
 pub mod network;
 pub mod pipeline;
 pub mod retention;
+pub mod rocketmq;
 pub mod server;
 pub mod service;
 mod snapshot_io;

@@ -34,6 +34,7 @@ use crate::core::NodeCore;
 use crate::metrics::NodeMetrics;
 use crate::network::PeerNetworkFactory;
 use crate::network::PeerService;
+use crate::rocketmq::RocketMqService;
 use crate::service::ClientService;
 use crate::snapshot_io::FileSnapshotSink;
 
@@ -49,6 +50,8 @@ pub struct NodeAddrs {
     pub client: SocketAddr,
     /// `/metrics` HTTP endpoint, if enabled.
     pub metrics: Option<SocketAddr>,
+    /// RocketMQ 5 gRPC service, if enabled.
+    pub rocketmq: Option<SocketAddr>,
 }
 
 /// Listeners bound before the node starts (tests bind port 0 first to learn the addresses).
@@ -59,6 +62,8 @@ pub struct NodeListeners {
     pub client: TcpListener,
     /// For `/metrics` (None: disabled).
     pub metrics: Option<TcpListener>,
+    /// For the RocketMQ service (None: disabled).
+    pub rocketmq: Option<TcpListener>,
 }
 
 impl NodeListeners {
@@ -74,6 +79,10 @@ impl NodeListeners {
             client: bind(config.client_listen_addr, "client-listen-addr").await?,
             metrics: match config.metrics_addr {
                 Some(a) => Some(bind(a, "metrics-addr").await?),
+                None => None,
+            },
+            rocketmq: match config.rocketmq_listen_addr {
+                Some(a) => Some(bind(a, "rocketmq-listen-addr").await?),
                 None => None,
             },
         })
@@ -113,7 +122,14 @@ impl Node {
                 Some(l) => Some(l.local_addr()?),
                 None => None,
             },
+            rocketmq: match &listeners.rocketmq {
+                Some(l) => Some(l.local_addr()?),
+                None => None,
+            },
         };
+        if config.rocketmq_advertised_addr.is_none() {
+            config.rocketmq_advertised_addr = addrs.rocketmq.map(|a| a.to_string());
+        }
         config
             .raft_advertised_addr
             .get_or_insert_with(|| addrs.raft.to_string());
@@ -153,6 +169,7 @@ impl Node {
             raft_addr = %addrs.raft,
             client_addr = %addrs.client,
             metrics_addr = %addrs.metrics.map_or_else(|| "off".to_string(), |a| a.to_string()),
+            rocketmq_addr = %addrs.rocketmq.map_or_else(|| "off".to_string(), |a| a.to_string()),
             "node started"
         );
         Ok(NodeHandle {
@@ -226,6 +243,7 @@ fn serve(
     .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
     .into_server(max);
     let client = ClientService::new(core.clone(), stop.clone()).into_server();
+    let rocketmq = RocketMqService::new(core.clone(), stop.clone());
     let mut out = Vec::new();
     let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
     let s = stop.clone();
@@ -246,6 +264,8 @@ fn serve(
         .instrument(span.clone()),
     ));
     let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
+    // Followers forward RocketMQ calls to the leader's client port (the address Raft knows).
+    let forwarded_rocketmq = rocketmq.clone().into_server();
     let s = stop.clone();
     let cs = span.clone();
     out.push(tokio::spawn(
@@ -255,6 +275,7 @@ fn serve(
                     move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
                 )
                 .add_service(client)
+                .add_service(forwarded_rocketmq)
                 .serve_with_incoming_shutdown(client_incoming, stopped(s))
                 .await;
             if let Err(e) = r {
@@ -263,6 +284,27 @@ fn serve(
         }
         .instrument(span.clone()),
     ));
+    if let Some(l) = listeners.rocketmq {
+        let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+        let s = stop.clone();
+        let rs = span.clone();
+        let server = rocketmq.into_server();
+        out.push(tokio::spawn(
+            async move {
+                let r = tonic::transport::Server::builder()
+                    .trace_fn(
+                        move |r| tracing::debug_span!(parent: &rs, "rocketmq", path = %r.uri().path()),
+                    )
+                    .add_service(server)
+                    .serve_with_incoming_shutdown(incoming, stopped(s))
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "rocketmq service stopped with an error");
+                }
+            }
+            .instrument(span.clone()),
+        ));
+    }
     if let Some(l) = listeners.metrics {
         let app = crate::metrics::router(core.clone());
         out.push(tokio::spawn(

@@ -73,6 +73,7 @@ fn write_node(
         raft_addr: me.raft.clone(),
         client_addr: me.client.clone(),
         metrics_addr: me.metrics.clone(),
+        rocketmq_addr: me.rocketmq.clone(),
         flush_policy: flush.to_string(),
         log: node_dir.join("node.log"),
         config,
@@ -141,10 +142,15 @@ pub fn start(m: &mut Manifest, id: u64, bin: &Path) -> anyhow::Result<bool> {
 /// reported gone (zombie) while its other threads may still hold its sockets, so a restart
 /// right after a kill could fail with "address in use".
 fn wait_ports_free(node: &NodeEntry, timeout: Duration) {
-    let addrs: Vec<std::net::SocketAddr> = [&node.raft_addr, &node.client_addr, &node.metrics_addr]
-        .iter()
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let addrs: Vec<std::net::SocketAddr> = [
+        &node.raft_addr,
+        &node.client_addr,
+        &node.metrics_addr,
+        &node.rocketmq_addr,
+    ]
+    .iter()
+    .filter_map(|a| a.parse().ok())
+    .collect();
     let start = std::time::Instant::now();
     while start.elapsed() < timeout {
         if addrs.iter().all(|a| std::net::TcpListener::bind(a).is_ok()) {

@@ -26,6 +26,10 @@ pub struct NodeEntry {
     pub client_addr: String,
     /// host:port of the metrics endpoint.
     pub metrics_addr: String,
+    /// host:port of the RocketMQ 5 protocol (what the official RocketMQ clients dial); empty
+    /// in a manifest written before raftmq spoke it.
+    #[serde(default)]
+    pub rocketmq_addr: String,
     /// `sync` or `async`.
     pub flush_policy: String,
     /// The node's directory (`<dir>/node-N`): config, log and data live here.
@@ -143,6 +147,7 @@ mod tests {
                 raft_addr: format!("127.0.0.1:{}", 9100 + id),
                 client_addr: format!("127.0.0.1:{}", 9200 + id),
                 metrics_addr: format!("127.0.0.1:{}", 9300 + id),
+                rocketmq_addr: format!("127.0.0.1:{}", 9400 + id),
                 flush_policy: "sync".into(),
                 node_dir: dir.join(format!("node-{id}")),
                 config: dir.join(format!("node-{id}/node.toml")),

@@ -13,13 +13,14 @@ use raftmq_node::config::NodeConfig;
 
 /// The keys [`NodeToml::new`] sets (`initial-members` only for a bootstrapping node,
 /// `join-addr` only for a joining one).
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 13] = [
     "node-id",
     "cluster-id",
     "data-dir",
     "raft-listen-addr",
     "client-listen-addr",
     "metrics-addr",
+    "rocketmq-listen-addr",
     "initial-members",
     "join-addr",
     "flush-policy",
@@ -105,6 +106,8 @@ pub struct NodeAddrs {
     pub client: String,
     /// Metrics address.
     pub metrics: String,
+    /// RocketMQ 5 protocol address.
+    pub rocketmq: String,
 }
 
 impl NodeAddrs {
@@ -137,6 +140,7 @@ impl NodeToml {
             raft_listen_addr: addr(&me.raft)?,
             client_listen_addr: addr(&me.client)?,
             metrics_addr: Some(addr(&me.metrics)?),
+            rocketmq_listen_addr: Some(addr(&me.rocketmq)?),
             ..NodeConfig::default()
         };
         if join.is_none() {
@@ -194,7 +198,7 @@ impl ClusterSpec {
 }
 
 /// Addresses of node `id` under the base-port scheme (Raft base+id, client base+100+id,
-/// metrics base+200+id).
+/// metrics base+200+id, RocketMQ base+300+id).
 pub fn addrs_from_base(base: u16, id: u64) -> anyhow::Result<NodeAddrs> {
     let port = |offset: u64| -> anyhow::Result<u16> {
         u16::try_from(u64::from(base) + offset + id)
@@ -205,18 +209,20 @@ pub fn addrs_from_base(base: u16, id: u64) -> anyhow::Result<NodeAddrs> {
         raft: format!("127.0.0.1:{}", port(0)?),
         client: format!("127.0.0.1:{}", port(100)?),
         metrics: format!("127.0.0.1:{}", port(200)?),
+        rocketmq: format!("127.0.0.1:{}", port(300)?),
     })
 }
 
-/// Three free ports on 127.0.0.1 for node `id`, picked outside the kernel's ephemeral range
+/// Four free ports on 127.0.0.1 for node `id`, picked outside the kernel's ephemeral range
 /// and never twice in one process (see [`crate::ports`]).
 pub fn free_addrs(id: u64) -> anyhow::Result<NodeAddrs> {
-    let ports = crate::ports::free_ports(3)?;
+    let ports = crate::ports::free_ports(4)?;
     Ok(NodeAddrs {
         id,
         raft: format!("127.0.0.1:{}", ports[0]),
         client: format!("127.0.0.1:{}", ports[1]),
         metrics: format!("127.0.0.1:{}", ports[2]),
+        rocketmq: format!("127.0.0.1:{}", ports[3]),
     })
 }
 
@@ -305,6 +311,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("metrics-addr = \"127.0.0.1:9302\""), "{text}");
+        assert!(
+            text.contains("rocketmq-listen-addr = \"127.0.0.1:9402\""),
+            "{text}"
+        );
         assert!(text.contains("data-dir = \"/d/node-2/data\""), "{text}");
         assert!(text.contains("flush-policy = \"async\""), "{text}");
         assert!(

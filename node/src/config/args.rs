@@ -56,6 +56,15 @@ pub struct NodeArgs {
     /// Disable the metrics endpoint (metrics-addr = "" in the file).
     #[arg(long, conflicts_with = "metrics_addr")]
     pub no_metrics: bool,
+    /// Listen address of the RocketMQ 5 gRPC service. [default 127.0.0.1:9401]
+    #[arg(long)]
+    pub rocketmq_listen_addr: Option<SocketAddr>,
+    /// host:port RocketMQ clients dial. [default: rocketmq-listen-addr]
+    #[arg(long)]
+    pub rocketmq_advertised_addr: Option<String>,
+    /// Disable the RocketMQ service (rocketmq-listen-addr = "" in the file).
+    #[arg(long, conflicts_with = "rocketmq_listen_addr")]
+    pub no_rocketmq: bool,
     /// Bootstrap members, comma-separated id=raft_host:port/client_host:port. [default: none]
     #[arg(long, value_delimiter = ',')]
     pub initial_members: Option<Vec<MemberSpec>>,
@@ -169,7 +178,8 @@ impl NodeArgs {
             send_timeout_ms, grpc_max_message_bytes, topic_auto_create, default_queue_count,
             log_level);
         override_fields!(self => cfg; ?
-            raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr);
+            raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr,
+            rocketmq_listen_addr, rocketmq_advertised_addr);
         override_fields!(self => cfg.log;
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits);
         override_fields!(self => cfg.store;
@@ -190,6 +200,9 @@ impl NodeArgs {
         }
         if self.no_metrics {
             cfg.metrics_addr = None;
+        }
+        if self.no_rocketmq {
+            cfg.rocketmq_listen_addr = None;
         }
     }
 }

@@ -43,6 +43,15 @@ fn each_invalid_field_is_named() {
         ("client-listen-addr", |c| {
             c.client_listen_addr = c.raft_listen_addr
         }),
+        ("rocketmq-advertised-addr", |c| {
+            c.rocketmq_listen_addr = Some("0.0.0.0:9401".parse().unwrap())
+        }),
+        ("rocketmq-advertised-addr", |c| {
+            c.rocketmq_advertised_addr = Some("nohost".into())
+        }),
+        ("rocketmq-listen-addr", |c| {
+            c.rocketmq_listen_addr = Some(c.client_listen_addr)
+        }),
         ("join-addr", |c| c.join_addr = Some("x".into())),
         ("initial-members", |c| {
             c.initial_members = vec!["2=a:1/a:2".parse().unwrap()];
@@ -146,6 +155,7 @@ fn every_key_is_written_and_read_back() {
         raft_advertised_addr: Some("h:1".into()),
         client_advertised_addr: Some("h:2".into()),
         join_addr: Some("h:3".into()),
+        rocketmq_advertised_addr: Some("h:4".into()),
         ..Default::default()
     };
     c.store.consume_queue.units_per_file = 7;
@@ -157,6 +167,42 @@ fn every_key_is_written_and_read_back() {
     assert!(text.contains("index-units-per-file = 9\n"), "{text}");
     let back = NodeConfig::from_toml_str(&text, Path::new("t.toml")).expect("parses");
     assert_eq!(back, c);
+}
+
+#[test]
+fn rocketmq_service_is_on_by_default_and_can_be_turned_off() {
+    let d = NodeConfig::default();
+    assert_eq!(d.rocketmq_addr().as_deref(), Some("127.0.0.1:9401"));
+    let off = NodeConfig::from_toml_str("rocketmq-listen-addr = \"\"\n", Path::new("t.toml"))
+        .expect("parses");
+    assert_eq!(off.rocketmq_listen_addr, None);
+    assert_eq!(off.rocketmq_addr(), None);
+    let off = NodeArgs::try_parse_from(["raftmq-node", "--no-rocketmq"])
+        .expect("flags parse")
+        .resolve()
+        .expect("valid");
+    assert_eq!(off.rocketmq_listen_addr, None);
+    let public = NodeArgs::try_parse_from([
+        "raftmq-node",
+        "--rocketmq-listen-addr",
+        "0.0.0.0:8081",
+        "--rocketmq-advertised-addr",
+        "mq-1.example.com:8081",
+    ])
+    .expect("flags parse")
+    .resolve()
+    .expect("valid");
+    assert_eq!(
+        public.rocketmq_addr().as_deref(),
+        Some("mq-1.example.com:8081")
+    );
+    assert!(NodeArgs::try_parse_from([
+        "raftmq-node",
+        "--no-rocketmq",
+        "--rocketmq-listen-addr",
+        "127.0.0.1:1"
+    ])
+    .is_err());
 }
 
 #[test]

@@ -17,7 +17,7 @@ use super::NodeArgs;
 use super::NodeConfig;
 
 /// Flags of [`NodeArgs`] that are not config keys.
-const NOT_KEYS: [&str; 4] = ["config", "no-metrics", "help", "version"];
+const NOT_KEYS: [&str; 5] = ["config", "no-metrics", "no-rocketmq", "help", "version"];
 
 /// The keys a config file may hold, in the order `raftmq-node --help` lists them.
 pub fn file_keys() -> Vec<String> {

@@ -126,6 +126,16 @@ impl NodeConfig {
             }
             None => {}
         }
+        match (&self.rocketmq_advertised_addr, self.rocketmq_listen_addr) {
+            (Some(a), _) => check_host_port("rocketmq-advertised-addr", a)?,
+            (None, Some(l)) if l.ip().is_unspecified() => {
+                return Err(invalid(
+                    "rocketmq-advertised-addr",
+                    "required when rocketmq-listen-addr is a wildcard address",
+                ))
+            }
+            _ => {}
+        }
         match &self.client_advertised_addr {
             Some(a) => check_host_port("client-advertised-addr", a)?,
             None if self.client_listen_addr.ip().is_unspecified() => {
@@ -141,6 +151,14 @@ impl NodeConfig {
                 "client-listen-addr",
                 "must differ from raft-listen-addr",
             ));
+        }
+        if let Some(r) = self.rocketmq_listen_addr.filter(|a| a.port() != 0) {
+            if r == self.raft_listen_addr || r == self.client_listen_addr {
+                return Err(invalid(
+                    "rocketmq-listen-addr",
+                    "must differ from raft-listen-addr and client-listen-addr",
+                ));
+            }
         }
         if let Some(j) = &self.join_addr {
             check_host_port("join-addr", j)?;

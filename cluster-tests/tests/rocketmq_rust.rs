@@ -1,0 +1,352 @@
+//! The official Apache RocketMQ 5 Rust client (crate `rocketmq` 5.0.0, unchanged) against a
+//! three-node raftmq cluster through the RocketMQ port: it produces through a follower (which
+//! forwards to the leader), across a leader kill, and every acknowledged message is stored
+//! once on every node with its client message id, tag, keys and properties. Plus the raw
+//! protocol answers a client library never shows: route shape, telemetry settings and the
+//! status codes of bad requests.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cluster_tests::cluster::TestCluster;
+use futures::StreamExt;
+use raftmq_node::config::FlushPolicy;
+use raftmq_node::config::NodeConfig;
+use raftmq_proto::rocketmq::v2 as rmq;
+use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
+use raftmq_store::PullRequest;
+use rocketmq::conf::ClientOption;
+use rocketmq::conf::ProducerOption;
+use rocketmq::model::message::MessageBuilder;
+use rocketmq::Producer;
+
+const TOPIC: &str = "rmq-orders";
+
+fn rocketmq_addr(c: &TestCluster, id: u64) -> String {
+    c.rocketmq_addr(id)
+        .expect("the harness gives every node a RocketMQ port")
+}
+
+async fn producer(addr: &str, topic: &str) -> Producer {
+    let mut opt = ProducerOption::default();
+    opt.set_topics(vec![topic]);
+    let mut client = ClientOption::default();
+    client.set_access_url(addr);
+    client.set_enable_tls(false);
+    client.set_timeout(Duration::from_secs(10));
+    let mut p = Producer::new(opt, client).expect("producer");
+    p.start()
+        .await
+        .expect("producer starts (route + telemetry)");
+    p
+}
+
+/// What a stored message kept: tag, keys, properties, body.
+type Kept = (String, Vec<String>, BTreeMap<String, String>, Vec<u8>);
+
+/// Every stored message of `topic` on node `id`, by client message id.
+fn stored(c: &TestCluster, id: u64, topic: &str) -> HashMap<String, Kept> {
+    let store = c.node(id).store();
+    let queues = store.topic(topic).expect("topic exists").read_queue_count;
+    let mut out = HashMap::new();
+    for q in 0..queues {
+        let mut offset = QueueOffset::ZERO;
+        loop {
+            let r = store
+                .pull(&PullRequest {
+                    topic: topic.into(),
+                    queue_id: QueueId::new(q),
+                    offset,
+                    max_count: 32,
+                    max_bytes: 1 << 20,
+                    tag_expr: "*".into(),
+                })
+                .expect("pull");
+            if r.messages.is_empty() {
+                break;
+            }
+            for m in r.messages {
+                let m = m.message;
+                let id = m
+                    .properties
+                    .get("UNIQ_KEY")
+                    .cloned()
+                    .expect("client message id stored");
+                assert!(
+                    out.insert(id.clone(), (m.tags, m.keys, m.properties, m.body))
+                        .is_none(),
+                    "message {id} stored twice on node {id}"
+                );
+            }
+            offset = r.next_offset;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rust_client_produces_through_a_follower_and_across_a_leader_kill() {
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|&i| i != leader)
+        .expect("a follower");
+    let p = producer(&rocketmq_addr(&cluster, follower), TOPIC).await;
+
+    let mut acked: HashMap<String, String> = HashMap::new();
+    for i in 0..20u32 {
+        let body = format!("order-{i}");
+        let m = MessageBuilder::builder()
+            .set_topic(TOPIC)
+            .set_tag(if i.is_multiple_of(2) { "even" } else { "odd" })
+            .set_keys(vec![format!("key-{i}")])
+            .set_properties(HashMap::from([("n", i.to_string())]))
+            .set_body(body.clone().into_bytes())
+            .build()
+            .expect("message");
+        let r = p.send(m).await.expect("send through a follower");
+        acked.insert(r.message_id().to_string(), body);
+    }
+    // A batch: one entry, one receipt per message.
+    let batch: Vec<_> = (0..5)
+        .map(|i| {
+            MessageBuilder::builder()
+                .set_topic(TOPIC)
+                .set_body(format!("batch-{i}").into_bytes())
+                .build()
+                .expect("message")
+        })
+        .collect();
+    let receipts = p.batch_send(batch).await.expect("batch send");
+    assert_eq!(receipts.len(), 5);
+    for (i, r) in receipts.iter().enumerate() {
+        acked.insert(r.message_id().to_string(), format!("batch-{i}"));
+    }
+
+    // Kill the leader: the follower forwards to the new one; the client sees nothing.
+    cluster.kill(leader).await;
+    for i in 0..10 {
+        let body = format!("after-kill-{i}");
+        let m = MessageBuilder::builder()
+            .set_topic(TOPIC)
+            .set_body(body.clone().into_bytes())
+            .build()
+            .expect("message");
+        let r = p.send(m).await.expect("send after the leader kill");
+        acked.insert(r.message_id().to_string(), body);
+    }
+    p.shutdown().await.expect("producer shutdown");
+
+    cluster.restart(leader).await.expect("old leader restarts");
+    cluster
+        .wait_converged(Duration::from_secs(20))
+        .await
+        .expect("converged");
+    for id in cluster.ids() {
+        let got = stored(&cluster, id, TOPIC);
+        assert_eq!(
+            got.len(),
+            acked.len(),
+            "node {id}: every acked message once"
+        );
+        for (mid, body) in &acked {
+            let (tag, keys, props, b) = got
+                .get(mid)
+                .unwrap_or_else(|| panic!("node {id} lacks {mid}"));
+            assert_eq!(b, body.as_bytes());
+            if let Some(n) = body.strip_prefix("order-") {
+                let n: u32 = n.parse().unwrap();
+                assert_eq!(tag, if n.is_multiple_of(2) { "even" } else { "odd" });
+                assert_eq!(keys, &vec![format!("key-{n}")]);
+                assert_eq!(props.get("n"), Some(&n.to_string()));
+            }
+        }
+    }
+    cluster.shutdown().await.expect("shutdown");
+}
+
+fn resource(name: &str) -> Option<rmq::Resource> {
+    Some(rmq::Resource {
+        resource_namespace: String::new(),
+        name: name.into(),
+    })
+}
+
+fn raw_message(topic: &str, id: &str, body: Vec<u8>) -> rmq::Message {
+    rmq::Message {
+        topic: resource(topic),
+        user_properties: HashMap::new(),
+        system_properties: Some(rmq::SystemProperties {
+            message_id: id.into(),
+            message_type: rmq::MessageType::Normal as i32,
+            ..Default::default()
+        }),
+        body,
+    }
+}
+
+fn code(s: &Option<rmq::Status>) -> rmq::Code {
+    rmq::Code::try_from(s.as_ref().expect("a status").code).expect("a known code")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_protocol_routes_settings_and_refusals() {
+    let no_auto_create = |c: &mut NodeConfig| c.topic_auto_create = false;
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], no_auto_create)
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|&i| i != leader)
+        .expect("a follower");
+    let addr = rocketmq_addr(&cluster, follower);
+    let mut c = MessagingServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect");
+
+    // Unknown topic, auto-create off: TOPIC_NOT_FOUND, never OK with zero queues.
+    let r = c
+        .query_route(rmq::QueryRouteRequest {
+            topic: resource("nope"),
+            endpoints: None,
+        })
+        .await
+        .expect("gRPC OK")
+        .into_inner();
+    assert_eq!(code(&r.status), rmq::Code::TopicNotFound);
+    assert!(r.message_queues.is_empty());
+
+    // A created topic: its queues, served by the node asked.
+    let mut admin = cluster.grpc(leader).await.expect("admin");
+    admin
+        .create_topic(raftmq_proto::v1::CreateTopicRequest {
+            config: Some(raftmq_proto::v1::TopicConfig {
+                name: "routed".into(),
+                queue_count: 3,
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("create topic");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let r = loop {
+        let r = c
+            .query_route(rmq::QueryRouteRequest {
+                topic: resource("routed"),
+                endpoints: None,
+            })
+            .await
+            .expect("gRPC OK")
+            .into_inner();
+        if code(&r.status) == rmq::Code::Ok || tokio::time::Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(code(&r.status), rmq::Code::Ok, "{r:?}");
+    assert_eq!(r.message_queues.len(), 3);
+    for (i, q) in r.message_queues.iter().enumerate() {
+        assert_eq!(q.id, i as i32);
+        assert_eq!(q.permission, rmq::Permission::ReadWrite as i32);
+        let b = q.broker.as_ref().expect("broker");
+        assert_eq!(b.id, 0);
+        assert_eq!(b.name, cluster.node(follower).config().cluster_id);
+        let e = b.endpoints.as_ref().expect("endpoints");
+        assert_eq!(e.scheme, rmq::AddressScheme::IPv4 as i32);
+        assert_eq!(
+            format!("{}:{}", e.addresses[0].host, e.addresses[0].port),
+            addr
+        );
+        assert!(q
+            .accept_message_types
+            .contains(&(rmq::MessageType::Normal as i32)));
+    }
+
+    // Telemetry: the producer's settings come back within a second, with the body limit.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let settings = rmq::Settings {
+        client_type: Some(rmq::ClientType::Producer as i32),
+        pub_sub: Some(rmq::settings::PubSub::Publishing(rmq::Publishing {
+            topics: vec![rmq::Resource {
+                resource_namespace: String::new(),
+                name: "routed".into(),
+            }],
+            max_body_size: 0,
+            validate_message_type: true,
+        })),
+        ..Default::default()
+    };
+    tx.send(rmq::TelemetryCommand {
+        status: None,
+        command: Some(rmq::telemetry_command::Command::Settings(settings)),
+    })
+    .await
+    .expect("queue settings");
+    let outbound =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    let mut answers = c.telemetry(outbound).await.expect("telemetry").into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(1), answers.next())
+        .await
+        .expect("settings answered within a second")
+        .expect("an answer")
+        .expect("not an error");
+    let Some(rmq::telemetry_command::Command::Settings(s)) = first.command else {
+        panic!("not settings: {first:?}");
+    };
+    let Some(rmq::settings::PubSub::Publishing(p)) = s.pub_sub else {
+        panic!("no publishing settings: {s:?}");
+    };
+    let limit = cluster
+        .node(follower)
+        .config()
+        .store
+        .limits
+        .max_message_bytes;
+    assert_eq!(p.max_body_size as u64, u64::from(limit));
+    assert!(s.backoff_policy.is_some());
+    drop(tx);
+
+    // Bad sends: precise codes, nothing stored, the node keeps serving.
+    let send = |msgs: Vec<rmq::Message>| {
+        let mut c = c.clone();
+        async move {
+            c.send_message(rmq::SendMessageRequest { messages: msgs })
+                .await
+                .expect("gRPC OK")
+                .into_inner()
+        }
+    };
+    assert_eq!(code(&send(vec![]).await.status), rmq::Code::BadRequest);
+    let big = vec![0u8; limit as usize + 1];
+    let r = send(vec![raw_message("routed", "ID1", big)]).await;
+    assert_eq!(code(&r.status), rmq::Code::MessageBodyTooLarge);
+    assert_eq!(code(&r.entries[0].status), rmq::Code::MessageBodyTooLarge);
+    let r = send(vec![raw_message("routed", "", b"x".to_vec())]).await;
+    assert_eq!(code(&r.status), rmq::Code::IllegalMessageId);
+    let r = send(vec![raw_message("nope", "ID2", b"x".to_vec())]).await;
+    assert_eq!(code(&r.status), rmq::Code::TopicNotFound, "{r:?}");
+    // A good one: OK, the client's id echoed, a queue offset.
+    let r = send(vec![raw_message("routed", "ID3", b"ok".to_vec())]).await;
+    assert_eq!(code(&r.status), rmq::Code::Ok, "{r:?}");
+    assert_eq!(r.entries[0].message_id, "ID3");
+    assert_eq!(r.entries[0].offset, 0);
+    let hb = c
+        .heartbeat(rmq::HeartbeatRequest {
+            group: None,
+            client_type: rmq::ClientType::Producer as i32,
+        })
+        .await
+        .expect("heartbeat")
+        .into_inner();
+    assert_eq!(code(&hb.status), rmq::Code::Ok);
+    cluster.shutdown().await.expect("shutdown");
+}

@@ -1,0 +1,231 @@
+//! RocketMQ messages to and from store messages.
+//!
+//! The client's message id, the message group and the trace context live in the stored
+//! message's properties under RocketMQ's own system property names, so a message sent through
+//! either protocol reads back the same through both. User properties may not use those names.
+
+use std::collections::BTreeMap;
+
+use raftmq_proto::rocketmq::v2 as rmq;
+use raftmq_store::message::Message;
+use raftmq_store::types::QueueId;
+use rmq::Code;
+
+use super::status;
+use crate::pipeline::queues::SHARDING_KEY_PROPERTY;
+
+/// The client's message id (RocketMQ `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`).
+pub const MESSAGE_ID_PROPERTY: &str = "UNIQ_KEY";
+/// The producer's trace context.
+pub const TRACE_CONTEXT_PROPERTY: &str = "TRACE_CONTEXT";
+/// Longest client message id accepted.
+pub const MAX_MESSAGE_ID_LEN: usize = 128;
+
+/// Property names user properties may not use (RocketMQ system properties we store or may
+/// store later).
+const RESERVED: [&str; 8] = [
+    MESSAGE_ID_PROPERTY,
+    SHARDING_KEY_PROPERTY,
+    TRACE_CONTEXT_PROPERTY,
+    "TIMER_DELIVER_MS",
+    "TRAN_MSG",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+];
+
+/// A message to store, the queue its producer chose, and its client message id.
+#[derive(Debug)]
+pub struct Incoming {
+    /// The store message (queue and store time are filled in by the pipeline).
+    pub message: Message,
+    /// The queue the producer picked from its route.
+    pub queue: Option<QueueId>,
+    /// The client's message id (answered back in the send result).
+    pub message_id: String,
+}
+
+fn bad(code: Code, message: String) -> rmq::Status {
+    status::status(code, message)
+}
+
+/// Milliseconds since the epoch of a protobuf timestamp (0 for none or a negative one).
+pub fn timestamp_ms(t: Option<&prost_types::Timestamp>) -> u64 {
+    t.map_or(0, |t| {
+        let ms = t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000);
+        u64::try_from(ms).unwrap_or(0)
+    })
+}
+
+/// A protobuf timestamp of milliseconds since the epoch.
+pub fn timestamp(ms: u64) -> prost_types::Timestamp {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    prost_types::Timestamp {
+        seconds: ms / 1000,
+        nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
+/// Converts one message of a SendMessage request, checking what the store's limits do not:
+/// message id, message type, reserved property names and the body size (`max_body`).
+pub fn incoming(m: rmq::Message, max_body: usize) -> Result<Incoming, rmq::Status> {
+    let topic = super::route::topic_name(m.topic.as_ref())?.to_string();
+    let sys = m
+        .system_properties
+        .ok_or_else(|| status::bad_request("message has no system_properties"))?;
+    let id = sys.message_id.clone();
+    if id.is_empty() || id.len() > MAX_MESSAGE_ID_LEN || !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(bad(
+            Code::IllegalMessageId,
+            format!(
+                "message id {id:?} must be 1..={MAX_MESSAGE_ID_LEN} printable ASCII characters"
+            ),
+        ));
+    }
+    if m.body.len() > max_body {
+        return Err(bad(
+            Code::MessageBodyTooLarge,
+            format!(
+                "message {id}: body of {} bytes is over max-message-bytes {max_body}",
+                m.body.len()
+            ),
+        ));
+    }
+    let kind = rmq::MessageType::try_from(sys.message_type).unwrap_or_default();
+    match kind {
+        rmq::MessageType::Transaction => {
+            return Err(bad(
+                Code::Unsupported,
+                format!("message {id}: transactional messages are not supported by raftmq yet"),
+            ))
+        }
+        rmq::MessageType::Delay => {
+            return Err(bad(
+                Code::Unsupported,
+                format!("message {id}: delayed messages are not supported by raftmq yet"),
+            ))
+        }
+        _ if sys.delivery_timestamp.is_some() => {
+            return Err(bad(
+                Code::Unsupported,
+                format!("message {id}: delivery timestamps are not supported by raftmq yet"),
+            ))
+        }
+        rmq::MessageType::Fifo if sys.message_group.as_deref().is_none_or(str::is_empty) => {
+            return Err(bad(
+                Code::IllegalMessageGroup,
+                format!("message {id}: a FIFO message needs a message group"),
+            ))
+        }
+        _ => {}
+    }
+    let mut properties = BTreeMap::new();
+    for (k, v) in m.user_properties {
+        if RESERVED.contains(&k.as_str()) {
+            return Err(bad(
+                Code::IllegalMessagePropertyKey,
+                format!("message {id}: property name {k:?} is reserved"),
+            ));
+        }
+        properties.insert(k, v);
+    }
+    properties.insert(MESSAGE_ID_PROPERTY.to_string(), id.clone());
+    if let Some(g) = sys.message_group.filter(|g| !g.is_empty()) {
+        properties.insert(SHARDING_KEY_PROPERTY.to_string(), g);
+    }
+    if let Some(t) = sys.trace_context.filter(|t| !t.is_empty()) {
+        properties.insert(TRACE_CONTEXT_PROPERTY.to_string(), t);
+    }
+    let queue = u32::try_from(sys.queue_id).ok().map(QueueId::new);
+    let message = Message {
+        topic,
+        queue_id: QueueId::new(0),
+        flags: 0,
+        born_timestamp_ms: timestamp_ms(sys.born_timestamp.as_ref()),
+        store_timestamp_ms: 0,
+        born_host: sys.born_host,
+        tags: sys.tag.unwrap_or_default(),
+        keys: sys.keys,
+        properties,
+        body: m.body,
+    };
+    Ok(Incoming {
+        message,
+        queue,
+        message_id: id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str) -> rmq::Message {
+        rmq::Message {
+            topic: Some(rmq::Resource {
+                resource_namespace: String::new(),
+                name: "orders".into(),
+            }),
+            user_properties: [("color".to_string(), "red".to_string())].into(),
+            system_properties: Some(rmq::SystemProperties {
+                tag: Some("tagA".into()),
+                keys: vec!["k1".into()],
+                message_id: id.into(),
+                born_host: "host-1".into(),
+                born_timestamp: Some(timestamp(1_700_000_000_123)),
+                queue_id: 2,
+                message_type: rmq::MessageType::Normal as i32,
+                ..Default::default()
+            }),
+            body: b"hello".to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_normal_message_keeps_everything() {
+        let i = incoming(msg("01ABCDEF"), 1024).unwrap();
+        assert_eq!(i.message_id, "01ABCDEF");
+        assert_eq!(i.queue, Some(QueueId::new(2)));
+        let m = i.message;
+        assert_eq!(m.topic, "orders");
+        assert_eq!(m.tags, "tagA");
+        assert_eq!(m.keys, vec!["k1"]);
+        assert_eq!(m.born_timestamp_ms, 1_700_000_000_123);
+        assert_eq!(m.properties["color"], "red");
+        assert_eq!(m.properties[MESSAGE_ID_PROPERTY], "01ABCDEF");
+        assert_eq!(m.body, b"hello");
+    }
+
+    #[test]
+    fn bad_messages_get_precise_codes() {
+        let code = |m: rmq::Message, max: usize| incoming(m, max).unwrap_err().code;
+        assert_eq!(code(msg(""), 1024), Code::IllegalMessageId as i32);
+        assert_eq!(code(msg("a b"), 1024), Code::IllegalMessageId as i32);
+        assert_eq!(code(msg("id"), 4), Code::MessageBodyTooLarge as i32);
+        let mut m = msg("id");
+        m.user_properties.insert("UNIQ_KEY".into(), "x".into());
+        assert_eq!(code(m, 1024), Code::IllegalMessagePropertyKey as i32);
+        let mut m = msg("id");
+        m.system_properties.as_mut().unwrap().message_type = rmq::MessageType::Fifo as i32;
+        assert_eq!(code(m, 1024), Code::IllegalMessageGroup as i32);
+        let mut m = msg("id");
+        m.system_properties.as_mut().unwrap().message_type = rmq::MessageType::Transaction as i32;
+        assert_eq!(code(m, 1024), Code::Unsupported as i32);
+        let mut m = msg("id");
+        m.system_properties = None;
+        assert_eq!(code(m, 1024), Code::BadRequest as i32);
+        let mut m = msg("id");
+        m.topic = None;
+        assert_eq!(code(m, 1024), Code::IllegalTopic as i32);
+    }
+
+    #[test]
+    fn fifo_group_becomes_the_sharding_key() {
+        let mut m = msg("id");
+        let sys = m.system_properties.as_mut().unwrap();
+        sys.message_type = rmq::MessageType::Fifo as i32;
+        sys.message_group = Some("g1".into());
+        let i = incoming(m, 1024).unwrap();
+        assert_eq!(i.message.properties[SHARDING_KEY_PROPERTY], "g1");
+    }
+}
