@@ -32,6 +32,7 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::offsets::ConsumerOffsetTable;
 use crate::raft_types::StoredMembership;
+use crate::receive::ReceiveTable;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
@@ -95,6 +96,10 @@ pub struct Manifest {
     pub topics: TopicTable,
     /// Consumer offsets.
     pub offsets: ConsumerOffsetTable,
+    /// Pop state. A manifest written before it existed has no such key: read as empty, so
+    /// the format version stays 1.
+    #[serde(default)]
+    pub receive: ReceiveTable,
     /// Physical end of the last dispatched normal entry.
     pub dispatched_phys_end: PhysOffset,
     /// Physical end of entry `last_log_id` (next append position), if the log holds it.
@@ -299,6 +304,7 @@ mod tests {
             membership: StoredMembership::default(),
             topics,
             offsets: ConsumerOffsetTable::default(),
+            receive: ReceiveTable::default(),
             dispatched_phys_end: PhysOffset::new(4096 + 300),
             log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,
