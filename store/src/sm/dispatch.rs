@@ -74,7 +74,7 @@ pub fn apply_normal(
             st.receive.remove_queue(&c.group, &c.topic, c.queue_id);
             ApplyResponse::OffsetCommitted
         }
-        CommandView::Receive(r) => apply_receive(st, log, log_id, &r)?,
+        CommandView::Receive(r) => apply_receive(st, log, log_id, entry_phys, &r)?,
         CommandView::Ack(a) => apply_ack(st, &a),
         CommandView::ChangeInvisible(c) => apply_change_invisible(st, log_id, &c),
     };

@@ -5,7 +5,9 @@
 //! Deterministic: the result depends only on the command (which carries the leader's clock,
 //! in-flight bound and queue minimum), the entry's log index (the receipt handle) and the
 //! replicated state: ConsumeQueue units and the committed records they point at are the same
-//! on every replica. The one node-local input is retention: offsets below the queue's minimum
+//! on every replica. Only units of earlier entries count (physical offset below the
+//! `Receive` entry's own): after a crash, replay finds units of later entries already in
+//! the queues, and must pick what the first apply picked. The one node-local input is retention: offsets below the queue's minimum
 //! are forgotten, and the floor is `max(command.queue_min, local min)`, so replicas that
 //! retain at least what the leader retained compute the same picks; a replica that deleted
 //! more skips what it no longer has.
@@ -31,6 +33,7 @@ use crate::receive::QueueReceive;
 use crate::receive::RECEIVE_SCAN_UNITS;
 use crate::state::DispatchState;
 use crate::types::LogIndex;
+use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
 
@@ -70,11 +73,13 @@ fn sync_progress(st: &mut DispatchState, group: &str, topic: &str, queue_id: Que
     }
 }
 
-/// Applies a `Receive` (entry `log_id`, whose index becomes the receipt handle).
+/// Applies a `Receive` (entry `log_id` at `entry_phys`; its index becomes the receipt
+/// handle).
 pub fn apply_receive(
     st: &mut DispatchState,
     log: &LogStore,
     log_id: LogId,
+    entry_phys: PhysOffset,
     r: &Receive,
 ) -> Result<ApplyResponse> {
     if let Some(refused) = check_queue(st, &r.topic, r.queue_id) {
@@ -93,8 +98,9 @@ pub fn apply_receive(
         ..
     } = st;
     let cq = cqs.get(&r.topic, r.queue_id);
+    // `max`: one past the last unit of an entry before this one.
     let (min, max) = cq.map_or((QueueOffset::ZERO, QueueOffset::ZERO), |q| {
-        (q.min_offset(), q.max_offset())
+        (q.min_offset(), q.first_offset_at_or_after_phys(entry_phys))
     });
     let committed = offsets.get(&r.group, &r.topic, r.queue_id);
     let s = receive.get_or_start(&r.group, &r.topic, r.queue_id, || {
@@ -105,7 +111,8 @@ pub fn apply_receive(
     let mut out = Vec::new();
     if let Some(cq) = cq {
         redeliver_expired(s, cq, r.now_ms, until, handle, want, &mut out)?;
-        deliver_new(s, cq, log, &filter, r, until, handle, &mut out)?;
+        let scan = NewScan { max, until, handle };
+        deliver_new(s, cq, log, &filter, r, &scan, &mut out)?;
     }
     sync_progress(st, &r.group, &r.topic, r.queue_id);
     tracing::debug!(group = %r.group, topic = %r.topic, queue_id = r.queue_id.get(),
@@ -153,26 +160,36 @@ fn redeliver_expired(
     Ok(())
 }
 
+/// What new deliveries of one `Receive` get, and where its scan ends.
+struct NewScan {
+    /// One past the last unit of an earlier entry.
+    max: QueueOffset,
+    /// Deadline of the delivered messages.
+    until: u64,
+    /// Their receipt handle.
+    handle: LogIndex,
+}
+
 /// New messages from `next` that match the filter, while `out` and the in-flight bound have
 /// room; `next` moves past every unit scanned (non-matching ones are skipped for good).
-#[allow(clippy::too_many_arguments)]
 fn deliver_new(
     s: &mut QueueReceive,
     cq: &ConsumeQueue,
     log: &LogStore,
     filter: &TagFilter,
     r: &Receive,
-    until: u64,
-    handle: LogIndex,
+    scan: &NewScan,
     out: &mut Vec<Delivered>,
 ) -> Result<()> {
+    let (until, handle) = (scan.until, scan.handle);
     let want = r.max_messages as usize;
     let room = (r.max_inflight as usize).saturating_sub(s.inflight.len());
     let take = want.saturating_sub(out.len()).min(room);
-    if take == 0 || s.next < cq.min_offset() || s.next > cq.max_offset() {
+    if take == 0 || s.next < cq.min_offset() || s.next >= scan.max {
         return Ok(());
     }
-    let units = cq.read(s.next, RECEIVE_SCAN_UNITS)?;
+    let n = s.next.count_to(scan.max).min(RECEIVE_SCAN_UNITS as u64) as usize;
+    let units = cq.read(s.next, n)?;
     let mut taken = 0;
     for u in units {
         if taken >= take {

@@ -394,6 +394,24 @@ mod tests {
     }
 
     #[test]
+    fn manifest_without_pop_state_reads_as_empty() {
+        let mut m = manifest();
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&encode_manifest(&m).expect("encode")).expect("json");
+        assert!(json
+            .as_object_mut()
+            .expect("object")
+            .remove("receive")
+            .is_some());
+        let old = serde_json::to_vec(&json).expect("json");
+        assert_eq!(decode_manifest(&old).expect("decode"), m);
+        let r = &mut m.receive;
+        r.get_or_start("g", "t", QueueId::new(1), || QueueOffset::new(5));
+        let back = decode_manifest(&encode_manifest(&m).expect("encode")).expect("decode");
+        assert_eq!(back, m);
+    }
+
+    #[test]
     fn overflowing_lengths_are_corruption() {
         let mut m = manifest();
         m.queues[0].max_offset = QueueOffset::new(u64::MAX);
