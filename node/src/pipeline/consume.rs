@@ -45,11 +45,15 @@ pub const MAX_INVISIBLE_MS: u64 = 12 * 3_600_000;
 /// (a deadline it cannot see, e.g. one set by another consumer of the group).
 const POLL_STEP: Duration = Duration::from_millis(500);
 
+/// Pause of a long poll after a `Receive` that handed out nothing although the check said it
+/// would (another consumer of the group took the messages first).
+const RETRY_AFTER_EMPTY: Duration = Duration::from_millis(20);
+
 /// Where a popped message is and which delivery of it a client holds. Its wire form
 /// ([`ReceiptHandle::encode`]) is
-/// `rmq1:<queue_id>:<queue_offset>:<handle>:<invisible_until_ms>:<check>:<topic>` with
-/// decimal numbers, `check` the FNV-1a 64 of the same string without the check (16 lower-case
-/// hex digits), and the topic last (so it may hold any character).
+/// `rmq1:<queue_id>:<queue_offset>:<handle>:<invisible_until_ms>:<topic>:<check>`: decimal
+/// numbers, and `check` the FNV-1a 64 of everything before its `:` (16 lower-case hex
+/// digits). Topic names cannot hold `:`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReceiptHandle {
     /// Topic.
@@ -65,62 +69,46 @@ pub struct ReceiptHandle {
     pub invisible_until_ms: TimestampMs,
 }
 
-const HANDLE_VERSION: &str = "rmq1";
-
 impl ReceiptHandle {
-    fn unchecked(&self) -> String {
-        format!(
-            "{HANDLE_VERSION}:{}:{}:{}:{}:{}",
-            self.queue_id.get(),
-            self.queue_offset.get(),
-            self.handle.get(),
-            self.invisible_until_ms,
-            self.topic
-        )
-    }
-
     /// The wire form (see the type docs).
     pub fn encode(&self) -> String {
-        let check = fnv1a64(self.unchecked().as_bytes());
-        format!(
-            "{HANDLE_VERSION}:{}:{}:{}:{}:{check:016x}:{}",
+        let body = format!(
+            "rmq1:{}:{}:{}:{}:{}",
             self.queue_id.get(),
             self.queue_offset.get(),
             self.handle.get(),
             self.invisible_until_ms,
             self.topic
-        )
+        );
+        let check = fnv1a64(body.as_bytes());
+        format!("{body}:{check:016x}")
     }
 
     /// Parses a wire form; anything else is [`NodeError::InvalidReceiptHandle`] saying what
     /// is wrong (never a panic).
     pub fn decode(s: &str) -> Result<ReceiptHandle, NodeError> {
         let bad = |why: &str| NodeError::InvalidReceiptHandle(format!("'{s}': {why}"));
-        let parts: Vec<&str> = s.splitn(7, ':').collect();
-        let [version, q, o, h, until, check, topic] = parts[..] else {
-            return Err(bad("expected 7 ':'-separated fields"));
-        };
-        if version != HANDLE_VERSION {
-            return Err(bad("not a raftmq receipt handle (version rmq1)"));
+        let (body, check) = s.rsplit_once(':').ok_or_else(|| bad("no check digits"))?;
+        if check != format!("{:016x}", fnv1a64(body.as_bytes())) {
+            return Err(bad("check digits do not match (changed or truncated)"));
         }
+        let parts: Vec<&str> = body.split(':').collect();
+        let ["rmq1", q, o, h, until, topic] = parts[..] else {
+            return Err(bad("expected rmq1 and 5 ':'-separated fields"));
+        };
         let num = |v: &str, what: &str| {
             v.parse::<u64>()
                 .map_err(|_| bad(&format!("{what} '{v}' is not a number")))
         };
         let queue_id = u32::try_from(num(q, "queue id")?).map_err(|_| bad("queue id too big"))?;
         validate_topic_name(topic).map_err(|e| bad(&e.to_string()))?;
-        let r = ReceiptHandle {
+        Ok(ReceiptHandle {
             topic: topic.to_owned(),
             queue_id: QueueId::new(queue_id),
             queue_offset: QueueOffset::new(num(o, "queue offset")?),
             handle: LogIndex::new(num(h, "handle")?),
             invisible_until_ms: num(until, "deadline")?,
-        };
-        let want = format!("{:016x}", fnv1a64(r.unchecked().as_bytes()));
-        if check != want {
-            return Err(bad("check digits do not match (changed or truncated)"));
-        }
-        Ok(r)
+        })
     }
 }
 
@@ -165,8 +153,9 @@ pub enum AckOutcome {
     AlreadyAcked,
 }
 
-fn deadline(core: &NodeCore) -> Instant {
-    Instant::now() + core.config.send_timeout()
+/// An apply answer of the wrong kind (a bug, never a client's fault).
+fn unexpected(call: &str, data: &ApplyResponse) -> NodeError {
+    NodeError::Internal(format!("{call} answered {data:?}"))
 }
 
 fn invisible_ms(d: Duration) -> Result<u64, NodeError> {
@@ -201,7 +190,7 @@ async fn run(core: &NodeCore, cmd: Command) -> Result<WriteResponse, NodeError> 
     let payload = cmd
         .encode()
         .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-    let resp = propose(core, payload, deadline(core)).await?;
+    let resp = propose(core, payload, Instant::now() + core.config.send_timeout()).await?;
     if let ApplyResponse::Rejected { code, message } = resp.data {
         return Err(NodeError::from_reject(code, message));
     }
@@ -230,10 +219,7 @@ pub async fn receive(
     });
     let resp = run(core, cmd).await?;
     let ApplyResponse::Received(delivered) = resp.data else {
-        return Err(NodeError::Internal(format!(
-            "receive answered {:?}",
-            resp.data
-        )));
+        return Err(unexpected("receive", &resp.data));
     };
     Ok(delivered
         .iter()
@@ -249,14 +235,12 @@ fn read_delivered(
     queue_id: QueueId,
     d: &Delivered,
 ) -> Option<ReceivedMessage> {
-    let stored = match core.store.get_by_id(d.phys_offset) {
-        Ok(m) => m,
-        Err(e) => {
+    let stored = (core.store.get_by_id(d.phys_offset))
+        .inspect_err(|e| {
             tracing::warn!(topic, queue_id = queue_id.get(), queue_offset = d.queue_offset.get(),
                 error = %e, "received message no longer readable");
-            return None;
-        }
-    };
+        })
+        .ok()?;
     Some(ReceivedMessage {
         message: stored.message,
         msg_id: d.phys_offset,
@@ -270,14 +254,6 @@ fn read_delivered(
             invisible_until_ms: d.invisible_until_ms,
         },
     })
-}
-
-/// Earliest deadline among the group's in-flight messages on the queue, if any.
-fn next_deadline_ms(core: &NodeCore, req: &ReceiveRequest) -> Option<TimestampMs> {
-    let s = core
-        .store
-        .receive_state(&req.group, &req.topic, req.queue_id)?;
-    s.inflight.values().map(|f| f.invisible_until_ms).min()
 }
 
 /// [`receive`] with long polling: waits (proposing nothing) until the store says a
@@ -312,14 +288,25 @@ pub async fn receive_long_poll(
             if !got.is_empty() || Instant::now() >= until {
                 return Ok(got);
             }
+            // Another consumer of the group was faster: back off before checking again.
+            tokio::time::sleep(
+                RETRY_AFTER_EMPTY.min(until.saturating_duration_since(Instant::now())),
+            )
+            .await;
             continue;
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(Vec::new());
         }
-        let to_deadline = next_deadline_ms(core, req)
-            .map_or(POLL_STEP, |d| Duration::from_millis(d.saturating_sub(now)));
+        // The group's earliest in-flight deadline on the queue.
+        let state = core
+            .store
+            .receive_state(&req.group, &req.topic, req.queue_id);
+        let to_deadline = (state.iter().flat_map(|s| s.inflight.values()))
+            .map(|f| Duration::from_millis(f.invisible_until_ms.saturating_sub(now)))
+            .min()
+            .unwrap_or(POLL_STEP);
         let wait = left.min(to_deadline).min(POLL_STEP);
         // A change wakes at once; a deadline or the poll step by timeout.
         let _ = tokio::time::timeout(wait, applied.changed()).await;
@@ -327,8 +314,9 @@ pub async fn receive_long_poll(
 }
 
 /// Acks popped messages of `topic` for `group` (one entry, one result per handle, in
-/// order): [`AckOutcome`], or [`NodeError::InvalidReceiptHandle`] for a handle that is not
-/// the message's current one or names another topic. The outer error is the whole call's.
+/// order; 1..=`max-batch-messages` handles): [`AckOutcome`], or
+/// [`NodeError::InvalidReceiptHandle`] for a handle that is not the message's current one or
+/// names another topic. The outer error is the whole call's.
 pub async fn ack(
     core: &NodeCore,
     group: &str,
@@ -364,7 +352,7 @@ pub async fn ack(
         });
         let resp = run(core, cmd).await?;
         let ApplyResponse::Acked(results) = resp.data else {
-            return Err(NodeError::Internal(format!("ack answered {:?}", resp.data)));
+            return Err(unexpected("ack", &resp.data));
         };
         answers = results.into_iter();
     }
@@ -413,10 +401,7 @@ pub async fn change_invisible(
     });
     let resp = run(core, cmd).await?;
     let ApplyResponse::InvisibleChanged(c) = resp.data else {
-        return Err(NodeError::Internal(format!(
-            "change invisible answered {:?}",
-            resp.data
-        )));
+        return Err(unexpected("change invisible", &resp.data));
     };
     Ok(ReceiptHandle {
         handle: c.handle,
@@ -439,12 +424,16 @@ mod tests {
         }
     }
 
+    /// `body` with its check digits.
+    fn sealed(body: &str) -> String {
+        format!("{body}:{:016x}", fnv1a64(body.as_bytes()))
+    }
+
     #[test]
     fn receipt_handle_round_trip() {
         let h = handle();
         let s = h.encode();
-        assert!(s.starts_with("rmq1:3:12:99:1700000000000:"), "{s}");
-        assert!(s.ends_with(":orders"), "{s}");
+        assert_eq!(s, sealed("rmq1:3:12:99:1700000000000:orders"));
         assert_eq!(ReceiptHandle::decode(&s).expect("decode"), h);
     }
 
@@ -453,20 +442,18 @@ mod tests {
         let good = handle().encode();
         let flipped = good.replacen(":12:", ":13:", 1);
         let cases = [
-            ("", "7 ':'-separated"),
-            ("rmq1:1:2", "7 ':'-separated"),
-            ("xyz1:1:2:3:4:0000000000000000:t", "version rmq1"),
-            ("rmq1:x:2:3:4:0000000000000000:t", "queue id 'x'"),
-            (
-                "rmq1:99999999999:2:3:4:0000000000000000:t",
-                "queue id too big",
-            ),
-            ("rmq1:1:2:3:-4:0000000000000000:t", "deadline '-4'"),
-            (flipped.as_str(), "check digits"),
-            (&good[..good.len() - 1], "check digits"),
+            (String::new(), "no check digits"),
+            (flipped, "check digits"),
+            (good[..good.len() - 1].to_owned(), "check digits"),
+            (sealed("rmq1:1:2"), "5 ':'-separated"),
+            (sealed("xyz1:1:2:3:4:t"), "expected rmq1"),
+            (sealed("rmq1:x:2:3:4:t"), "queue id 'x'"),
+            (sealed("rmq1:99999999999:2:3:4:t"), "queue id too big"),
+            (sealed("rmq1:1:2:3:-4:t"), "deadline '-4'"),
+            (sealed("rmq1:1:2:3:4:a b"), "topic name"),
         ];
         for (s, why) in cases {
-            let e = ReceiptHandle::decode(s).expect_err(s);
+            let e = ReceiptHandle::decode(&s).expect_err(&s);
             assert!(
                 matches!(e, NodeError::InvalidReceiptHandle(_)),
                 "{s}: {e:?}"
@@ -476,13 +463,7 @@ mod tests {
         for cut in 0..good.len() {
             assert!(ReceiptHandle::decode(&good[..cut]).is_err(), "cut {cut}");
         }
-        // Arbitrary bytes never panic.
-        for s in [
-            "rmq1::::::",
-            "rmq1:1:2:3:4:5:",
-            "rmq1:1:2:3:4:5:\u{0}",
-            "::::::::",
-        ] {
+        for s in ["rmq1::::::", ":", "::::::::", "rmq1:1:2:3:4:5:\u{0}"] {
             assert!(ReceiptHandle::decode(s).is_err(), "{s}");
         }
     }
