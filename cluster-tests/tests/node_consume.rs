@@ -1,7 +1,7 @@
 //! Pop consumption across a failover (issue 11): messages received on one leader are acked
 //! on the next with the old receipt handles; an acked message is never delivered again, an
 //! unacked one comes back after its deadline with attempt 2; every replica ends with the
-//! same pop state.
+//! same pop state. A learner that joins by snapshot after a purge gets the pop state.
 
 use std::time::Duration;
 
@@ -191,5 +191,78 @@ async fn pop_state_survives_failover() -> anyhow::Result<()> {
     for id in cluster.ids() {
         cluster.node(id).store().validate()?;
     }
+    cluster.shutdown().await
+}
+
+/// A learner that can only join by snapshot (the log is purged) ends with the leader's pop
+/// state, and both go on identically.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn learner_joining_by_snapshot_has_the_pop_state() -> anyhow::Result<()> {
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync], |_| {}).await?;
+    cluster.wait_leader().await?;
+    let client = cluster.client(Duration::from_secs(3))?;
+    client
+        .create_topic(pb::TopicConfig {
+            name: TOPIC.into(),
+            queue_count: 1,
+            ..Default::default()
+        })
+        .await?;
+    for b in 0..20 {
+        let batch = (0..16)
+            .map(|i| pb::Message {
+                topic: TOPIC.into(),
+                body: format!("{b}-{i}-{}", "x".repeat(1000)).into_bytes(),
+                ..Default::default()
+            })
+            .collect();
+        client.send_batch(batch).await?;
+    }
+    let core = cluster.node(1).core().clone();
+    let got = consume::receive(&core, &request(4)).await?;
+    assert_eq!(got.len(), 4);
+    consume::ack(&core, GROUP, TOPIC, &[got[1].receipt.clone()]).await?;
+    // Expire every closed segment: the log is purged, a joiner needs the snapshot.
+    let far = cluster_tests::retention::now_ms() + 100 * 3_600_000;
+    assert!(cluster_tests::retention::purge_at(cluster.node(1), far).await?);
+    let q = QueueId::new(0);
+    let min = core.store.queue_offsets(TOPIC, q).0;
+    assert!(min.get() > 4, "queue min {min}");
+    // Receive past the new minimum: in flight below it are forgotten.
+    let later = consume::receive(&core, &request(2)).await?;
+    assert_eq!(later[0].receipt.queue_offset, min, "{later:?}");
+
+    let joiner = cluster.add_node(FlushPolicy::Sync, 1).await?;
+    let want = core.store.receive_state(GROUP, TOPIC, q);
+    assert!(want.is_some());
+    let applied = core.store.watermarks().applied.map(|l| l.index);
+    let n2 = cluster.node(joiner).store().clone();
+    let end = Instant::now() + Duration::from_secs(20);
+    while n2.watermarks().applied.map(|l| l.index) < applied {
+        anyhow::ensure!(Instant::now() < end, "joiner did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        n2.watermarks().log.min_phys_offset.get() > 0,
+        "joined by snapshot, not by replaying the log"
+    );
+    assert_eq!(n2.receive_state(GROUP, TOPIC, q), want);
+    assert_eq!(
+        n2.fetch_offset(GROUP, TOPIC, q),
+        core.store.fetch_offset(GROUP, TOPIC, q)
+    );
+    // Both apply the next pop entries alike.
+    let acked = consume::ack(&core, GROUP, TOPIC, &[later[0].receipt.clone()]).await?;
+    assert!(matches!(acked[..], [Ok(AckOutcome::Acked)]), "{acked:?}");
+    let applied = core.store.watermarks().applied.map(|l| l.index);
+    while n2.watermarks().applied.map(|l| l.index) < applied {
+        anyhow::ensure!(Instant::now() < end, "joiner did not apply the ack");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        n2.receive_state(GROUP, TOPIC, q),
+        core.store.receive_state(GROUP, TOPIC, q)
+    );
+    n2.validate()?;
     cluster.shutdown().await
 }
