@@ -29,8 +29,9 @@
 //! - [`snapshot`]: file-backed snapshots (manifest + ConsumeQueue units + retained CommitLog
 //!   segments; byte layout and codec in [`snapshot::format`]), chunked transfer
 //!   ([`SnapshotFile::read_chunk`], [`SnapshotReceiver`]) and install.
-//! - [`read`] (pull with tag filter, long polling, get by id, query by key) and [`retention`]
-//!   (plan, apply, disk-full guard).
+//! - [`read`] (pull with tag filter, long polling, get by id, query by key), `receive_read`
+//!   (a group's pop state, the leader's `has_deliverable` check) and [`retention`] (plan,
+//!   apply, disk-full guard).
 //! - [`Store`]: the cheap clonable read handle, every one of its methods in `store.rs`
 //!   (topics, consumer offsets, watermarks, reads, retention, close).
 //! - [`sm`]: the openraft `RaftStateMachine` ([`StateMachine`]): dispatch on apply

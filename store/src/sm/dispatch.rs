@@ -2,7 +2,8 @@
 //!
 //! Deterministic: the result depends only on the entry, its physical offset and the state
 //! (never on node-local configuration or clocks), so every replica computes the same queue
-//! offsets and the same responses. Idempotent: a message whose unit already sits in its queue
+//! offsets and the same responses. The pop commands go to [`crate::sm::receive`], which also
+//! reads committed records (exact tags) and names its one node-local input (retention). Idempotent: a message whose unit already sits in its queue
 //! keeps its queue offset and is answered with it (replay after a crash).
 
 use raftmq_raft_log::format::payload_offset;
