@@ -6,6 +6,7 @@
 //! | error | code | detail reason | not_applied |
 //! |---|---|---|---|
 //! | bad argument (names, sizes, ids, batch limits) | INVALID_ARGUMENT | INVALID_ARGUMENT | yes |
+//! | stale or unknown receipt handle (pop ack / change invisible) | INVALID_ARGUMENT | INVALID_ARGUMENT | yes |
 //! | unknown topic / message / node | NOT_FOUND | TOPIC_NOT_FOUND for topics | yes |
 //! | topic exists | ALREADY_EXISTS | - | yes |
 //! | topic not writable | PERMISSION_DENIED | - | yes |
@@ -35,6 +36,10 @@ pub enum NodeError {
     /// The request is malformed or exceeds a limit.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A pop receipt handle is not the message's current one (stale after a redelivery or a
+    /// deadline change, already acked, never handed out, or not a receipt handle at all).
+    #[error("invalid receipt handle: {0}")]
+    InvalidReceiptHandle(String),
     /// A topic does not exist (and may not be auto-created).
     #[error("topic '{0}' does not exist")]
     TopicNotFound(String),
@@ -110,6 +115,9 @@ impl NodeError {
             RejectCode::NoSuchQueue | RejectCode::Invalid => NodeError::InvalidArgument(message),
             RejectCode::NoPermission => NodeError::PermissionDenied(message),
             RejectCode::TopicExists => NodeError::AlreadyExists(message),
+            RejectCode::InvalidReceiptHandle | RejectCode::AlreadyAcked => {
+                NodeError::InvalidReceiptHandle(message)
+            }
         }
     }
 }
@@ -145,7 +153,7 @@ fn store_status(e: &StoreError) -> (Code, Option<ErrorDetail>) {
 pub fn to_status(err: NodeError, node_id: NodeId) -> Status {
     let msg = format!("node {node_id}: {err}");
     let (code, det) = match &err {
-        NodeError::InvalidArgument(_) => (
+        NodeError::InvalidArgument(_) | NodeError::InvalidReceiptHandle(_) => (
             Code::InvalidArgument,
             Some(detail(ErrorReason::InvalidArgument, true)),
         ),

@@ -45,6 +45,10 @@ pub struct StoreConfig {
     /// Largest pull answer when the request asks for more, in messages. Default 32; range
     /// 1..=65536.
     pub max_pull_messages: u32,
+    /// Most messages a consumer group may have in flight (received, not acked) on one queue;
+    /// a `Receive` on a full queue hands out only expired ones. The leader stamps it into
+    /// each `Receive`. Default 4096; range 1..=1000000.
+    pub max_inflight_per_queue: u32,
 }
 
 impl Default for StoreConfig {
@@ -59,6 +63,7 @@ impl Default for StoreConfig {
             checkpoint_every_entries: 10_000,
             max_pull_scan_units: 16_384,
             max_pull_messages: 32,
+            max_inflight_per_queue: 4096,
         }
     }
 }
@@ -114,6 +119,12 @@ impl StoreConfig {
             u64::from(self.max_pull_messages),
             1,
             65_536,
+        )?;
+        range_u64(
+            "max-inflight-per-queue",
+            u64::from(self.max_inflight_per_queue),
+            1,
+            1_000_000,
         )
     }
 }
@@ -143,6 +154,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("file-reserved-hours"));
+        let c = StoreConfig {
+            max_inflight_per_queue: 0,
+            ..StoreConfig::default()
+        };
+        let e = c.validate().expect_err("zero in flight");
+        assert!(e.to_string().contains("max-inflight-per-queue"), "{e}");
         let toml_like: StoreConfig =
             serde_json::from_str(r#"{"file-reserved-hours": 5}"#).expect("serde");
         assert_eq!(toml_like.file_reserved_hours, 5);

@@ -9,7 +9,8 @@
 //!   the physical offset of its record.
 //! - [`command`]: the replicated commands an `AppPayload` carries: `SendBatch` (message records
 //!   back to back at known payload offsets), `CreateTopic` / `UpdateTopic` / `DeleteTopic`,
-//!   `CommitOffset` (byte table in [`command::format`]).
+//!   `CommitOffset`, and the pop commands `Receive` / `Ack` / `ChangeInvisible` (byte table
+//!   in [`command::format`]).
 //! - [`limits`]: name rules and size limits the leader checks before proposing.
 //! - [`consume_queue`]: per `topic/queue` arrays of 20-byte units (physical offset, size, tag
 //!   hash) indexed by queue offset; [`consume_queue::ConsumeQueueSet`] holds all of them.
@@ -17,6 +18,9 @@
 //! - [`filter`]: tag expressions, first stage on tag hashes, second on exact tags.
 //! - [`topic`]: topic configs and the replicated, deterministic [`topic::TopicTable`].
 //! - [`offsets`]: the replicated consumer-group offset table `CommitOffset` updates.
+//! - [`receive`]: the replicated pop state (`Receive` / `Ack` / `ChangeInvisible`): per
+//!   group and queue the next offset never delivered and the in-flight messages with their
+//!   invisibility deadlines, attempts and receipt handles.
 //!
 //! - [`raft_types`]: the openraft [`TypeConfig`], `StoredMembership`, [`ApplyResponse`],
 //!   [`MessageAck`].
@@ -25,8 +29,9 @@
 //! - [`snapshot`]: file-backed snapshots (manifest + ConsumeQueue units + retained CommitLog
 //!   segments; byte layout and codec in [`snapshot::format`]), chunked transfer
 //!   ([`SnapshotFile::read_chunk`], [`SnapshotReceiver`]) and install.
-//! - [`read`] (pull with tag filter, long polling, get by id, query by key) and [`retention`]
-//!   (plan, apply, disk-full guard).
+//! - [`read`] (pull with tag filter, long polling, get by id, query by key), `receive_read`
+//!   (a group's pop state, the leader's `has_deliverable` check) and [`retention`] (plan,
+//!   apply, disk-full guard).
 //! - [`Store`]: the cheap clonable read handle, every one of its methods in `store.rs`
 //!   (topics, consumer offsets, watermarks, reads, retention, close).
 //! - [`sm`]: the openraft `RaftStateMachine` ([`StateMachine`]): dispatch on apply
@@ -91,6 +96,8 @@ mod open;
 mod paths;
 pub mod raft_types;
 pub mod read;
+pub mod receive;
+mod receive_read;
 pub mod retention;
 pub mod sm;
 pub mod snapshot;
@@ -103,6 +110,8 @@ pub use config::StoreConfig;
 pub use open::open;
 pub use open::open_with_hasher;
 pub use raft_types::ApplyResponse;
+pub use raft_types::Delivered;
+pub use raft_types::InvisibleChanged;
 pub use raft_types::LogStore;
 pub use raft_types::MessageAck;
 pub use raft_types::RejectCode;

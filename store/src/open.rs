@@ -102,6 +102,7 @@ fn recover_state(
         index,
         topics: Default::default(),
         offsets: Default::default(),
+        receive: Default::default(),
         last_applied: None,
         membership: Default::default(),
         dispatched_phys_end: PhysOffset::ZERO,

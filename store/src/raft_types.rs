@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::topic::TopicConfig;
+use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
@@ -43,6 +44,40 @@ pub enum RejectCode {
     TopicExists,
     /// Anything else the command carries that apply cannot accept.
     Invalid,
+    /// Ack / ChangeInvisible with a receipt handle that is not the message's current one
+    /// (stale after a redelivery or a deadline change, or never handed out).
+    InvalidReceiptHandle,
+    /// Ack / ChangeInvisible of a message no longer in flight because it was acked already
+    /// (a retried ack: harmless).
+    AlreadyAcked,
+}
+
+/// One message a `Receive` handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
+    /// Its queue offset.
+    pub queue_offset: QueueOffset,
+    /// Physical offset of its record (= message id).
+    pub phys_offset: PhysOffset,
+    /// Record size in the CommitLog.
+    pub size: u32,
+    /// Delivery attempt (1 for the first).
+    pub attempt: u32,
+    /// Receipt handle: the log index of the `Receive` entry (same on every replica).
+    pub handle: LogIndex,
+    /// Invisible until (leader clock, ms).
+    pub invisible_until_ms: TimestampMs,
+}
+
+/// The new state of a message whose invisibility deadline a `ChangeInvisible` moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvisibleChanged {
+    /// The new receipt handle: the log index of the `ChangeInvisible` entry.
+    pub handle: LogIndex,
+    /// The new deadline (leader clock, ms).
+    pub invisible_until_ms: TimestampMs,
+    /// Delivery attempt (unchanged).
+    pub attempt: u32,
 }
 
 /// The ack of one dispatched message.
@@ -75,6 +110,13 @@ pub enum ApplyResponse {
     TopicDeleted(String),
     /// A consumer offset was committed.
     OffsetCommitted,
+    /// The messages a `Receive` handed out, in queue offset order (maybe none).
+    Received(Vec<Delivered>),
+    /// One result per `Ack` entry, in order: `Err` with [`RejectCode::InvalidReceiptHandle`]
+    /// or [`RejectCode::AlreadyAcked`].
+    Acked(Vec<Result<(), RejectCode>>),
+    /// A `ChangeInvisible` moved the deadline.
+    InvisibleChanged(InvisibleChanged),
     /// Deterministic refusal at apply time; nothing was dispatched.
     Rejected {
         /// Machine-readable reason.

@@ -1,6 +1,6 @@
 //! [`Store`]: the cheap clonable read handle the node's services use, with every one of its
 //! methods: checkpoint and close, topics, consumer offsets and watermarks, the read path
-//! (implemented in [`crate::read`]), retention and the disk guard ([`crate::retention`]), and
+//! (implemented in [`crate::read`]), the pop state's read side (`receive_read`), retention and the disk guard ([`crate::retention`]), and
 //! the snapshot receiver ([`crate::snapshot`]). [`crate::open`] makes it.
 
 use std::sync::atomic::Ordering;
@@ -22,6 +22,8 @@ use crate::read;
 use crate::read::PullRequest;
 use crate::read::PullResult;
 use crate::read::StoredMessage;
+use crate::receive::QueueReceive;
+use crate::receive_read;
 use crate::retention;
 use crate::retention::RetentionPlan;
 use crate::snapshot::SnapshotReceiver;
@@ -150,6 +152,37 @@ impl Store {
         timeout: Duration,
     ) -> bool {
         read::wait_for_messages(&self.shared, topic, queue_id, offset, timeout).await
+    }
+
+    /// Wakes whenever entries were applied (new messages dispatched, pop state changed): the
+    /// notification long polls wait on.
+    pub fn subscribe_applied(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.applied_tx.subscribe()
+    }
+
+    /// A consumer group's pop state on a queue (None: it never received from it).
+    pub fn receive_state(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: QueueId,
+    ) -> Option<QueueReceive> {
+        receive_read::receive_state(&self.shared, group, topic, queue_id)
+    }
+
+    /// Cheap leader-side check before proposing a `Receive`: true if it would hand out a
+    /// message now (an expired in-flight one, or a dispatched message at or after the
+    /// group's `next` matching `filter` while the in-flight bound has room). A bad tag
+    /// expression is `InvalidArgument`; an unknown topic or queue answers false.
+    pub fn has_deliverable(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: QueueId,
+        filter: &str,
+        now_ms: TimestampMs,
+    ) -> Result<bool> {
+        receive_read::has_deliverable(&self.shared, group, topic, queue_id, filter, now_ms)
     }
 
     /// The message with id `msg_id` (its physical offset), CRC-checked. Only dispatched

@@ -1,7 +1,7 @@
 //! Property test: two replicas apply the same random commands (sends with and without
-//! auto-creation, topic create / update / delete, offset commits, refusals); one of them
-//! crashes and replays at random points. Responses, topics, offsets and every ConsumeQueue
-//! stay identical.
+//! auto-creation, topic create / update / delete, offset commits, pop receives / acks /
+//! deadline changes, refusals); one of them crashes and replays at random points. Responses,
+//! topics, offsets, pop state and every ConsumeQueue stay identical.
 
 mod common;
 
@@ -11,8 +11,12 @@ use common::small_config;
 use common::Node;
 use proptest::prelude::*;
 use raftmq_raft_log::types::LogIndex;
+use raftmq_store::command::Ack;
+use raftmq_store::command::AckEntry;
+use raftmq_store::command::ChangeInvisible;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
+use raftmq_store::command::Receive;
 use raftmq_store::topic::Permissions;
 use raftmq_store::topic::TopicConfig;
 use raftmq_store::types::QueueId;
@@ -55,7 +59,54 @@ fn command() -> impl Strategy<Value = Command> {
             offset: QueueOffset::new(o),
         })
     });
-    prop_oneof![6 => send, 2 => create, 1 => update, 1 => delete, 1 => commit]
+    let receive = (
+        0..3usize,
+        0..4u32,
+        1..4u32,
+        0..3usize,
+        0..5000u64,
+        0..2000u64,
+    )
+        .prop_map(|(t, q, max, f, now, invisible)| {
+            Command::Receive(Receive {
+                group: "g".into(),
+                topic: TOPICS[t].into(),
+                queue_id: QueueId::new(q),
+                max_messages: max,
+                invisible_ms: invisible,
+                now_ms: now,
+                max_inflight: 3,
+                queue_min: QueueOffset::ZERO,
+                filter: ["*", "x", "y"][f].into(),
+            })
+        });
+    let ack = (0..3usize, 0..4u32, 0..6u64, 0..40u64).prop_map(|(t, q, o, h)| {
+        Command::Ack(Ack {
+            group: "g".into(),
+            topic: TOPICS[t].into(),
+            entries: vec![AckEntry {
+                queue_id: QueueId::new(q),
+                queue_offset: QueueOffset::new(o),
+                handle: LogIndex::new(h),
+            }],
+        })
+    });
+    let change =
+        (0..3usize, 0..4u32, 0..6u64, 0..40u64, 0..5000u64).prop_map(|(t, q, o, h, now)| {
+            Command::ChangeInvisible(ChangeInvisible {
+                group: "g".into(),
+                topic: TOPICS[t].into(),
+                queue_id: QueueId::new(q),
+                queue_offset: QueueOffset::new(o),
+                handle: LogIndex::new(h),
+                invisible_ms: 100,
+                now_ms: now,
+            })
+        });
+    prop_oneof![
+        6 => send, 2 => create, 1 => update, 1 => delete, 1 => commit,
+        3 => receive, 2 => ack, 1 => change
+    ]
 }
 
 fn dump(n: &Node) -> Vec<(String, u32, u64, u64, Vec<u64>)> {
@@ -129,6 +180,13 @@ proptest! {
             prop_assert_eq!(a.store.topics(), b.store.topics());
             prop_assert_eq!(a.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get), b.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get));
             prop_assert_eq!(dump(&a), dump(&b));
+            for t in TOPICS {
+                for q in 0..4 {
+                    let q = QueueId::new(q);
+                    prop_assert_eq!(a.store.receive_state("g", t, q), b.store.receive_state("g", t, q));
+                    prop_assert_eq!(a.store.fetch_offset("g", t, q), b.store.fetch_offset("g", t, q));
+                }
+            }
         }
         b.store.validate().expect("valid");
         a.store.validate().expect("valid");

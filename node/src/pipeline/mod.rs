@@ -16,6 +16,7 @@
 //!    client send, failures, messages and bytes in) are recorded here and nowhere else.
 
 pub mod batch;
+pub mod consume;
 pub mod propose;
 pub mod queues;
 

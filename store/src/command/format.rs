@@ -19,19 +19,31 @@
 //!   `write_queue_count` u32, `perm` u8 ([`crate::topic::Permissions`] bits).
 //! - `DeleteTopic` (4): name.
 //! - `CommitOffset` (5): group, topic, `queue_id` u32, `offset` u64.
+//! - `Receive` (6): group, topic, `queue_id` u32, `max_messages` u32 (>= 1), `invisible_ms`
+//!   u64, `now_ms` u64, `max_inflight` u32, `queue_min` u64, `filter` (tag expression).
+//! - `Ack` (7): group, topic, `count` u32 (>= 1), then `count` entries of 20 bytes:
+//!   `queue_id` u32, `queue_offset` u64, `handle` u64 (a log index).
+//! - `ChangeInvisible` (8): group, topic, `queue_id` u32, `queue_offset` u64, `handle` u64,
+//!   `invisible_ms` u64, `now_ms` u64.
+//!
+//! The pop bodies (6..=8) are encoded and parsed in `pop_format.rs`.
 //!
 //! Since the command CRC covers every record, records inside a batch are parsed with
 //! [`MessageView::parse_trusted`] (no second CRC pass on the apply path).
 
 use crate::codec::Reader;
 use crate::codec::Writer;
+use crate::command::batch_format::batch_offsets;
 use crate::command::owned::Command;
 use crate::command::owned::CommitOffset;
+use crate::command::pop::Ack;
+use crate::command::pop::ChangeInvisible;
+use crate::command::pop::Receive;
+use crate::command::pop_format;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::format::encode_into;
 use crate::message::format::encoded_len;
-use crate::message::format::peek_record_len;
 use crate::message::MessageView;
 use crate::topic::Permissions;
 use crate::topic::TopicConfig;
@@ -66,6 +78,12 @@ pub enum CommandKind {
     DeleteTopic = 4,
     /// Commit a consumer offset.
     CommitOffset = 5,
+    /// Hand out messages to a group (pop).
+    Receive = 6,
+    /// Ack popped messages.
+    Ack = 7,
+    /// Move a popped message's invisibility deadline.
+    ChangeInvisible = 8,
 }
 
 impl CommandKind {
@@ -76,6 +94,9 @@ impl CommandKind {
             3 => CommandKind::UpdateTopic,
             4 => CommandKind::DeleteTopic,
             5 => CommandKind::CommitOffset,
+            6 => CommandKind::Receive,
+            7 => CommandKind::Ack,
+            8 => CommandKind::ChangeInvisible,
             _ => return None,
         })
     }
@@ -111,6 +132,12 @@ pub enum CommandView<'a> {
     },
     /// Commit a consumer offset.
     CommitOffset(CommitOffset),
+    /// Hand out messages to a group.
+    Receive(Receive),
+    /// Ack popped messages.
+    Ack(Ack),
+    /// Move a popped message's deadline.
+    ChangeInvisible(ChangeInvisible),
 }
 
 /// Encodes `cmd` (see the byte table).
@@ -124,6 +151,12 @@ pub(crate) fn encode(cmd: &Command) -> Result<Vec<u8>> {
         Command::UpdateTopic(_) => (CommandKind::UpdateTopic, 64),
         Command::DeleteTopic { .. } => (CommandKind::DeleteTopic, 64),
         Command::CommitOffset(_) => (CommandKind::CommitOffset, 128),
+        Command::Receive(_) => (CommandKind::Receive, 128),
+        Command::Ack(a) => (
+            CommandKind::Ack,
+            64 + a.entries.len() * pop_format::ACK_ENTRY_LEN,
+        ),
+        Command::ChangeInvisible(_) => (CommandKind::ChangeInvisible, 128),
     };
     let mut out = Vec::with_capacity(COMMAND_HEADER_LEN + body_hint);
     let mut w = Writer::new(&mut out);
@@ -183,6 +216,11 @@ fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
             w.u64(c.offset.get());
             Ok(())
         }
+        Command::Receive(c) => pop_format::encode_receive(&mut Writer::new(out), c),
+        Command::Ack(c) => pop_format::encode_ack(&mut Writer::new(out), c),
+        Command::ChangeInvisible(c) => {
+            pop_format::encode_change_invisible(&mut Writer::new(out), c)
+        }
     }
 }
 
@@ -237,50 +275,7 @@ pub fn record_offsets(payload: &[u8]) -> Result<Vec<u32>> {
             "payload is a {kind:?}, not a SendBatch"
         )));
     }
-    batch_offsets(body).map(|(offsets, _)| offsets)
-}
-
-/// Record offsets and the `auto_create_queues` field of a batch body.
-fn batch_offsets(body: &[u8]) -> Result<(Vec<u32>, Option<u32>)> {
-    let rebase = |e: StoreError| e.locate(SRC, COMMAND_HEADER_LEN as u64);
-    let mut r = Reader::new(body, SRC);
-    let count = r.u32("message count").map_err(rebase)?;
-    if count == 0 {
-        return Err(StoreError::corruption(
-            SRC,
-            COMMAND_HEADER_LEN as u64,
-            "batch has no message",
-        ));
-    }
-    let auto_create = r.u32("auto create queues").map_err(rebase)?;
-    let mut offsets = Vec::with_capacity((count as usize).min(body.len() / 4));
-    let mut at = 8usize;
-    for i in 0..count {
-        let pos = (COMMAND_HEADER_LEN + at) as u64;
-        let len = peek_record_len(&body[at..]).ok_or_else(|| {
-            StoreError::corruption(SRC, pos, format!("record {i} of {count} missing"))
-        })? as usize;
-        if len == 0 || len > body.len() - at {
-            return Err(StoreError::corruption(
-                SRC,
-                pos,
-                format!("record {i} length {len} overruns the body"),
-            ));
-        }
-        let pos32 = u32::try_from(pos)
-            .map_err(|_| StoreError::corruption(SRC, pos, "record offset does not fit a u32"))?;
-        offsets.push(pos32);
-        at += len;
-    }
-    if at != body.len() {
-        let pos = (COMMAND_HEADER_LEN + at) as u64;
-        return Err(StoreError::corruption(
-            SRC,
-            pos,
-            format!("{} bytes after the last record", body.len() - at),
-        ));
-    }
-    Ok((offsets, (auto_create > 0).then_some(auto_create)))
+    batch_offsets(body, COMMAND_HEADER_LEN).map(|(offsets, _)| offsets)
 }
 
 fn parse_topic(r: &mut Reader<'_>) -> Result<TopicConfig> {
@@ -304,7 +299,7 @@ impl<'a> CommandView<'a> {
     pub fn parse(payload: &'a [u8]) -> Result<Self> {
         let (kind, body) = parse_header(payload)?;
         if kind == CommandKind::SendBatch {
-            let (offsets, auto_create_queues) = batch_offsets(body)?;
+            let (offsets, auto_create_queues) = batch_offsets(body, COMMAND_HEADER_LEN)?;
             let mut out = Vec::with_capacity(offsets.len());
             for off in offsets {
                 let view = MessageView::parse_trusted(&payload[off as usize..])
@@ -334,6 +329,13 @@ impl<'a> CommandView<'a> {
             CommandKind::CommitOffset => {
                 CommandView::CommitOffset(parse_commit(&mut r).map_err(rebase)?)
             }
+            CommandKind::Receive => {
+                CommandView::Receive(pop_format::parse_receive(&mut r).map_err(rebase)?)
+            }
+            CommandKind::Ack => CommandView::Ack(pop_format::parse_ack(&mut r).map_err(rebase)?),
+            CommandKind::ChangeInvisible => CommandView::ChangeInvisible(
+                pop_format::parse_change_invisible(&mut r).map_err(rebase)?,
+            ),
             CommandKind::SendBatch => unreachable!("handled above"),
         };
         r.finish("command body").map_err(rebase)?;
@@ -348,6 +350,9 @@ impl<'a> CommandView<'a> {
             CommandView::UpdateTopic(_) => CommandKind::UpdateTopic,
             CommandView::DeleteTopic { .. } => CommandKind::DeleteTopic,
             CommandView::CommitOffset(_) => CommandKind::CommitOffset,
+            CommandView::Receive(_) => CommandKind::Receive,
+            CommandView::Ack(_) => CommandKind::Ack,
+            CommandView::ChangeInvisible(_) => CommandKind::ChangeInvisible,
         }
     }
 
@@ -367,6 +372,9 @@ impl<'a> CommandView<'a> {
                 topic: topic.clone(),
             },
             CommandView::CommitOffset(c) => Command::CommitOffset(c.clone()),
+            CommandView::Receive(c) => Command::Receive(c.clone()),
+            CommandView::Ack(c) => Command::Ack(c.clone()),
+            CommandView::ChangeInvisible(c) => Command::ChangeInvisible(c.clone()),
         }
     }
 }

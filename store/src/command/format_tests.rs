@@ -4,9 +4,14 @@ use crate::types::PhysOffset;
 use proptest::prelude::*;
 
 use super::*;
+use crate::command::pop::Ack;
+use crate::command::pop::AckEntry;
+use crate::command::pop::ChangeInvisible;
+use crate::command::pop::Receive;
 use crate::message::format::encode as encode_message;
 use crate::message::message_id;
 use crate::message::Message;
+use crate::types::LogIndex;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
 use raftmq_raft_log::format::ENTRY_HEADER_LEN;
@@ -46,6 +51,42 @@ fn all_commands() -> Vec<Command> {
             topic: "orders".into(),
             queue_id: QueueId::new(3),
             offset: QueueOffset::new(12345),
+        }),
+        Command::Receive(Receive {
+            group: "g1".into(),
+            topic: "orders".into(),
+            queue_id: QueueId::new(2),
+            max_messages: 16,
+            invisible_ms: 30_000,
+            now_ms: 1_700_000_000_000,
+            max_inflight: 4096,
+            queue_min: QueueOffset::new(7),
+            filter: "TagA || TagB".into(),
+        }),
+        Command::Ack(Ack {
+            group: "g1".into(),
+            topic: "orders".into(),
+            entries: vec![
+                AckEntry {
+                    queue_id: QueueId::new(2),
+                    queue_offset: QueueOffset::new(9),
+                    handle: LogIndex::new(41),
+                },
+                AckEntry {
+                    queue_id: QueueId::new(0),
+                    queue_offset: QueueOffset::new(3),
+                    handle: LogIndex::new(40),
+                },
+            ],
+        }),
+        Command::ChangeInvisible(ChangeInvisible {
+            group: "g1".into(),
+            topic: "orders".into(),
+            queue_id: QueueId::new(2),
+            queue_offset: QueueOffset::new(9),
+            handle: LogIndex::new(41),
+            invisible_ms: 5_000,
+            now_ms: 1_700_000_000_500,
         }),
     ]
 }
@@ -184,4 +225,39 @@ fn auto_create_flag_round_trips_and_zero_is_refused() {
         auto_create_queues: Some(0),
     };
     assert!(zero.encode().is_err());
+}
+
+#[test]
+fn pop_bodies_byte_layout_and_refusals() {
+    let ack = |entries: Vec<AckEntry>| {
+        Command::Ack(Ack {
+            group: "g".into(),
+            topic: "t".into(),
+            entries,
+        })
+    };
+    let e = AckEntry {
+        queue_id: QueueId::new(1),
+        queue_offset: QueueOffset::new(2),
+        handle: LogIndex::new(3),
+    };
+    let p = ack(vec![e]).encode().expect("encode").0;
+    assert_eq!(p[9], CommandKind::Ack as u8);
+    // group "g" (2 + 1), topic "t" (2 + 1), count, one 20-byte entry.
+    assert_eq!(p.len(), COMMAND_HEADER_LEN + 3 + 3 + 4 + 20);
+    assert_eq!(&p[22..26], &1u32.to_le_bytes());
+    assert_eq!(&p[38..46], &3u64.to_le_bytes());
+    assert!(ack(vec![]).encode().is_err(), "empty ack");
+    // A count larger than the entries present, CRC recomputed: corruption, no huge alloc.
+    let mut b = p.clone();
+    b[22..26].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32fast::hash(&b[8..]);
+    b[4..8].copy_from_slice(&crc.to_le_bytes());
+    let err = CommandView::parse(&b).expect_err("count");
+    assert!(err.to_string().contains("ack count"), "{err}");
+    let Command::Receive(mut r) = all_commands()[7].clone() else {
+        panic!("receive expected")
+    };
+    r.max_messages = 0;
+    assert!(Command::Receive(r).encode().is_err(), "receive of nothing");
 }

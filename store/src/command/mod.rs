@@ -4,10 +4,14 @@
 //! replica decodes the committed payload with [`CommandView::parse`] and applies it. A message
 //! batch is parsed without copying bodies; each message's record sits at a known offset inside
 //! the payload, so its id (physical offset) follows from the entry's physical offset
-//! ([`crate::message::message_id`]).
+//! ([`crate::message::message_id`]). The pop commands ([`Receive`], [`Ack`],
+//! [`ChangeInvisible`]) carry the leader's clock and limits, so apply reads neither.
 
+mod batch_format;
 pub mod format;
 mod owned;
+pub mod pop;
+mod pop_format;
 
 pub use format::record_offsets;
 pub use format::BatchMessage;
@@ -15,6 +19,10 @@ pub use format::CommandKind;
 pub use format::CommandView;
 pub use owned::Command;
 pub use owned::CommitOffset;
+pub use pop::Ack;
+pub use pop::AckEntry;
+pub use pop::ChangeInvisible;
+pub use pop::Receive;
 
 use crate::consume_queue::CqUnit;
 use crate::error::Result;

@@ -2,6 +2,9 @@
 //! [`CommitOffset`] it carries (encoded by [`super::format`]; [`super::CommandView`] is the
 //! borrowed form apply parses).
 
+use crate::command::pop::Ack;
+use crate::command::pop::ChangeInvisible;
+use crate::command::pop::Receive;
 use crate::message::Message;
 use crate::topic::TopicConfig;
 use crate::types::QueueId;
@@ -42,8 +45,15 @@ pub enum Command {
         /// Topic name.
         topic: String,
     },
-    /// Commit a consumer group offset.
+    /// Commit a consumer group offset. On a queue where the group pops, it also resets the
+    /// group's pop state there (the next `Receive` starts at this offset).
     CommitOffset(CommitOffset),
+    /// Hand out messages to a group (pop, see [`crate::receive`]).
+    Receive(Receive),
+    /// Ack popped messages.
+    Ack(Ack),
+    /// Move a popped message's invisibility deadline (new receipt handle).
+    ChangeInvisible(ChangeInvisible),
 }
 
 impl Command {

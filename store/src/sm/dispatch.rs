@@ -2,7 +2,8 @@
 //!
 //! Deterministic: the result depends only on the entry, its physical offset and the state
 //! (never on node-local configuration or clocks), so every replica computes the same queue
-//! offsets and the same responses. Idempotent: a message whose unit already sits in its queue
+//! offsets and the same responses. The pop commands go to [`crate::sm::receive`], which also
+//! reads committed records (exact tags) and names its one node-local input (retention). Idempotent: a message whose unit already sits in its queue
 //! keeps its queue offset and is answered with it (replay after a crash).
 
 use raftmq_raft_log::format::payload_offset;
@@ -13,8 +14,12 @@ use crate::command::CommandView;
 use crate::error::Result;
 use crate::limits::validate_topic_name;
 use crate::raft_types::ApplyResponse;
+use crate::raft_types::LogStore;
 use crate::raft_types::MessageAck;
 use crate::raft_types::RejectCode;
+use crate::sm::receive::apply_ack;
+use crate::sm::receive::apply_change_invisible;
+use crate::sm::receive::apply_receive;
 use crate::state::DispatchState;
 use crate::topic::TopicConfig;
 use crate::types::PhysOffset;
@@ -23,9 +28,11 @@ fn reject(code: RejectCode, message: String) -> ApplyResponse {
     ApplyResponse::Rejected { code, message }
 }
 
-/// Applies a normal entry at `entry_phys` whose payload is `payload`.
+/// Applies a normal entry at `entry_phys` whose payload is `payload`. `log` is the
+/// CommitLog the state's units point into (a `Receive` reads exact tags from it).
 pub fn apply_normal(
     st: &mut DispatchState,
+    log: &LogStore,
     log_id: LogId,
     entry_phys: PhysOffset,
     payload: &[u8],
@@ -58,14 +65,19 @@ pub fn apply_normal(
             Ok(_) => {
                 st.cqs.remove_topic(&topic)?;
                 st.offsets.remove_topic(&topic);
+                st.receive.remove_topic(&topic);
                 ApplyResponse::TopicDeleted(topic)
             }
             Err(e) => reject(RejectCode::NoSuchTopic, e.to_string()),
         },
         CommandView::CommitOffset(c) => {
             st.offsets.commit(&c);
+            st.receive.remove_queue(&c.group, &c.topic, c.queue_id);
             ApplyResponse::OffsetCommitted
         }
+        CommandView::Receive(r) => apply_receive(st, log, log_id, entry_phys, &r)?,
+        CommandView::Ack(a) => apply_ack(st, &a),
+        CommandView::ChangeInvisible(c) => apply_change_invisible(st, log_id, &c),
     };
     st.dispatched_phys_end = st.dispatched_phys_end.max(entry_end);
     Ok(resp)

@@ -105,7 +105,7 @@ fn apply_locked(
                     loc.term
                 )));
             }
-            apply_normal(st, log_id, loc.phys_offset(), &payload.0)?
+            apply_normal(st, &shared.log, log_id, loc.phys_offset(), &payload.0)?
         }
     };
     st.last_applied = Some(log_id);

@@ -1,8 +1,10 @@
 //! The openraft state machine: [`StateMachine`] (apply, snapshots through
-//! [`crate::snapshot`]) and [`dispatch`] (one committed entry into the dispatch state).
+//! [`crate::snapshot`]), [`dispatch`] (one committed entry into the dispatch state) and
+//! [`receive`] (the pop commands, which `dispatch` hands on).
 
 pub mod dispatch;
 pub mod machine;
+pub mod receive;
 
 pub use machine::Raft;
 pub use machine::SnapshotBuilder;

@@ -87,6 +87,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
         membership: st.membership.clone(),
         topics: st.topics.clone(),
         offsets: st.offsets.clone(),
+        receive: st.receive.clone(),
         dispatched_phys_end: st.dispatched_phys_end,
         log_end_phys,
         segment_bytes,

@@ -32,6 +32,7 @@ use crate::error::Result;
 use crate::error::StoreError;
 use crate::offsets::ConsumerOffsetTable;
 use crate::raft_types::StoredMembership;
+use crate::receive::ReceiveTable;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
@@ -95,6 +96,10 @@ pub struct Manifest {
     pub topics: TopicTable,
     /// Consumer offsets.
     pub offsets: ConsumerOffsetTable,
+    /// Pop state. A manifest written before it existed has no such key: read as empty, so
+    /// the format version stays 1.
+    #[serde(default)]
+    pub receive: ReceiveTable,
     /// Physical end of the last dispatched normal entry.
     pub dispatched_phys_end: PhysOffset,
     /// Physical end of entry `last_log_id` (next append position), if the log holds it.
@@ -299,6 +304,7 @@ mod tests {
             membership: StoredMembership::default(),
             topics,
             offsets: ConsumerOffsetTable::default(),
+            receive: ReceiveTable::default(),
             dispatched_phys_end: PhysOffset::new(4096 + 300),
             log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,
@@ -385,6 +391,24 @@ mod tests {
             let e = decode_prefix(&f).expect_err("flipped");
             assert!(e.is_corruption(), "bit {bit}: {e}");
         }
+    }
+
+    #[test]
+    fn manifest_without_pop_state_reads_as_empty() {
+        let mut m = manifest();
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&encode_manifest(&m).expect("encode")).expect("json");
+        assert!(json
+            .as_object_mut()
+            .expect("object")
+            .remove("receive")
+            .is_some());
+        let old = serde_json::to_vec(&json).expect("json");
+        assert_eq!(decode_manifest(&old).expect("decode"), m);
+        let r = &mut m.receive;
+        r.get_or_start("g", "t", QueueId::new(1), || QueueOffset::new(5));
+        let back = decode_manifest(&encode_manifest(&m).expect("encode")).expect("decode");
+        assert_eq!(back, m);
     }
 
     #[test]

@@ -221,6 +221,7 @@ pub(crate) fn install(
         membership: m.membership.clone(),
         topics: m.topics.clone(),
         offsets: m.offsets.clone(),
+        receive: m.receive.clone(),
         dispatched_phys_end: m.dispatched_phys_end,
     });
     shared.checkpoint_locked(&mut st)?;

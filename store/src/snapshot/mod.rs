@@ -2,7 +2,7 @@
 //! up with every message the others retain.
 //!
 //! A snapshot (byte table in [`format`](mod@format)) holds the replicated state as of its
-//! last log id (membership, topics, consumer offsets), every ConsumeQueue's units
+//! last log id (membership, topics, consumer offsets, pop state), every ConsumeQueue's units
 //! `[min, max)`, and the bytes of the retained CommitLog segments up to the physical end of
 //! its last entry. Since
 //! retention purges only whole segments, the Raft log still holds every retained message, so

@@ -1,7 +1,7 @@
 //! The durable dispatch checkpoint: `<data_dir>/store-meta/checkpoint.json`.
 //!
 //! It records the replicated state as of `last_applied` (membership, topics, consumer
-//! offsets). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
+//! offsets, pop state). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
 //! the ConsumeQueues and the index were flushed, so every entry up to `last_applied` is durable
 //! in the log and dispatched on disk. After a restart openraft re-applies the committed entries
 //! after `last_applied`; re-dispatch is idempotent.
@@ -19,6 +19,7 @@ use crate::offsets::ConsumerOffsetTable;
 pub use crate::paths::checkpoint_path;
 use crate::paths::store_meta_dir;
 use crate::raft_types::StoredMembership;
+use crate::receive::ReceiveTable;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
 use raftmq_raft_log::types::LogId;
@@ -35,6 +36,9 @@ pub struct Checkpoint {
     pub topics: TopicTable,
     /// Consumer offsets.
     pub offsets: ConsumerOffsetTable,
+    /// Pop state (absent in checkpoints written before it existed: empty).
+    #[serde(default)]
+    pub receive: ReceiveTable,
     /// Physical end of the last applied normal entry.
     pub dispatched_phys_end: PhysOffset,
 }

@@ -7,6 +7,7 @@ use crate::error::StoreError;
 use crate::index::IndexStore;
 use crate::offsets::ConsumerOffsetTable;
 use crate::raft_types::StoredMembership;
+use crate::receive::ReceiveTable;
 use crate::state::checkpoint::Checkpoint;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
@@ -23,6 +24,9 @@ pub struct DispatchState {
     pub topics: TopicTable,
     /// Replicated consumer offsets.
     pub offsets: ConsumerOffsetTable,
+    /// Replicated pop state. Invariant: for every group and queue in it, `offsets` holds
+    /// the state's progress (kept in step by apply).
+    pub receive: ReceiveTable,
     /// Invariant: `last_applied >= checkpoint.last_applied`; every entry up to it is
     /// dispatched (its units are in the ConsumeQueues, maybe not yet flushed).
     pub last_applied: Option<LogId>,
@@ -44,6 +48,7 @@ impl DispatchState {
             membership: self.membership.clone(),
             topics: self.topics.clone(),
             offsets: self.offsets.clone(),
+            receive: self.receive.clone(),
             dispatched_phys_end: self.dispatched_phys_end,
         }
     }
@@ -55,6 +60,7 @@ impl DispatchState {
         self.membership = c.membership;
         self.topics = c.topics;
         self.offsets = c.offsets;
+        self.receive = c.receive;
         self.dispatched_phys_end = c.dispatched_phys_end;
         self.since_checkpoint = 0;
     }
@@ -87,6 +93,16 @@ impl DispatchState {
             }
         }
         self.topics.validate()?;
+        self.receive.validate()?;
+        for (g, t, q, s) in self.receive.iter() {
+            if self.offsets.get(g, t, q) != Some(s.progress()) {
+                return Err(StoreError::invalid(format!(
+                    "receive progress {} of {g}/{t}/{q} is not the committed offset {:?}",
+                    s.progress(),
+                    self.offsets.get(g, t, q)
+                )));
+            }
+        }
         self.index.validate()
     }
 }

@@ -9,10 +9,11 @@
 //! 1. `open` (recovery; builds the two halves below);
 //! 2. [`crate::sm`] (the openraft state machine; hands out [`crate::Store`] handles);
 //! 3. `store` ([`crate::Store`]: every method of the read handle, delegating to the next layer);
-//! 4. [`crate::read`], [`crate::retention`], [`crate::snapshot`] (work on `&Shared`);
+//! 4. [`crate::read`], `receive_read`, [`crate::retention`], [`crate::snapshot`] (work on
+//!    `&Shared`);
 //! 5. this module;
-//! 6. the parts: ConsumeQueue, index, topics, offsets, message and command formats, config,
-//!    `paths`, errors.
+//! 6. the parts: ConsumeQueue, index, topics, offsets, pop state ([`crate::receive`]),
+//!    message and command formats, config, `paths`, errors.
 //!
 //! Files inside a module import their siblings by path, never through their `mod.rs`, which
 //! only declares and re-exports.

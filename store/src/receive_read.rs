@@ -1,0 +1,94 @@
+//! The read side of the pop state: a group's [`QueueReceive`] and the leader's cheap
+//! "would a `Receive` hand out anything now?" check ([`has_deliverable`]), functions over
+//! `Shared` behind the [`Store`](crate::Store) methods of the same names.
+
+use crate::consume_queue::CqUnit;
+use crate::error::Result;
+use crate::filter::TagFilter;
+use crate::message::MessageView;
+use crate::receive::QueueReceive;
+use crate::receive::RECEIVE_SCAN_UNITS;
+use crate::state::Shared;
+use crate::types::QueueId;
+use crate::types::TimestampMs;
+
+/// A group's pop state on a queue (None: it never received from it, or it was reset).
+pub(crate) fn receive_state(
+    shared: &Shared,
+    group: &str,
+    topic: &str,
+    queue_id: QueueId,
+) -> Option<QueueReceive> {
+    shared
+        .state
+        .read()
+        .receive
+        .get(group, topic, queue_id)
+        .cloned()
+}
+
+/// True if a `Receive` of `group` on `topic/queue_id` with `filter` at `now_ms` would hand
+/// out a message or move past skipped ones: an in-flight message whose deadline passed, or
+/// (while the group's in-flight count is below `max-inflight-per-queue`) a dispatched
+/// message at or after its `next` that matches the filter. A scan that reaches
+/// [`RECEIVE_SCAN_UNITS`] units without a match also answers true (the `Receive` moves `next`
+/// past them). Unknown topic or queue: false.
+pub(crate) fn has_deliverable(
+    shared: &Shared,
+    group: &str,
+    topic: &str,
+    queue_id: QueueId,
+    filter: &str,
+    now_ms: TimestampMs,
+) -> Result<bool> {
+    let filter = TagFilter::parse(filter)?;
+    let (units, candidates) = {
+        let st = shared.state.read();
+        if !st.topics.get(topic).is_some_and(|t| t.readable(queue_id)) {
+            return Ok(false);
+        }
+        let Some(cq) = st.cqs.get(topic, queue_id) else {
+            return Ok(false);
+        };
+        let (min, max) = (cq.min_offset(), cq.max_offset());
+        let s = st.receive.get(group, topic, queue_id);
+        if s.is_some_and(|s| s.inflight.values().any(|f| f.invisible_until_ms <= now_ms)) {
+            return Ok(true);
+        }
+        let full =
+            s.is_some_and(|s| s.inflight.len() >= shared.config.max_inflight_per_queue as usize);
+        let committed = st.offsets.get(group, topic, queue_id);
+        let start = s
+            .map_or_else(|| committed.unwrap_or(min), |s| s.next)
+            .clamp(min, max);
+        if full || start == max {
+            return Ok(false);
+        }
+        if filter.is_all() {
+            return Ok(true);
+        }
+        let units = cq.read(start, RECEIVE_SCAN_UNITS)?;
+        if units.len() == RECEIVE_SCAN_UNITS
+            && !units.iter().any(|u| filter.matches_hash(u.tag_hash))
+        {
+            return Ok(true);
+        }
+        let candidates: Vec<CqUnit> = units
+            .iter()
+            .copied()
+            .filter(|u| filter.matches_hash(u.tag_hash))
+            .collect();
+        (units.len(), candidates)
+    };
+    for u in &candidates {
+        // Outside the lock: committed records never change; a record retention took is
+        // simply not a candidate any more.
+        let Ok(rec) = shared.log.read_at(u.phys_offset, u.size) else {
+            continue;
+        };
+        if MessageView::parse(&rec).is_ok_and(|v| filter.matches_tag(v.tags)) {
+            return Ok(true);
+        }
+    }
+    Ok(units == RECEIVE_SCAN_UNITS)
+}
