@@ -32,6 +32,7 @@ pub fn bad_request(message: impl Into<String>) -> rmq::Status {
 pub fn code_of(e: &NodeError) -> Code {
     match e {
         NodeError::InvalidArgument(_) => Code::BadRequest,
+        NodeError::InvalidReceiptHandle(_) => Code::InvalidReceiptHandle,
         NodeError::TopicNotFound(_) => Code::TopicNotFound,
         NodeError::NotFound(_) => Code::NotFound,
         NodeError::AlreadyExists(_) | NodeError::FailedPrecondition(_) => Code::PreconditionFailed,
@@ -80,6 +81,7 @@ mod tests {
     fn every_error_maps_to_a_code_the_old_rust_client_knows() {
         let errors = [
             NodeError::InvalidArgument("x".into()),
+            NodeError::InvalidReceiptHandle("x".into()),
             NodeError::TopicNotFound("t".into()),
             NodeError::NotFound("x".into()),
             NodeError::AlreadyExists("x".into()),
