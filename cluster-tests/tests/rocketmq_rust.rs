@@ -20,8 +20,12 @@ use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
 use rocketmq::conf::ClientOption;
 use rocketmq::conf::ProducerOption;
+use rocketmq::conf::SimpleConsumerOption;
+use rocketmq::model::common::FilterExpression;
+use rocketmq::model::common::FilterType;
 use rocketmq::model::message::MessageBuilder;
 use rocketmq::Producer;
+use rocketmq::SimpleConsumer;
 
 const TOPIC: &str = "rmq-orders";
 
@@ -169,6 +173,112 @@ async fn rust_client_produces_through_a_follower_and_across_a_leader_kill() {
             }
         }
     }
+    cluster.shutdown().await.expect("shutdown");
+}
+
+async fn consumer(addr: &str, topic: &str, group: &str) -> SimpleConsumer {
+    let mut opt = SimpleConsumerOption::default();
+    opt.set_topics(vec![topic]);
+    opt.set_consumer_group(group);
+    let mut client = ClientOption::default();
+    client.set_access_url(addr);
+    client.set_enable_tls(false);
+    client.set_timeout(Duration::from_secs(10));
+    client.set_long_polling_timeout(Duration::from_secs(2));
+    let mut c = SimpleConsumer::new(opt, client).expect("consumer");
+    c.start().await.expect("consumer starts");
+    c
+}
+
+/// Sends `n` messages with bodies `<prefix>-<i>`; returns their client message ids.
+async fn produce(p: &Producer, topic: &str, prefix: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let m = MessageBuilder::builder()
+            .set_topic(topic)
+            .set_tag("t")
+            .set_body(format!("{prefix}-{i}").into_bytes())
+            .build()
+            .expect("message");
+        ids.push(p.send(m).await.expect("send").message_id().to_string());
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rust_simple_consumer_receives_and_acks_across_a_leader_kill() {
+    const TOPIC: &str = "rmq-consume";
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|&i| i != leader)
+        .expect("a follower");
+    let addr = rocketmq_addr(&cluster, follower);
+    let p = producer(&addr, TOPIC).await;
+    let sent: std::collections::HashSet<String> =
+        produce(&p, TOPIC, "m", 30).await.into_iter().collect();
+    let c = consumer(&addr, TOPIC, "g-simple").await;
+    let expr = FilterExpression::new(FilterType::Tag, "*");
+
+    let mut acked: std::collections::HashSet<String> = Default::default();
+    let mut held = Vec::new();
+    let mut killed = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while acked.len() < sent.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "acked {} of {}",
+            acked.len(),
+            sent.len()
+        );
+        let got = match c
+            .receive_with(TOPIC, &expr, 4, Duration::from_secs(2))
+            .await
+        {
+            Ok(g) => g,
+            Err(e) => panic!("receive failed: {e:?}"),
+        };
+        for m in got {
+            let id = m.message_id().to_string();
+            assert!(sent.contains(&id), "received {id}, never sent");
+            assert!(!acked.contains(&id), "acked message {id} delivered again");
+            // Hold the first two unacked: they must come back with attempt 2.
+            if held.len() < 2 && m.delivery_attempt() == 1 {
+                held.push(id);
+                continue;
+            }
+            if held.contains(&id) {
+                assert!(
+                    m.delivery_attempt() >= 2,
+                    "{id} redelivered with attempt {}",
+                    m.delivery_attempt()
+                );
+            }
+            c.ack(&m).await.expect("ack");
+            acked.insert(id);
+        }
+        if !killed && acked.len() >= 10 {
+            // Acks and deadlines are replicated: the new leader knows them.
+            cluster.kill(leader).await;
+            killed = true;
+        }
+    }
+    assert!(killed);
+    assert_eq!(acked, sent);
+    // Nothing more to receive: every message is acked.
+    let rest = c
+        .receive_with(TOPIC, &expr, 32, Duration::from_secs(2))
+        .await
+        .expect("receive");
+    assert!(
+        rest.is_empty(),
+        "{} acked messages delivered again",
+        rest.len()
+    );
     cluster.shutdown().await.expect("shutdown");
 }
 

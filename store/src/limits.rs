@@ -237,6 +237,18 @@ impl StoreLimits {
     /// properties and born host.
     pub fn check_message(&self, m: &Message) -> Result<()> {
         validate_user_topic_name(&m.topic)?;
+        self.check_message_parts(m)
+    }
+
+    /// [`check_message`](Self::check_message) for a message the broker itself writes into a
+    /// system topic (a dead-letter queue `%DLQ%<group>`): the reserved names are allowed.
+    pub fn check_system_message(&self, m: &Message) -> Result<()> {
+        validate_topic_name(&m.topic)?;
+        self.check_message_parts(m)
+    }
+
+    /// Everything of a message but its topic name.
+    fn check_message_parts(&self, m: &Message) -> Result<()> {
         too_big(
             "message",
             message_bytes(m),

@@ -3,6 +3,7 @@
 //! each message against the store limits, in one call) happens only here, when the batch is
 //! built.
 
+use raftmq_store::limits::StoreLimits;
 use raftmq_store::message::Message;
 use raftmq_store::types::QueueId;
 use tokio::time::Instant;
@@ -39,6 +40,31 @@ impl SubmitBatch {
     where
         I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
     {
+        Self::validate_with(core, items, arrived, StoreLimits::check_message)
+    }
+
+    /// [`validate`](Self::validate) of messages the broker writes into system topics
+    /// (dead-letter queues): [`StoreLimits::check_system_message`].
+    pub(super) fn validate_system<I>(
+        core: &NodeCore,
+        items: I,
+        arrived: Instant,
+    ) -> Result<Self, NodeError>
+    where
+        I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
+    {
+        Self::validate_with(core, items, arrived, StoreLimits::check_system_message)
+    }
+
+    fn validate_with<I>(
+        core: &NodeCore,
+        items: I,
+        arrived: Instant,
+        check: fn(&StoreLimits, &Message) -> raftmq_store::error::Result<()>,
+    ) -> Result<Self, NodeError>
+    where
+        I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
+    {
         let count = items.len();
         if count == 0 {
             return Err(NodeError::InvalidArgument(
@@ -56,8 +82,7 @@ impl SubmitBatch {
         let mut wanted = Vec::with_capacity(count);
         for (i, item) in items.enumerate() {
             let (m, queue) = item?;
-            limits
-                .check_message(&m)
+            check(limits, &m)
                 .map_err(|e| NodeError::InvalidArgument(format!("message #{i}: {e}")))?;
             messages.push(m);
             wanted.push(queue);

@@ -92,6 +92,15 @@ impl Pipeline {
         SubmitBatch::validate(&self.core, items, arrived)
     }
 
+    /// [`validate`](Self::validate) of messages the broker itself writes into system topics
+    /// (dead-letter queues), which clients may not produce to.
+    pub fn validate_system<I>(&self, items: I, arrived: Instant) -> Result<SubmitBatch, NodeError>
+    where
+        I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
+    {
+        SubmitBatch::validate_system(&self.core, items, arrived)
+    }
+
     /// Stores `batch` as one entry (leader only): every message or none.
     pub async fn submit(&self, batch: SubmitBatch) -> Result<Sent, NodeError> {
         let (arrived, sends, count, bytes) =

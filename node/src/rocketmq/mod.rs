@@ -6,11 +6,15 @@
 //! Java proxy does; a gRPC error is left for what the protocol cannot express (a forwarded
 //! call that reached a node which is no longer leader). Writes go through the same
 //! [`Pipeline`] and quorum semantics as raftmq's own API: [`route`] (QueryRoute,
-//! QueryAssignment), [`telemetry`], [`send`] (SendMessage), [`message`] (conversions).
+//! QueryAssignment), [`telemetry`], [`send`] (SendMessage), [`receive`] (ReceiveMessage),
+//! [`ack`] (AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
+//! [`message`] (conversions).
 //! Heartbeat and NotifyClientTermination answer OK: a node keeps no per-client state.
 
+pub mod ack;
 pub mod forward;
 pub mod message;
+pub mod receive;
 pub mod route;
 pub mod send;
 pub mod status;
@@ -139,34 +143,31 @@ impl MessagingService for RocketMqService {
 
     async fn receive_message(
         &self,
-        _request: Request<rmq::ReceiveMessageRequest>,
+        request: Request<rmq::ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, Status> {
-        let answer = rmq::ReceiveMessageResponse {
-            content: Some(rmq::receive_message_response::Content::Status(unsupported(
-                "ReceiveMessage",
-            ))),
-        };
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(answer)]))))
+        self.check_forwarded(&request)?;
+        let md = request.metadata().clone();
+        let answers = self.receive_message(&md, request.into_inner()).await;
+        Ok(Response::new(Box::pin(futures::stream::iter(
+            answers.into_iter().map(Ok),
+        ))))
     }
 
     async fn ack_message(
         &self,
-        _request: Request<rmq::AckMessageRequest>,
+        request: Request<rmq::AckMessageRequest>,
     ) -> Result<Response<rmq::AckMessageResponse>, Status> {
-        Ok(Response::new(rmq::AckMessageResponse {
-            status: Some(unsupported("AckMessage")),
-            entries: Vec::new(),
-        }))
+        self.check_forwarded(&request)?;
+        Ok(Response::new(self.ack_message(request.into_inner()).await))
     }
 
     async fn forward_message_to_dead_letter_queue(
         &self,
-        _request: Request<rmq::ForwardMessageToDeadLetterQueueRequest>,
+        request: Request<rmq::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<rmq::ForwardMessageToDeadLetterQueueResponse>, Status> {
+        self.check_forwarded(&request)?;
         Ok(Response::new(
-            rmq::ForwardMessageToDeadLetterQueueResponse {
-                status: Some(unsupported("ForwardMessageToDeadLetterQueue")),
-            },
+            self.forward_to_dlq(request.into_inner()).await,
         ))
     }
 
@@ -242,12 +243,12 @@ impl MessagingService for RocketMqService {
 
     async fn change_invisible_duration(
         &self,
-        _request: Request<rmq::ChangeInvisibleDurationRequest>,
+        request: Request<rmq::ChangeInvisibleDurationRequest>,
     ) -> Result<Response<rmq::ChangeInvisibleDurationResponse>, Status> {
-        Ok(Response::new(rmq::ChangeInvisibleDurationResponse {
-            status: Some(unsupported("ChangeInvisibleDuration")),
-            receipt_handle: String::new(),
-        }))
+        self.check_forwarded(&request)?;
+        Ok(Response::new(
+            self.change_invisible_duration(request.into_inner()).await,
+        ))
     }
 
     async fn recall_message(

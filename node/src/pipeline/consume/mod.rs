@@ -18,15 +18,11 @@ use raftmq_store::command::ChangeInvisible;
 use raftmq_store::command::Command;
 use raftmq_store::command::Receive;
 use raftmq_store::filter::TagFilter;
-use raftmq_store::hash::fnv1a64;
 use raftmq_store::limits::validate_group_name;
 use raftmq_store::limits::validate_topic_name;
 use raftmq_store::message::Message;
-use raftmq_store::types::LogIndex;
 use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
-use raftmq_store::types::QueueOffset;
-use raftmq_store::types::TimestampMs;
 use raftmq_store::ApplyResponse;
 use raftmq_store::Delivered;
 use raftmq_store::RejectCode;
@@ -38,79 +34,15 @@ use crate::pipeline::propose::propose;
 use crate::pipeline::propose::WriteResponse;
 use crate::pipeline::queues::now_ms;
 
+mod handle;
+mod poll;
+
+pub use self::handle::ReceiptHandle;
+pub use self::poll::receive_long_poll;
+pub use self::poll::receive_long_poll_any;
+
 /// Longest invisibility a receive or change may ask for (RocketMQ's proxy maximum, 12 h).
 pub const MAX_INVISIBLE_MS: u64 = 12 * 3_600_000;
-
-/// Longest a long poll sleeps between two checks while it waits for nothing in particular
-/// (a deadline it cannot see, e.g. one set by another consumer of the group).
-const POLL_STEP: Duration = Duration::from_millis(500);
-
-/// Pause of a long poll after a `Receive` that handed out nothing although the check said it
-/// would (another consumer of the group took the messages first).
-const RETRY_AFTER_EMPTY: Duration = Duration::from_millis(20);
-
-/// Where a popped message is and which delivery of it a client holds. Its wire form
-/// ([`ReceiptHandle::encode`]) is
-/// `rmq1:<queue_id>:<queue_offset>:<handle>:<invisible_until_ms>:<topic>:<check>`: decimal
-/// numbers, and `check` the FNV-1a 64 of everything before its `:` (16 lower-case hex
-/// digits). Topic names cannot hold `:`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReceiptHandle {
-    /// Topic.
-    pub topic: String,
-    /// Queue.
-    pub queue_id: QueueId,
-    /// Queue offset of the message.
-    pub queue_offset: QueueOffset,
-    /// The store's receipt handle: log index of the entry that delivered the message or last
-    /// moved its deadline.
-    pub handle: LogIndex,
-    /// Invisible until (leader clock, ms since the epoch).
-    pub invisible_until_ms: TimestampMs,
-}
-
-impl ReceiptHandle {
-    /// The wire form (see the type docs).
-    pub fn encode(&self) -> String {
-        let body = format!(
-            "rmq1:{}:{}:{}:{}:{}",
-            self.queue_id.get(),
-            self.queue_offset.get(),
-            self.handle.get(),
-            self.invisible_until_ms,
-            self.topic
-        );
-        let check = fnv1a64(body.as_bytes());
-        format!("{body}:{check:016x}")
-    }
-
-    /// Parses a wire form; anything else is [`NodeError::InvalidReceiptHandle`] saying what
-    /// is wrong (never a panic).
-    pub fn decode(s: &str) -> Result<ReceiptHandle, NodeError> {
-        let bad = |why: &str| NodeError::InvalidReceiptHandle(format!("'{s}': {why}"));
-        let (body, check) = s.rsplit_once(':').ok_or_else(|| bad("no check digits"))?;
-        if check != format!("{:016x}", fnv1a64(body.as_bytes())) {
-            return Err(bad("check digits do not match (changed or truncated)"));
-        }
-        let parts: Vec<&str> = body.split(':').collect();
-        let ["rmq1", q, o, h, until, topic] = parts[..] else {
-            return Err(bad("expected rmq1 and 5 ':'-separated fields"));
-        };
-        let num = |v: &str, what: &str| {
-            v.parse::<u64>()
-                .map_err(|_| bad(&format!("{what} '{v}' is not a number")))
-        };
-        let queue_id = u32::try_from(num(q, "queue id")?).map_err(|_| bad("queue id too big"))?;
-        validate_topic_name(topic).map_err(|e| bad(&e.to_string()))?;
-        Ok(ReceiptHandle {
-            topic: topic.to_owned(),
-            queue_id: QueueId::new(queue_id),
-            queue_offset: QueueOffset::new(num(o, "queue offset")?),
-            handle: LogIndex::new(num(h, "handle")?),
-            invisible_until_ms: num(until, "deadline")?,
-        })
-    }
-}
 
 /// A `ReceiveMessage` for one queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,63 +188,6 @@ fn read_delivered(
     })
 }
 
-/// [`receive`] with long polling: waits (proposing nothing) until the store says a
-/// `Receive` would hand something out, or `until`; then proposes one. Returns as soon as a
-/// `Receive` handed out messages, or empty at `until`. Refuses at once on a follower.
-pub async fn receive_long_poll(
-    core: &NodeCore,
-    req: &ReceiveRequest,
-    until: Instant,
-) -> Result<Vec<ReceivedMessage>, NodeError> {
-    check_queue(core, &req.group, &req.topic, req.queue_id)?;
-    let mut applied = core.store.subscribe_applied();
-    loop {
-        if core.is_shutting_down() {
-            return Err(NodeError::ShuttingDown);
-        }
-        if !core.is_leader() {
-            let (leader_id, leader_addr) = core.leader();
-            return Err(NodeError::NotLeader {
-                leader_id,
-                leader_addr,
-            });
-        }
-        applied.borrow_and_update();
-        let now = now_ms();
-        let ready = core
-            .store
-            .has_deliverable(&req.group, &req.topic, req.queue_id, &req.filter, now)
-            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-        if ready {
-            let got = receive(core, req).await?;
-            if !got.is_empty() || Instant::now() >= until {
-                return Ok(got);
-            }
-            // Another consumer of the group was faster: back off before checking again.
-            tokio::time::sleep(
-                RETRY_AFTER_EMPTY.min(until.saturating_duration_since(Instant::now())),
-            )
-            .await;
-            continue;
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(Vec::new());
-        }
-        // The group's earliest in-flight deadline on the queue.
-        let state = core
-            .store
-            .receive_state(&req.group, &req.topic, req.queue_id);
-        let to_deadline = (state.iter().flat_map(|s| s.inflight.values()))
-            .map(|f| Duration::from_millis(f.invisible_until_ms.saturating_sub(now)))
-            .min()
-            .unwrap_or(POLL_STEP);
-        let wait = left.min(to_deadline).min(POLL_STEP);
-        // A change wakes at once; a deadline or the poll step by timeout.
-        let _ = tokio::time::timeout(wait, applied.changed()).await;
-    }
-}
-
 /// Acks popped messages of `topic` for `group` (one entry, one result per handle, in
 /// order; 1..=`max-batch-messages` handles): [`AckOutcome`], or
 /// [`NodeError::InvalidReceiptHandle`] for a handle that is not the message's current one or
@@ -413,60 +288,6 @@ pub async fn change_invisible(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn handle() -> ReceiptHandle {
-        ReceiptHandle {
-            topic: "orders".into(),
-            queue_id: QueueId::new(3),
-            queue_offset: QueueOffset::new(12),
-            handle: LogIndex::new(99),
-            invisible_until_ms: 1_700_000_000_000,
-        }
-    }
-
-    /// `body` with its check digits.
-    fn sealed(body: &str) -> String {
-        format!("{body}:{:016x}", fnv1a64(body.as_bytes()))
-    }
-
-    #[test]
-    fn receipt_handle_round_trip() {
-        let h = handle();
-        let s = h.encode();
-        assert_eq!(s, sealed("rmq1:3:12:99:1700000000000:orders"));
-        assert_eq!(ReceiptHandle::decode(&s).expect("decode"), h);
-    }
-
-    #[test]
-    fn bad_receipt_handles_are_clear_errors() {
-        let good = handle().encode();
-        let flipped = good.replacen(":12:", ":13:", 1);
-        let cases = [
-            (String::new(), "no check digits"),
-            (flipped, "check digits"),
-            (good[..good.len() - 1].to_owned(), "check digits"),
-            (sealed("rmq1:1:2"), "5 ':'-separated"),
-            (sealed("xyz1:1:2:3:4:t"), "expected rmq1"),
-            (sealed("rmq1:x:2:3:4:t"), "queue id 'x'"),
-            (sealed("rmq1:99999999999:2:3:4:t"), "queue id too big"),
-            (sealed("rmq1:1:2:3:-4:t"), "deadline '-4'"),
-            (sealed("rmq1:1:2:3:4:a b"), "topic name"),
-        ];
-        for (s, why) in cases {
-            let e = ReceiptHandle::decode(&s).expect_err(&s);
-            assert!(
-                matches!(e, NodeError::InvalidReceiptHandle(_)),
-                "{s}: {e:?}"
-            );
-            assert!(e.to_string().contains(why), "{s}: {e}");
-        }
-        for cut in 0..good.len() {
-            assert!(ReceiptHandle::decode(&good[..cut]).is_err(), "cut {cut}");
-        }
-        for s in ["rmq1::::::", ":", "::::::::", "rmq1:1:2:3:4:5:\u{0}"] {
-            assert!(ReceiptHandle::decode(s).is_err(), "{s}");
-        }
-    }
 
     #[test]
     fn invisible_duration_bound() {

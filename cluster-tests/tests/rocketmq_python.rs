@@ -1,0 +1,90 @@
+//! The official RocketMQ 5 Python client (`rocketmq-python-client`, unchanged) against a
+//! three-node cluster through a follower's RocketMQ port: a Producer, a SimpleConsumer with
+//! ChangeInvisibleDuration and a PushConsumer (`python/rocketmq_clients.py`, which exits 0 only
+//! if every sent message was consumed as sent and no acked message came back).
+//!
+//! The client runs from a virtualenv under the target dir. `.ci/run` creates it; when it is
+//! missing the test creates it the same way (`python3 -m venv`, then `pip install` of the
+//! pinned version from PyPI), so `cargo test` works on a fresh machine with Python 3.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use cluster_tests::cluster::TestCluster;
+use raftmq_node::config::FlushPolicy;
+
+/// The client version the test pins.
+const CLIENT: &str = "rocketmq-python-client==5.1.2";
+
+fn venv() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pyenv-rocketmq-5.1.2")
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// The venv's python with the client installed (created on first use).
+fn python() -> PathBuf {
+    let dir = venv();
+    let py = dir.join("bin/python");
+    let has_client = || {
+        Command::new(&py)
+            .args(["-c", "import rocketmq"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has_client() {
+        return py;
+    }
+    run(Command::new("python3").arg("-m").arg("venv").arg(&dir)).unwrap_or_else(|e| {
+        panic!("this test needs Python 3 with venv (apt-get install python3-venv): {e}")
+    });
+    run(Command::new(&py).args(["-m", "pip", "install", "--quiet", CLIENT]))
+        .unwrap_or_else(|e| panic!("cannot install {CLIENT} from PyPI: {e}"));
+    assert!(
+        has_client(),
+        "{CLIENT} installed but `import rocketmq` fails"
+    );
+    py
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn python_producer_simple_and_push_consumers() {
+    let py = tokio::task::spawn_blocking(python).await.expect("venv");
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
+        .await
+        .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|&i| i != leader)
+        .expect("a follower");
+    let addr = cluster.rocketmq_addr(follower).expect("a RocketMQ port");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/rocketmq_clients.py");
+    let mut child = tokio::process::Command::new(&py);
+    child.arg(&script).arg(&addr).arg("py").kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(240), child.output())
+        .await
+        .expect("the Python clients finish within 4 minutes")
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PASS"),
+        "{}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.shutdown().await.expect("shutdown");
+}
