@@ -179,6 +179,15 @@ impl TestCluster {
         self.wait_leader_among(&up, Duration::from_secs(10)).await
     }
 
+    /// Waits for a leader; returns it and a follower (the lowest other running id).
+    pub async fn leader_and_follower(&self) -> anyhow::Result<(u64, u64)> {
+        let leader = self.wait_leader().await?;
+        let follower = (self.ids().into_iter())
+            .find(|&i| i != leader && self.is_up(i))
+            .ok_or_else(|| anyhow::anyhow!("no running follower"))?;
+        Ok((leader, follower))
+    }
+
     /// Waits until every running node applied the leader's committed index (converged).
     pub async fn wait_converged(&self, timeout: Duration) -> anyhow::Result<()> {
         let leader = self.wait_leader().await?;

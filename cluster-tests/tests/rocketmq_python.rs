@@ -65,12 +65,7 @@ async fn python_producer_simple_and_push_consumers() {
     let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
         .await
         .expect("cluster starts");
-    let leader = cluster.wait_leader().await.expect("a leader");
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|&i| i != leader)
-        .expect("a follower");
+    let (_, follower) = cluster.leader_and_follower().await.expect("a leader");
     let addr = cluster.rocketmq_addr(follower).expect("a RocketMQ port");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/rocketmq_clients.py");
     let mut child = tokio::process::Command::new(&py);

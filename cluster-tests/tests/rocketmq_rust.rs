@@ -96,12 +96,7 @@ async fn rust_client_produces_through_a_follower_and_across_a_leader_kill() {
     let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
         .await
         .expect("cluster starts");
-    let leader = cluster.wait_leader().await.expect("a leader");
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|&i| i != leader)
-        .expect("a follower");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
     let p = producer(&rocketmq_addr(&cluster, follower), TOPIC).await;
 
     let mut acked: HashMap<String, String> = HashMap::new();
@@ -211,12 +206,7 @@ async fn rust_simple_consumer_receives_and_acks_across_a_leader_kill() {
     let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
         .await
         .expect("cluster starts");
-    let leader = cluster.wait_leader().await.expect("a leader");
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|&i| i != leader)
-        .expect("a follower");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
     let addr = rocketmq_addr(&cluster, follower);
     let p = producer(&addr, TOPIC).await;
     let sent: std::collections::HashSet<String> =
@@ -312,12 +302,7 @@ async fn raw_protocol_routes_settings_and_refusals() {
     let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], no_auto_create)
         .await
         .expect("cluster starts");
-    let leader = cluster.wait_leader().await.expect("a leader");
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|&i| i != leader)
-        .expect("a follower");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
     let addr = rocketmq_addr(&cluster, follower);
     let mut c = MessagingServiceClient::connect(format!("http://{addr}"))
         .await

@@ -169,30 +169,31 @@ impl RocketMqService {
         }
     }
 
+    /// The namespace and config of a request's topic (created first if missing and allowed).
+    async fn resolve(
+        &self,
+        r: Option<&rmq::Resource>,
+    ) -> Result<(String, TopicConfig), rmq::Status> {
+        let name = topic_name(r)?;
+        let ns = r.map(|r| r.resource_namespace.clone()).unwrap_or_default();
+        Ok((ns, self.topic_or_create(name).await?))
+    }
+
     /// QueryRoute (see the module docs). Never OK with zero queues.
     pub(super) async fn query_route(&self, req: rmq::QueryRouteRequest) -> rmq::QueryRouteResponse {
         let fail = |s| rmq::QueryRouteResponse {
             status: Some(s),
             message_queues: Vec::new(),
         };
-        let name = match topic_name(req.topic.as_ref()) {
-            Ok(n) => n,
-            Err(s) => return fail(s),
-        };
-        let ns = req
-            .topic
-            .as_ref()
-            .map(|r| r.resource_namespace.clone())
-            .unwrap_or_default();
-        let t = match self.topic_or_create(name).await {
-            Ok(t) => t,
+        let (ns, t) = match self.resolve(req.topic.as_ref()).await {
+            Ok(r) => r,
             Err(s) => return fail(s),
         };
         let queues = self.queues(&ns, &t);
         if queues.is_empty() {
             return fail(status::status(
                 Code::TopicNotFound,
-                format!("topic '{name}' has no queues"),
+                format!("topic '{}' has no queues", t.name),
             ));
         }
         rmq::QueryRouteResponse {
@@ -213,17 +214,8 @@ impl RocketMqService {
         if let Err(s) = group_name(req.group.as_ref()) {
             return fail(s);
         }
-        let name = match topic_name(req.topic.as_ref()) {
-            Ok(n) => n,
-            Err(s) => return fail(s),
-        };
-        let ns = req
-            .topic
-            .as_ref()
-            .map(|r| r.resource_namespace.clone())
-            .unwrap_or_default();
-        let t = match self.topic_or_create(name).await {
-            Ok(t) => t,
+        let (ns, t) = match self.resolve(req.topic.as_ref()).await {
+            Ok(r) => r,
             Err(s) => return fail(s),
         };
         let assignments: Vec<rmq::Assignment> = self
@@ -240,7 +232,7 @@ impl RocketMqService {
         if assignments.is_empty() {
             return fail(status::status(
                 Code::Forbidden,
-                format!("topic '{name}' has no readable queue"),
+                format!("topic '{}' has no readable queue", t.name),
             ));
         }
         rmq::QueryAssignmentResponse {
