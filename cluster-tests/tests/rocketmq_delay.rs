@@ -3,6 +3,7 @@
 //! messages sent around a delayed one are received at once, the delayed one not before its
 //! delivery time, with attempt 1, type DELAY's delivery timestamp and no internal property;
 //! its parked state is replicated, so it survives a leader kill between send and delivery.
+//! Then a lone delayed message (never parked before its time) and a refused 25 h delay.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -220,6 +221,45 @@ async fn delayed_message_arrives_at_its_time_across_a_leader_kill() {
         .await
         .expect("receive");
     assert!(rest.is_empty(), "{} messages delivered again", rest.len());
+
+    // A lone delayed message (nothing after it, so no receive parks it) on the new leader.
+    let lone_s = i64::try_from(now_ms() / 1000 + 3).expect("seconds fit");
+    let lone_ms = u64::try_from(lone_s).expect("positive") * 1000;
+    let lone = send(&p, "lone", Some(lone_s)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let m = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lone delayed message never delivered"
+        );
+        let got = c
+            .receive_with(TOPIC, &expr, 8, Duration::from_secs(30))
+            .await
+            .expect("receive");
+        let at = now_ms();
+        if let Some(m) = got.into_iter().next() {
+            assert!(
+                at + SLACK_MS >= lone_ms,
+                "lone delivered {} ms early",
+                lone_ms - at
+            );
+            break m;
+        }
+    };
+    assert_eq!((m.message_id(), m.delivery_attempt()), (lone.as_str(), 1));
+    c.ack(&m).await.expect("ack");
+
+    // Further out than the maximum delay (24 h): refused, nothing stored.
+    let too_far = i64::try_from(now_ms() / 1000 + 25 * 3600).expect("seconds fit");
+    let m = MessageBuilder::builder()
+        .set_topic(TOPIC)
+        .set_body(b"too far".to_vec())
+        .set_delivery_timestamp(too_far)
+        .build()
+        .expect("message");
+    let refused = p.send(m).await;
+    let why = format!("{:?}", refused.expect_err("a 25 h delay is refused"));
+    assert!(why.contains("ILLEGAL_DELIVERY_TIME"), "{why}");
     p.shutdown().await.expect("producer shutdown");
     cluster.shutdown().await.expect("shutdown");
 }

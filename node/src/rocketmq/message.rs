@@ -126,8 +126,10 @@ fn delivery_ms(
         Some(at) if at > now_ms.saturating_add(max_ms) => refuse(
             Code::IllegalDeliveryTime,
             &format!(
-                "delivery time {at} ms is {} ms from now, over the maximum delay of {MAX_DELAY:?}",
-                at - now_ms
+                "delivery time {at} (ms since the epoch) is {} ms from now, over the maximum \
+                 delay of {} h",
+                at - now_ms,
+                MAX_DELAY.as_secs() / 3600
             ),
         ),
         d => Ok(d),
