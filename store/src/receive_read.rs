@@ -6,6 +6,7 @@ use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::filter::TagFilter;
 use crate::message::MessageView;
+use crate::receive::delay;
 use crate::receive::QueueReceive;
 use crate::receive::RECEIVE_SCAN_UNITS;
 use crate::state::Shared;
@@ -28,11 +29,14 @@ pub(crate) fn receive_state(
 }
 
 /// True if a `Receive` of `group` on `topic/queue_id` with `filter` at `now_ms` would hand
-/// out a message or move past skipped ones: an in-flight message whose deadline passed, or
-/// (while the group's in-flight count is below `max-inflight-per-queue`) a dispatched
-/// message at or after its `next` that matches the filter. A scan that reaches
-/// [`RECEIVE_SCAN_UNITS`] units without a match also answers true (the `Receive` moves `next`
-/// past them). Unknown topic or queue: false.
+/// out a message or move past skipped ones: an in-flight message whose deadline passed (a
+/// parked delayed one whose delivery time came included), or (while the group's in-flight
+/// count is below `max-inflight-per-queue`) a dispatched message at or after its `next` that
+/// matches the filter and is due. A delayed message not due yet does not count: the answer
+/// turns true at its delivery time (once parked, its deadline is an in-flight one the long
+/// poll waits for). A scan that reaches [`RECEIVE_SCAN_UNITS`] units without a deliverable
+/// one also answers true (the `Receive` moves `next` past them, parking the delayed ones).
+/// Unknown topic or queue: false.
 pub(crate) fn has_deliverable(
     shared: &Shared,
     group: &str,
@@ -64,15 +68,7 @@ pub(crate) fn has_deliverable(
         if full || start == max {
             return Ok(false);
         }
-        if filter.is_all() {
-            return Ok(true);
-        }
         let units = cq.read(start, RECEIVE_SCAN_UNITS)?;
-        if units.len() == RECEIVE_SCAN_UNITS
-            && !units.iter().any(|u| filter.matches_hash(u.tag_hash))
-        {
-            return Ok(true);
-        }
         let candidates: Vec<CqUnit> = units
             .iter()
             .copied()
@@ -82,11 +78,13 @@ pub(crate) fn has_deliverable(
     };
     for u in &candidates {
         // Outside the lock: committed records never change; a record retention took is
-        // simply not a candidate any more.
+        // simply not a candidate any more. Usually the first candidate answers.
         let Ok(rec) = shared.log.read_at(u.phys_offset, u.size) else {
             continue;
         };
-        if MessageView::parse(&rec).is_ok_and(|v| filter.matches_tag(v.tags)) {
+        if MessageView::parse(&rec)
+            .is_ok_and(|v| filter.matches_tag(v.tags) && delay::not_due_until(&v, now_ms).is_none())
+        {
             return Ok(true);
         }
     }

@@ -2,6 +2,9 @@
 //! redelivery with attempt + 1, stale handles, ack idempotence, the in-flight bound, tag
 //! filters, topic deletion, retention below the queue minimum), two replicas applying the
 //! same entries, and the pop state through a checkpoint reopen and a snapshot install.
+//! Delayed delivery: a message not due is parked (attempt 0, deadline = its delivery time),
+//! later messages are not blocked, and it goes out with attempt 1 once due; replicas, replay
+//! and a snapshot agree on it.
 
 mod common;
 
@@ -17,6 +20,8 @@ use raftmq_store::command::ChangeInvisible;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::command::Receive;
+use raftmq_store::message::Message;
+use raftmq_store::receive::delay::DELIVER_MS_PROPERTY;
 use raftmq_store::types::LogIndex;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
@@ -445,4 +450,257 @@ async fn snapshot_install_carries_the_pop_state() {
         a.store.receive_state("g", "t", Q0),
         b.store.receive_state("g", "t", Q0)
     );
+}
+
+/// Message `i` of topic `t`, queue 0, to be delivered at `deliver_ms`.
+fn delayed(i: u64, deliver_ms: u64) -> Message {
+    let mut m = msg("t", 0, i, "a", "", 1000 + i);
+    m.properties
+        .insert(DELIVER_MS_PROPERTY.into(), deliver_ms.to_string());
+    m
+}
+
+fn deliverable(n: &Node, group: &str, now_ms: u64) -> bool {
+    n.store
+        .has_deliverable(group, "t", Q0, "*", now_ms)
+        .expect("check")
+}
+
+/// Queue 0 of `t`: 0 normal, 1 due at 20_000, 2 normal, 3 due at 5_000 (past), 4 due at
+/// 30_000.
+fn delay_node(dir: &std::path::Path) -> Node {
+    let mut n = open_node(dir, small_config(), SEG);
+    n.create_topic("t", 1);
+    n.send(vec![msg("t", 0, 0, "a", "", 1000)]);
+    n.send(vec![delayed(1, 20_000)]);
+    n.send(vec![msg("t", 0, 2, "a", "", 1002), delayed(3, 5_000)]);
+    n.send(vec![delayed(4, 30_000)]);
+    n
+}
+
+#[test]
+fn a_delayed_message_is_parked_then_delivered_with_attempt_1() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = delay_node(d.path());
+    let first = n.next_index;
+    let got = recv(&mut n, receive("g", 10, 100_000, 10_000));
+    assert_eq!(
+        offsets(&got),
+        [0, 2, 3],
+        "later messages not blocked; 3 is past due"
+    );
+    assert!(got.iter().all(|d| d.attempt == 1));
+    let s = n.store.receive_state("g", "t", Q0).expect("state");
+    assert_eq!(
+        s.next,
+        QueueOffset::new(5),
+        "next moved past the parked ones"
+    );
+    let parked = |o: u64| s.inflight[&QueueOffset::new(o)];
+    assert_eq!(
+        (
+            parked(1).attempt,
+            parked(1).invisible_until_ms,
+            parked(1).handle
+        ),
+        (0, 20_000, LogIndex::new(first))
+    );
+    assert_eq!(
+        (parked(4).attempt, parked(4).invisible_until_ms),
+        (0, 30_000)
+    );
+    n.store.validate().expect("valid");
+
+    // Parked is not delivered: no handle acks or moves it, and it holds the progress.
+    assert_eq!(
+        ack(&mut n, "g", &[(1, LogIndex::new(first))]),
+        [Err(RejectCode::InvalidReceiptHandle)]
+    );
+    let moved = change(&mut n, 1, LogIndex::new(first), 1000, 10_100);
+    assert!(
+        matches!(
+            moved,
+            ApplyResponse::Rejected {
+                code: RejectCode::InvalidReceiptHandle,
+                ..
+            }
+        ),
+        "{moved:?}"
+    );
+    let handles: Vec<_> = got
+        .iter()
+        .map(|d| (d.queue_offset.get(), d.handle))
+        .collect();
+    assert_eq!(ack(&mut n, "g", &handles), [Ok(()), Ok(()), Ok(())]);
+    assert_eq!(
+        progress(&n, "g"),
+        Some(1),
+        "the parked message holds the progress"
+    );
+
+    // Not before its time; at its time with attempt 1 (not 2).
+    assert!(!deliverable(&n, "g", 19_999));
+    assert!(recv(&mut n, receive("g", 10, 1000, 19_999)).is_empty());
+    assert!(deliverable(&n, "g", 20_000));
+    let at = n.next_index;
+    let due = recv(&mut n, receive("g", 10, 1000, 20_000));
+    assert_eq!(offsets(&due), [1]);
+    assert_eq!(
+        (due[0].attempt, due[0].handle, due[0].invisible_until_ms),
+        (1, LogIndex::new(at), 21_000)
+    );
+    assert!(!deliverable(&n, "g", 20_500));
+    // Not acked: delivered again with attempt 2, like any message.
+    let again = recv(&mut n, receive("g", 10, 1000, 21_000));
+    assert_eq!((offsets(&again), again[0].attempt), (vec![1], 2));
+    assert_eq!(ack(&mut n, "g", &[(1, again[0].handle)]), [Ok(())]);
+    assert_eq!(progress(&n, "g"), Some(4));
+    let last = recv(&mut n, receive("g", 10, 1000, 30_000));
+    assert_eq!((offsets(&last), last[0].attempt), (vec![4], 1));
+    assert_eq!(ack(&mut n, "g", &[(4, last[0].handle)]), [Ok(())]);
+    assert_eq!(progress(&n, "g"), Some(5));
+    n.store.validate().expect("valid");
+}
+
+#[test]
+fn has_deliverable_waits_for_a_lone_delayed_message() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), SEG);
+    n.create_topic("t", 1);
+    n.send(vec![delayed(0, 20_000)]);
+    // Not parked yet (no Receive scanned it): still not deliverable before its time.
+    assert!(!deliverable(&n, "g", 10_000));
+    assert!(deliverable(&n, "g", 20_000));
+    // Scanned at its time: delivered at once, attempt 1.
+    let got = recv(&mut n, receive("g", 10, 1000, 20_000));
+    assert_eq!((offsets(&got), got[0].attempt), (vec![0], 1));
+    // A later normal message behind a new delayed one is deliverable at once.
+    n.send(vec![delayed(1, 50_000), msg("t", 0, 2, "a", "", 1002)]);
+    assert!(deliverable(&n, "g", 20_100));
+    assert_eq!(offsets(&recv(&mut n, receive("g", 10, 1000, 20_100))), [2]);
+    // Filtered out: a delayed message of another tag is skipped, never parked.
+    let mut other = delayed(3, 60_000);
+    other.tags = "b".into();
+    n.send(vec![other]);
+    let r = Receive {
+        filter: "a".into(),
+        ..receive("g", 10, 1000, 20_200)
+    };
+    assert!(recv(&mut n, r).is_empty());
+    let s = n.store.receive_state("g", "t", Q0).expect("state");
+    assert_eq!(s.next, QueueOffset::new(4));
+    assert!(!s.inflight.contains_key(&QueueOffset::new(3)));
+}
+
+#[test]
+fn parked_messages_count_in_the_inflight_bound() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), SEG);
+    n.create_topic("t", 1);
+    n.send(vec![delayed(0, 20_000), delayed(1, 20_000)]);
+    n.send(vec![msg("t", 0, 2, "a", "", 1002)]);
+    let bounded = |now| Receive {
+        max_inflight: 2,
+        ..receive("g", 10, 1000, now)
+    };
+    assert!(
+        recv(&mut n, bounded(10_000)).is_empty(),
+        "both parked, bound full"
+    );
+    assert_eq!(
+        n.store.receive_state("g", "t", Q0).expect("state").next,
+        QueueOffset::new(2)
+    );
+    // Due: the parked ones go out (the count stays 2), the normal one still waits.
+    let due = recv(&mut n, bounded(20_000));
+    assert_eq!(offsets(&due), [0, 1]);
+    assert!(due.iter().all(|d| d.attempt == 1));
+    let handles: Vec<_> = due
+        .iter()
+        .map(|d| (d.queue_offset.get(), d.handle))
+        .collect();
+    ack(&mut n, "g", &handles);
+    assert_eq!(offsets(&recv(&mut n, bounded(20_100))), [2]);
+}
+
+/// Delayed messages on two replicas, then a crash and replay on one: same answers, same
+/// state; a checkpoint reopen keeps the parked entries.
+#[test]
+fn delay_replicas_and_replay_agree() {
+    let (da, db) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let mut a = delay_node(da.path());
+    let mut b = delay_node(db.path());
+    let start = a.next_index;
+    let mut answers = Vec::new();
+    for now in [10_000, 15_000, 20_000, 25_000, 30_000, 31_000] {
+        let c = Command::Receive(receive("g", 2, 1000, now));
+        let (ra, rb) = (a.propose(&c), b.propose(&c));
+        assert_eq!(ra, rb, "{c:?}");
+        answers.push(ra);
+    }
+    assert_eq!(
+        a.store.receive_state("g", "t", Q0),
+        b.store.receive_state("g", "t", Q0)
+    );
+    let want = a.store.receive_state("g", "t", Q0).expect("state");
+    // Crash (no checkpoint since open): every entry is applied again.
+    drop(a);
+    let a = open_node(da.path(), small_config(), SEG);
+    let from = a.store.watermarks().applied.map_or(0, |l| l.index + 1);
+    assert!(from < start, "replay covers the receives");
+    let entries = a
+        .log
+        .read_entries(LogIndex::new(from), LogIndex::new(a.next_index))
+        .expect("read");
+    let mut replayed = Vec::new();
+    for e in entries {
+        let r = a.sm.apply_entry(&e).expect("replay");
+        if e.log_id.index >= start {
+            replayed.push(r);
+        }
+    }
+    assert_eq!(
+        replayed, answers,
+        "replay picks what the first apply picked"
+    );
+    assert_eq!(a.store.receive_state("g", "t", Q0), Some(want.clone()));
+    a.store.close().expect("close");
+    drop(a);
+    let a = open_node(da.path(), small_config(), SEG);
+    assert_eq!(a.store.receive_state("g", "t", Q0), Some(want));
+    a.store.validate().expect("valid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_install_keeps_parked_messages() {
+    let (da, db) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let mut a = delay_node(da.path());
+    assert_eq!(
+        offsets(&recv(&mut a, receive("g", 10, 100_000, 10_000))),
+        [0, 2, 3]
+    );
+    let mut b = open_node(db.path(), small_config(), SEG);
+    let snap = common::build_snapshot(&mut a).await;
+    let file = transfer(&snap.snapshot, &b).await;
+    b.sm.install_snapshot(&snap.meta, file)
+        .await
+        .expect("install");
+    let want = a.store.receive_state("g", "t", Q0).expect("state");
+    assert_eq!(want.inflight[&QueueOffset::new(1)].attempt, 0);
+    assert_eq!(b.store.receive_state("g", "t", Q0), Some(want));
+    b.next_index = a.next_index;
+    assert!(!deliverable(&b, "g", 19_999));
+    let r = Command::Receive(receive("g", 10, 1000, 20_000));
+    let (ra, rb) = (a.propose(&r), b.propose(&r));
+    assert_eq!(ra, rb);
+    let ApplyResponse::Received(d) = rb else {
+        panic!("{rb:?}")
+    };
+    assert_eq!((offsets(&d), d[0].attempt), (vec![1], 1));
 }

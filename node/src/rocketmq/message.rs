@@ -3,15 +3,23 @@
 //! The client's message id, the message group and the trace context live in the stored
 //! message's properties under RocketMQ's own system property names, so a message sent through
 //! either protocol reads back the same through both. User properties may not use those names.
+//!
+//! A delivery timestamp (message type DELAY, or a normal one that carries it, as RocketMQ's
+//! proxy accepts) is stored as [`DELIVER_MS_PROPERTY`] in ms since the epoch; RocketMQ
+//! consumers get the message at that time (the pop apply parks it until then), while
+//! raftmq's own pull API (`raftmq consume`) sees it at once.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use raftmq_proto::rocketmq::v2 as rmq;
 use raftmq_store::message::Message;
+pub use raftmq_store::receive::delay::DELIVER_MS_PROPERTY;
 use raftmq_store::types::QueueId;
 use rmq::Code;
 
 use super::status;
+use crate::pipeline::queues::now_ms;
 use crate::pipeline::queues::SHARDING_KEY_PROPERTY;
 
 /// The client's message id (RocketMQ `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`).
@@ -20,6 +28,9 @@ pub const MESSAGE_ID_PROPERTY: &str = "UNIQ_KEY";
 pub const TRACE_CONTEXT_PROPERTY: &str = "TRACE_CONTEXT";
 /// Longest client message id accepted.
 pub const MAX_MESSAGE_ID_LEN: usize = 128;
+/// Latest delivery time accepted, from now (RocketMQ's proxy default `maxDelayTimeMills`);
+/// later is ILLEGAL_DELIVERY_TIME.
+pub const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
 
 /// Property names user properties may not use (RocketMQ system properties we store or may
 /// store later).
@@ -27,7 +38,7 @@ const RESERVED: [&str; 8] = [
     MESSAGE_ID_PROPERTY,
     SHARDING_KEY_PROPERTY,
     TRACE_CONTEXT_PROPERTY,
-    "TIMER_DELIVER_MS",
+    DELIVER_MS_PROPERTY,
     "TRAN_MSG",
     "DELAY",
     "RETRY_TOPIC",
@@ -66,9 +77,75 @@ pub fn timestamp(ms: u64) -> prost_types::Timestamp {
     }
 }
 
+/// Checks the message type against the delivery timestamp and returns the delivery time
+/// (ms since the epoch) to store, if any. DELAY needs a timestamp; NORMAL or unspecified may
+/// carry one; FIFO may not; transactional messages are not supported. A time at or before
+/// `now_ms` is kept (delivered at once); one past `now_ms + MAX_DELAY` is refused.
+fn delivery_ms(
+    sys: &rmq::SystemProperties,
+    id: &str,
+    now_ms: u64,
+) -> Result<Option<u64>, rmq::Status> {
+    let deliver = sys
+        .delivery_timestamp
+        .as_ref()
+        .map(|t| timestamp_ms(Some(t)));
+    let kind = rmq::MessageType::try_from(sys.message_type).unwrap_or_default();
+    let refuse = |code, why: &str| Err(bad(code, format!("message {id}: {why}")));
+    match (kind, deliver) {
+        (rmq::MessageType::Transaction, _) => {
+            return refuse(
+                Code::Unsupported,
+                "transactional messages are not supported by raftmq yet",
+            )
+        }
+        (rmq::MessageType::Delay, None) => {
+            return refuse(
+                Code::IllegalDeliveryTime,
+                "a DELAY message needs a delivery_timestamp",
+            )
+        }
+        (rmq::MessageType::Fifo, Some(_)) => {
+            return refuse(
+                Code::IllegalDeliveryTime,
+                "a FIFO message cannot have a delivery_timestamp",
+            )
+        }
+        (rmq::MessageType::Fifo, None)
+            if sys.message_group.as_deref().is_none_or(str::is_empty) =>
+        {
+            return refuse(
+                Code::IllegalMessageGroup,
+                "a FIFO message needs a message group",
+            )
+        }
+        _ => {}
+    }
+    let max_ms = u64::try_from(MAX_DELAY.as_millis()).unwrap_or(u64::MAX);
+    match deliver {
+        Some(at) if at > now_ms.saturating_add(max_ms) => refuse(
+            Code::IllegalDeliveryTime,
+            &format!(
+                "delivery time {at} (ms since the epoch) is {} ms from now, over the maximum \
+                 delay of {} h",
+                at - now_ms,
+                MAX_DELAY.as_secs() / 3600
+            ),
+        ),
+        d => Ok(d),
+    }
+}
+
 /// Converts one message of a SendMessage request, checking what the store's limits do not:
-/// message id, message type, reserved property names and the body size (`max_body`).
+/// message id, message type, delivery time, reserved property names and the body size
+/// (`max_body`). The delivery time is checked against this node's clock.
 pub fn incoming(m: rmq::Message, max_body: usize) -> Result<Incoming, rmq::Status> {
+    incoming_at(m, max_body, now_ms())
+}
+
+/// [`incoming`] with the clock given: `now_ms` (ms since the epoch) bounds the delivery
+/// time to `now_ms + MAX_DELAY`.
+pub fn incoming_at(m: rmq::Message, max_body: usize, now_ms: u64) -> Result<Incoming, rmq::Status> {
     let topic = super::route::topic_name(m.topic.as_ref())?.to_string();
     let sys = m
         .system_properties
@@ -91,34 +168,7 @@ pub fn incoming(m: rmq::Message, max_body: usize) -> Result<Incoming, rmq::Statu
             ),
         ));
     }
-    let kind = rmq::MessageType::try_from(sys.message_type).unwrap_or_default();
-    match kind {
-        rmq::MessageType::Transaction => {
-            return Err(bad(
-                Code::Unsupported,
-                format!("message {id}: transactional messages are not supported by raftmq yet"),
-            ))
-        }
-        rmq::MessageType::Delay => {
-            return Err(bad(
-                Code::Unsupported,
-                format!("message {id}: delayed messages are not supported by raftmq yet"),
-            ))
-        }
-        _ if sys.delivery_timestamp.is_some() => {
-            return Err(bad(
-                Code::Unsupported,
-                format!("message {id}: delivery timestamps are not supported by raftmq yet"),
-            ))
-        }
-        rmq::MessageType::Fifo if sys.message_group.as_deref().is_none_or(str::is_empty) => {
-            return Err(bad(
-                Code::IllegalMessageGroup,
-                format!("message {id}: a FIFO message needs a message group"),
-            ))
-        }
-        _ => {}
-    }
+    let deliver_ms = delivery_ms(&sys, &id, now_ms)?;
     let mut properties = BTreeMap::new();
     for (k, v) in m.user_properties {
         if RESERVED.contains(&k.as_str()) {
@@ -135,6 +185,9 @@ pub fn incoming(m: rmq::Message, max_body: usize) -> Result<Incoming, rmq::Statu
     }
     if let Some(t) = sys.trace_context.filter(|t| !t.is_empty()) {
         properties.insert(TRACE_CONTEXT_PROPERTY.to_string(), t);
+    }
+    if let Some(at) = deliver_ms {
+        properties.insert(DELIVER_MS_PROPERTY.to_string(), at.to_string());
     }
     let queue = u32::try_from(sys.queue_id).ok().map(QueueId::new);
     let message = Message {
@@ -227,5 +280,63 @@ mod tests {
         sys.message_group = Some("g1".into());
         let i = incoming(m, 1024).unwrap();
         assert_eq!(i.message.properties[SHARDING_KEY_PROPERTY], "g1");
+    }
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn with_delivery(kind: rmq::MessageType, at_ms: Option<u64>) -> rmq::Message {
+        let mut m = msg("id");
+        let sys = m.system_properties.as_mut().unwrap();
+        sys.message_type = kind as i32;
+        sys.delivery_timestamp = at_ms.map(timestamp);
+        m
+    }
+
+    #[test]
+    fn delayed_messages_store_their_delivery_time() {
+        let at = NOW + 3_000;
+        for kind in [
+            rmq::MessageType::Delay,
+            rmq::MessageType::Normal,
+            rmq::MessageType::Unspecified,
+        ] {
+            let i = incoming_at(with_delivery(kind, Some(at)), 1024, NOW).unwrap();
+            assert_eq!(
+                i.message.properties[DELIVER_MS_PROPERTY],
+                at.to_string(),
+                "{kind:?}"
+            );
+        }
+        // In the past, or exactly the maximum: accepted (the past one is delivered at once).
+        let max = u64::try_from(MAX_DELAY.as_millis()).unwrap();
+        for at in [NOW - 60_000, NOW, NOW + max] {
+            let i = incoming_at(with_delivery(rmq::MessageType::Delay, Some(at)), 1024, NOW);
+            assert_eq!(
+                i.unwrap().message.properties[DELIVER_MS_PROPERTY],
+                at.to_string()
+            );
+        }
+        let plain = incoming_at(msg("id"), 1024, NOW).unwrap();
+        assert!(!plain.message.properties.contains_key(DELIVER_MS_PROPERTY));
+    }
+
+    #[test]
+    fn bad_delivery_times_get_precise_codes() {
+        let code = |m: rmq::Message| incoming_at(m, 1024, NOW).unwrap_err();
+        let max = u64::try_from(MAX_DELAY.as_millis()).unwrap();
+        let far = code(with_delivery(rmq::MessageType::Delay, Some(NOW + max + 1)));
+        assert_eq!(far.code, Code::IllegalDeliveryTime as i32);
+        assert!(far.message.contains("maximum delay"), "{}", far.message);
+        let none = code(with_delivery(rmq::MessageType::Delay, None));
+        assert_eq!(none.code, Code::IllegalDeliveryTime as i32);
+        let mut fifo = with_delivery(rmq::MessageType::Fifo, Some(NOW + 1000));
+        fifo.system_properties.as_mut().unwrap().message_group = Some("g".into());
+        assert_eq!(code(fifo).code, Code::IllegalDeliveryTime as i32);
+        let tx = with_delivery(rmq::MessageType::Transaction, Some(NOW + 1000));
+        assert_eq!(code(tx).code, Code::Unsupported as i32);
+        let mut m = msg("id");
+        m.user_properties
+            .insert(DELIVER_MS_PROPERTY.into(), NOW.to_string());
+        assert_eq!(code(m).code, Code::IllegalMessagePropertyKey as i32);
     }
 }

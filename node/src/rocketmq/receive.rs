@@ -8,8 +8,11 @@
 //! The stream carries a status first (OK, or MESSAGE_NOT_FOUND when the poll ended empty),
 //! then the messages, then the delivery timestamp, and ends. A follower relays the leader's
 //! stream. A message due for its attempt past `MAX_DELIVERY_ATTEMPTS` goes to the group's
-//! dead-letter queue instead of the consumer.
+//! dead-letter queue instead of the consumer. A delayed message is handed out only from its
+//! delivery time on (the store parks it until then), as type DELAY with its
+//! `delivery_timestamp`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use md5::Digest;
@@ -69,6 +72,24 @@ fn status_only(s: rmq::Status) -> Vec<rmq::ReceiveMessageResponse> {
 pub fn md5_hex(body: &[u8]) -> String {
     let d = md5::Md5::digest(body);
     d.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// The message type a consumer sees and the delivery timestamp, taking the delivery time
+/// out of the user properties. As RocketMQ's proxy: a delivery time makes it DELAY, whatever
+/// else it carries; else a message group makes it FIFO.
+fn kind_and_delivery(
+    props: &mut BTreeMap<String, String>,
+    has_group: bool,
+) -> (rmq::MessageType, Option<prost_types::Timestamp>) {
+    let deliver = props
+        .remove(message::DELIVER_MS_PROPERTY)
+        .and_then(|v| v.parse::<u64>().ok());
+    let kind = match (deliver, has_group) {
+        (Some(_), _) => rmq::MessageType::Delay,
+        (None, true) => rmq::MessageType::Fifo,
+        (None, false) => rmq::MessageType::Normal,
+    };
+    (kind, deliver.map(message::timestamp))
 }
 
 /// A checked receive request and how long it may poll.
@@ -174,11 +195,7 @@ impl RocketMqService {
             .unwrap_or_else(|| format!("{:032X}", r.msg_id.get()));
         let group = props.remove(SHARDING_KEY_PROPERTY);
         let trace = props.remove(message::TRACE_CONTEXT_PROPERTY);
-        let kind = if group.is_some() {
-            rmq::MessageType::Fifo
-        } else {
-            rmq::MessageType::Normal
-        };
+        let (kind, deliver) = kind_and_delivery(&mut props, group.is_some());
         let sys = rmq::SystemProperties {
             tag: Some(m.tags).filter(|t| !t.is_empty()),
             keys: m.keys,
@@ -193,7 +210,7 @@ impl RocketMqService {
             born_host: m.born_host,
             store_timestamp: Some(message::timestamp(m.store_timestamp_ms)),
             store_host: self.advertised.clone(),
-            delivery_timestamp: None,
+            delivery_timestamp: deliver,
             receipt_handle: Some(r.receipt.encode()),
             queue_id: i32::try_from(r.receipt.queue_id.get()).unwrap_or(i32::MAX),
             queue_offset: Some(i64::try_from(r.receipt.queue_offset.get()).unwrap_or(i64::MAX)),
@@ -296,6 +313,34 @@ mod tests {
         assert_eq!(grpc_timeout(&md), Some(Duration::from_millis(1500)));
         md.insert("grpc-timeout", "x".parse().unwrap());
         assert_eq!(grpc_timeout(&md), None);
+    }
+
+    #[test]
+    fn a_delivery_time_makes_a_delay_message() {
+        let mut props: BTreeMap<String, String> = [
+            (
+                message::DELIVER_MS_PROPERTY.to_string(),
+                "1700000003000".to_string(),
+            ),
+            ("color".to_string(), "red".to_string()),
+        ]
+        .into();
+        let (kind, at) = kind_and_delivery(&mut props, true);
+        assert_eq!(kind, rmq::MessageType::Delay);
+        assert_eq!(at, Some(message::timestamp(1_700_000_003_000)));
+        assert_eq!(
+            props.keys().collect::<Vec<_>>(),
+            ["color"],
+            "not a user property"
+        );
+        assert_eq!(
+            kind_and_delivery(&mut props, true).0,
+            rmq::MessageType::Fifo
+        );
+        assert_eq!(
+            kind_and_delivery(&mut props, false),
+            (rmq::MessageType::Normal, None)
+        );
     }
 
     #[test]

@@ -18,8 +18,11 @@ use super::RocketMqService;
 use crate::error::NodeError;
 
 /// The message types our queues accept (see the README's feature table).
-pub const ACCEPTED_TYPES: [rmq::MessageType; 2] =
-    [rmq::MessageType::Normal, rmq::MessageType::Fifo];
+pub const ACCEPTED_TYPES: [rmq::MessageType; 3] = [
+    rmq::MessageType::Normal,
+    rmq::MessageType::Fifo,
+    rmq::MessageType::Delay,
+];
 
 /// `host:port` as RocketMQ `Endpoints`: IPv4 or IPv6 for an IP literal, else DOMAIN_NAME
 /// (never UNSPECIFIED, which the clients cannot dial).

@@ -8,7 +8,12 @@
 //! delivered it or moved its deadline). Part of the state machine, the dispatch checkpoint
 //! and the snapshot manifest; `BTreeMap`s only, and every clock value comes from the command
 //! (the leader stamps `now_ms`), so every replica holds the same table.
+//!
+//! A delayed message ([`delay`]) not due yet when a `Receive` scans it is parked: in flight
+//! with attempt 0 and its delivery time as deadline, so `next` moves on; the first delivery
+//! after that time has attempt 1.
 
+pub mod delay;
 mod table;
 
 pub use table::AckCheck;

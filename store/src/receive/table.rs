@@ -17,17 +17,21 @@ use crate::types::TimestampMs;
 /// a constant of the format, not a setting, so every replica scans the same.
 pub const RECEIVE_SCAN_UNITS: usize = 4096;
 
-/// A message handed out to a group and not acked yet.
+/// A message handed out to a group and not acked yet, or a delayed one parked until its
+/// delivery time (attempt 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Inflight {
     /// Invisible to the group until this time (leader clock, ms since the epoch); at or
-    /// after it a `Receive` delivers the message again.
+    /// after it a `Receive` delivers the message (again). For a parked message: its
+    /// delivery time.
     pub invisible_until_ms: TimestampMs,
-    /// Invariant: >= 1. Deliveries so far (1 for the first).
+    /// Deliveries so far (1 for the first); 0 for a parked delayed message, never
+    /// delivered yet.
     pub attempt: u32,
     /// The receipt handle: log index of the entry that last delivered the message or moved
-    /// its deadline. Only this handle acks it.
+    /// its deadline (for a parked one: the entry that parked it). Only this handle acks it,
+    /// and only once delivered (attempt >= 1).
     pub handle: LogIndex,
 }
 
@@ -37,21 +41,22 @@ pub struct Inflight {
 pub struct QueueReceive {
     /// First queue offset never delivered to the group (nor skipped by its filter).
     pub next: QueueOffset,
-    /// Invariant: every key is below `next`. Messages in flight, by queue offset.
+    /// Invariant: every key is below `next`. Messages in flight (parked ones included), by
+    /// queue offset.
     pub inflight: BTreeMap<QueueOffset, Inflight>,
 }
 
 /// How an ack (or deadline change) of `(queue_offset, handle)` stands against the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckCheck {
-    /// In flight with exactly this handle.
+    /// In flight with exactly this handle (and delivered: a parked message never matches).
     Matches,
     /// In flight, but under another handle (redelivered, or the deadline was moved since).
     StaleHandle,
     /// Below `next` and not in flight: acked already (or skipped by the filter, or gone with
     /// retention); acking again changes nothing.
     AlreadyAcked,
-    /// Never delivered to the group.
+    /// Never delivered to the group (at or past `next`, or parked until its delivery time).
     NeverDelivered,
 }
 
@@ -86,6 +91,7 @@ impl QueueReceive {
     /// Where `(offset, handle)` stands.
     pub fn check(&self, offset: QueueOffset, handle: LogIndex) -> AckCheck {
         match self.inflight.get(&offset) {
+            Some(f) if f.attempt == 0 => AckCheck::NeverDelivered,
             Some(f) if f.handle == handle => AckCheck::Matches,
             Some(_) => AckCheck::StaleHandle,
             None if offset < self.next => AckCheck::AlreadyAcked,
@@ -99,9 +105,6 @@ impl QueueReceive {
                 "in-flight offset {o} is not below next {}",
                 self.next
             ));
-        }
-        if let Some((o, _)) = self.inflight.iter().find(|(_, f)| f.attempt == 0) {
-            return Err(format!("in-flight offset {o} has attempt 0"));
         }
         Ok(())
     }
@@ -201,7 +204,7 @@ impl ReceiveTable {
         self.groups.is_empty()
     }
 
-    /// Checks the invariants (no empty inner map; in flight below `next`; attempts >= 1).
+    /// Checks the invariants (no empty inner map; in flight below `next`).
     pub fn validate(&self) -> Result<()> {
         for (g, topics) in &self.groups {
             if topics.is_empty() || topics.values().any(BTreeMap::is_empty) {
@@ -252,6 +255,14 @@ mod tests {
         assert_eq!(s.forget_below(o(9)), 1);
         assert_eq!((s.next, s.inflight.len()), (o(9), 0));
         s.validate().expect("valid");
+        s.inflight.insert(o(8), f(50, 0, 9));
+        assert_eq!(
+            s.check(o(8), LogIndex::new(9)),
+            AckCheck::NeverDelivered,
+            "a parked message is not acked, even with the parking entry's index"
+        );
+        assert_eq!(s.progress(), o(8));
+        s.validate().expect("parked is valid");
         s.inflight.insert(o(9), f(1, 1, 1));
         assert!(s.validate().is_err(), "in flight at next");
     }

@@ -7,7 +7,10 @@
 //! replicated state: ConsumeQueue units and the committed records they point at are the same
 //! on every replica. Only units of earlier entries count (physical offset below the
 //! `Receive` entry's own): after a crash, replay finds units of later entries already in
-//! the queues, and must pick what the first apply picked. The one node-local input is retention: offsets below the queue's minimum
+//! the queues, and must pick what the first apply picked. Whether a message is due (its
+//! [`DELIVER_MS_PROPERTY`](crate::receive::delay::DELIVER_MS_PROPERTY) against the command's
+//! `now_ms`) is read from the committed record, the same on every replica. The one
+//! node-local input is retention: offsets below the queue's minimum
 //! are forgotten, and the floor is `max(command.queue_min, local min)`, so replicas that
 //! retain at least what the leader retained compute the same picks; a replica that deleted
 //! more skips what it no longer has.
@@ -27,6 +30,7 @@ use crate::raft_types::Delivered;
 use crate::raft_types::InvisibleChanged;
 use crate::raft_types::LogStore;
 use crate::raft_types::RejectCode;
+use crate::receive::delay;
 use crate::receive::AckCheck;
 use crate::receive::Inflight;
 use crate::receive::QueueReceive;
@@ -131,7 +135,8 @@ fn delivered(offset: QueueOffset, u: CqUnit, f: &Inflight) -> Delivered {
     }
 }
 
-/// In offset order, the in-flight messages whose deadline passed, up to `want`.
+/// In offset order, the in-flight messages whose deadline passed, up to `want`; a parked
+/// delayed message whose delivery time came goes out with attempt 1.
 fn redeliver_expired(
     s: &mut QueueReceive,
     cq: &ConsumeQueue,
@@ -171,7 +176,9 @@ struct NewScan {
 }
 
 /// New messages from `next` that match the filter, while `out` and the in-flight bound have
-/// room; `next` moves past every unit scanned (non-matching ones are skipped for good).
+/// room; `next` moves past every unit scanned (non-matching ones are skipped for good). A
+/// matching message not due yet (delivery time after `now_ms`) is parked: in flight with
+/// attempt 0 until its delivery time, counted in the bound, not handed out.
 fn deliver_new(
     s: &mut QueueReceive,
     cq: &ConsumeQueue,
@@ -183,51 +190,78 @@ fn deliver_new(
 ) -> Result<()> {
     let (until, handle) = (scan.until, scan.handle);
     let want = r.max_messages as usize;
-    let room = (r.max_inflight as usize).saturating_sub(s.inflight.len());
-    let take = want.saturating_sub(out.len()).min(room);
-    if take == 0 || s.next < cq.min_offset() || s.next >= scan.max {
+    let bound = r.max_inflight as usize;
+    if out.len() >= want
+        || s.inflight.len() >= bound
+        || s.next < cq.min_offset()
+        || s.next >= scan.max
+    {
         return Ok(());
     }
     let n = s.next.count_to(scan.max).min(RECEIVE_SCAN_UNITS as u64) as usize;
     let units = cq.read(s.next, n)?;
-    let mut taken = 0;
     for u in units {
-        if taken >= take {
+        if out.len() >= want || s.inflight.len() >= bound {
             break;
         }
         let offset = s.next;
         s.next = offset.next();
-        if !matches(log, filter, &u)? {
-            continue;
-        }
-        let f = Inflight {
-            invisible_until_ms: until,
-            attempt: 1,
-            handle,
+        let f = match look(log, filter, &u, r.now_ms)? {
+            Look::Skip => continue,
+            Look::Park(at) => {
+                let parked = Inflight {
+                    invisible_until_ms: at,
+                    attempt: 0,
+                    handle,
+                };
+                s.inflight.insert(offset, parked);
+                tracing::trace!(
+                    queue_offset = offset.get(),
+                    deliver_ms = at,
+                    "delayed message parked"
+                );
+                continue;
+            }
+            Look::Deliver => Inflight {
+                invisible_until_ms: until,
+                attempt: 1,
+                handle,
+            },
         };
         s.inflight.insert(offset, f);
         out.push(delivered(offset, u, &f));
-        taken += 1;
     }
     Ok(())
 }
 
-/// Both filter stages: tag hash of the unit, then the exact tag of the committed record.
-fn matches(log: &LogStore, filter: &TagFilter, u: &CqUnit) -> Result<bool> {
-    if filter.is_all() {
-        return Ok(true);
-    }
+/// What a `Receive` does with a new unit.
+enum Look {
+    /// Filtered out (or gone with retention): skipped for good.
+    Skip,
+    /// Matches, but its delivery time (ms) is still ahead.
+    Park(u64),
+    /// Matches and is due.
+    Deliver,
+}
+
+/// Both filter stages (tag hash of the unit, then the exact tag of the committed record)
+/// and the delivery time. The record is read only for a unit that passes the hash stage, and
+/// parsed once for both the exact tag and the delivery time.
+fn look(log: &LogStore, filter: &TagFilter, u: &CqUnit, now_ms: u64) -> Result<Look> {
     if !filter.matches_hash(u.tag_hash) {
-        return Ok(false);
+        return Ok(Look::Skip);
     }
     let rec = match log.read_at(u.phys_offset, u.size) {
         Ok(rec) => rec,
         // Retention took the segment: the message is gone on this replica, skip it.
-        Err(_) if u.phys_offset < log.watermarks().min_phys_offset => return Ok(false),
+        Err(_) if u.phys_offset < log.watermarks().min_phys_offset => return Ok(Look::Skip),
         Err(e) => return Err(e.into()),
     };
     let view = MessageView::parse(&rec).map_err(|e| e.locate("commitlog", u.phys_offset.get()))?;
-    Ok(filter.matches_tag(view.tags))
+    if !filter.matches_tag(view.tags) {
+        return Ok(Look::Skip);
+    }
+    Ok(delay::not_due_until(&view, now_ms).map_or(Look::Deliver, Look::Park))
 }
 
 fn ack_refusal(check: AckCheck, what: &str, offset: QueueOffset) -> RejectCode {
