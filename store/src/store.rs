@@ -172,7 +172,8 @@ impl Store {
 
     /// Cheap leader-side check before proposing a `Receive`: true if it would hand out a
     /// message now (an expired in-flight one, or a dispatched message at or after the
-    /// group's `next` matching `filter` while the in-flight bound has room). A bad tag
+    /// group's `next` matching `filter` and due (a delayed message only from its delivery
+    /// time) while the in-flight bound has room). A bad tag
     /// expression is `InvalidArgument`; an unknown topic or queue answers false.
     pub fn has_deliverable(
         &self,
