@@ -5,7 +5,9 @@
 //! The forwarded call carries `x-raftmq-forwarded-by: <node id>`. A node that receives one
 //! while not leading refuses it at the gRPC level with NOT_LEADER (it ran nothing), and the
 //! follower tries again: a refused or unconnectable forward is retried until the send
-//! timeout, as the leader changes.
+//! timeout, as the leader changes. A forward that failed otherwise (broke on the way, timed
+//! out) answers PROXY_TIMEOUT: its outcome is unknown, and the clients retry with the same
+//! message id.
 
 use std::future::Future;
 use std::time::Duration;
@@ -115,14 +117,21 @@ where
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(s) => {
+                // Unreached or refused: nothing ran. Anything else (the call broke on the way
+                // or timed out): the leader may have run it, the outcome is unknown.
+                let code = if retryable(&s) {
+                    Code::HaNotAvailable
+                } else {
+                    Code::ProxyTimeout
+                };
                 return Err(status::status(
-                    Code::HaNotAvailable,
+                    code,
                     format!(
                         "node {}: forwarding to leader {id} at {addr} failed: {}",
                         core.node_id,
                         s.message()
                     ),
-                ))
+                ));
             }
         }
     }
