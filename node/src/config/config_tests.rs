@@ -72,10 +72,13 @@ fn each_invalid_field_is_named() {
             c.election_timeout_min_ms = 10
         }),
         ("election-timeout-max-ms", |c| {
-            c.election_timeout_max_ms = 600
+            c.election_timeout_max_ms = c.election_timeout_min_ms
         }),
         ("heartbeat-ms", |c| c.heartbeat_ms = 600),
         ("heartbeat-ms", |c| c.heartbeat_ms = 5),
+        ("heartbeat-ms", |c| {
+            c.heartbeat_ms = c.election_timeout_min_ms / 2 + 1
+        }),
         ("send-timeout-ms", |c| c.send_timeout_ms = 10),
         ("max-message-bytes", |c| {
             c.store.limits.max_message_bytes = 10
