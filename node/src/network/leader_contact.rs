@@ -12,6 +12,8 @@
 //! changed (it granted another candidate), if it is not a follower, or while its lost-commit
 //! floor keeps it out of elections. If the Pre-Vote is refused, the election timer remains.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -34,7 +36,8 @@ pub const STAGGER_STEP: Duration = Duration::from_millis(15);
 
 /// The last append (unary or streamed) this node received from a leader.
 ///
-/// Invariant: `seq` grows by one with every append heard; `at` is when the last one arrived.
+/// Invariant: `seq` grows by one with every append heard; `at` is when the last one arrived;
+/// at most one Pre-Vote is scheduled per `seq`.
 #[derive(Debug, Default)]
 pub struct LeaderContact {
     last: Mutex<Heard>,
@@ -44,6 +47,8 @@ pub struct LeaderContact {
 struct Heard {
     seq: u64,
     at: Option<Instant>,
+    /// The `seq` a Pre-Vote is already scheduled for (several streams can end at once).
+    armed: Option<u64>,
 }
 
 impl LeaderContact {
@@ -69,8 +74,13 @@ impl LeaderContact {
         C: LogTypes,
         SM: RaftStateMachine<C>,
     {
-        let Heard { seq, at: Some(at) } = *self.lock() else {
-            return;
+        let (seq, at) = {
+            let mut h = self.lock();
+            let Some(at) = h.at.filter(|_| h.armed != Some(h.seq)) else {
+                return;
+            };
+            h.armed = Some(h.seq);
+            (h.seq, at)
         };
         let (state, vote) = {
             let m = raft.metrics();
@@ -83,9 +93,13 @@ impl LeaderContact {
         let lease = Duration::from_millis(raft.config().election_timeout_max);
         let steps = u32::try_from(node_id % 4).unwrap_or(0);
         let fire_at = at + lease + LEASE_MARGIN + STAGGER_STEP * steps;
+        // Called from a drop too: outside a runtime (a shutdown) there is nothing to do.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let contact = self.clone();
         let raft = raft.clone();
-        tokio::spawn(async move {
+        rt.spawn(async move {
             tokio::time::sleep_until(fire_at).await;
             if contact.lock().seq != seq || guard.holds_floor() {
                 return;
@@ -106,5 +120,35 @@ impl LeaderContact {
                 tracing::debug!(error = %e, "pre-vote trigger refused");
             }
         });
+    }
+}
+
+/// Runs its action once: at the first [`StreamEnd::fire`] or when dropped (a stream dropped by
+/// the transport, e.g. because its connection died, is never polled to its end).
+pub struct StreamEnd {
+    action: Box<dyn Fn() + Send + Sync>,
+    done: AtomicBool,
+}
+
+impl StreamEnd {
+    /// Calls `action` once, when the stream ends.
+    pub fn new(action: impl Fn() + Send + Sync + 'static) -> Self {
+        Self {
+            action: Box::new(action),
+            done: AtomicBool::new(false),
+        }
+    }
+
+    /// The stream ended: runs the action unless it already ran.
+    pub fn fire(&self) {
+        if !self.done.swap(true, Ordering::AcqRel) {
+            (self.action)();
+        }
+    }
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        self.fire();
     }
 }

@@ -39,6 +39,7 @@ pub use client::PeerNetwork;
 pub use codec::CodecError;
 pub use factory::PeerNetworkFactory;
 pub use leader_contact::LeaderContact;
+pub use leader_contact::StreamEnd;
 pub use server::PeerService;
 pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;

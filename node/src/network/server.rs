@@ -37,6 +37,7 @@ use super::checker::Checker;
 use super::codec;
 use super::fault::PeerFaults;
 use super::leader_contact::LeaderContact;
+use super::leader_contact::StreamEnd;
 use super::snapshot::SnapshotSink;
 use super::vote_guard::FloorFn;
 use super::vote_guard::VoteGuard;
@@ -208,7 +209,9 @@ where
         let peer_in = peer.clone();
         let contact = self.contact.clone();
         let (raft, node_id, guard) = (self.raft.clone(), self.node_id, self.vote_guard.clone());
-        let lost = Arc::new(move || contact.stream_lost(&raft, node_id, guard.clone()));
+        let lost = Arc::new(StreamEnd::new(move || {
+            contact.stream_lost(&raft, node_id, guard.clone())
+        }));
         let heard = self.contact.clone();
         let requests = futures::stream::unfold(Some(input), move |input| {
             let slot = slot.clone();
@@ -220,7 +223,7 @@ where
                 let mut input = input?;
                 let failed = match input.message().await {
                     Ok(None) => {
-                        lost();
+                        lost.fire();
                         return None;
                     }
                     Ok(Some(req)) => match checker
@@ -242,7 +245,7 @@ where
                     },
                     Err(status) => {
                         // The connection broke (e.g. the leader's process died).
-                        lost();
+                        lost.fire();
                         status
                     }
                 };
