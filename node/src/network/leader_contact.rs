@@ -92,7 +92,9 @@ impl LeaderContact {
         }
         let lease = Duration::from_millis(raft.config().election_timeout_max);
         let steps = u32::try_from(node_id % 4).unwrap_or(0);
-        let fire_at = at + lease + LEASE_MARGIN + STAGGER_STEP * steps;
+        // The stagger also applies when the lease is long over (a leader that fell silent
+        // before its stream ended), so two followers never campaign at the same instant.
+        let fire_at = (at + lease + LEASE_MARGIN).max(Instant::now()) + STAGGER_STEP * steps;
         // Called from a drop too: outside a runtime (a shutdown) there is nothing to do.
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
