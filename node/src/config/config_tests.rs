@@ -248,7 +248,7 @@ fn flags_override_file() {
     let path = dir.path().join("node.toml");
     std::fs::write(
         &path,
-        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 100\nflush-policy = \"async\"\n\
+        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 70\nflush-policy = \"async\"\n\
          max-batch-messages = 32\n",
     )
     .expect("write");
@@ -266,7 +266,7 @@ fn flags_override_file() {
     .expect("flags parse");
     let cfg = args.resolve().expect("valid");
     assert_eq!(cfg.node_id, 3, "from file");
-    assert_eq!(cfg.heartbeat_ms, 100, "from file");
+    assert_eq!(cfg.heartbeat_ms, 70, "from file");
     assert_eq!(cfg.log.flush, FlushPolicy::Async, "from file");
     assert_eq!(cfg.store.limits.max_batch_messages, 32, "from file");
     assert_eq!(cfg.cluster_id, "from-flag", "flag wins");
