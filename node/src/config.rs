@@ -115,13 +115,16 @@ pub struct NodeConfig {
     /// segment-bytes is also at least 65536 and at least 2 x max-batch-bytes.
     #[serde(flatten)]
     pub log: LogConfig,
-    /// Lower bound of the randomized election timeout, in ms.
-    /// Default 600; range 50..=60000 and > heartbeat-ms.
+    /// Lower bound of the randomized election timeout, in ms. openraft starts an election only
+    /// once the leader lease (= election-timeout-max-ms) *and* this randomized timeout have
+    /// passed since the leader was last heard: failover takes max + [min, max).
+    /// Default 150 (a LAN); range 50..=60000 and >= 2 x heartbeat-ms.
     pub election_timeout_min_ms: u64,
     /// Upper bound of the randomized election timeout, in ms.
-    /// Default 1200; range election-timeout-min-ms+1..=120000.
+    /// Also the leader lease (openraft uses it as such). Default 300; range
+    /// election-timeout-min-ms+1..=120000.
     pub election_timeout_max_ms: u64,
-    /// Leader heartbeat interval, in ms. Default 150; range 10..=election-timeout-min-ms-1.
+    /// Leader heartbeat interval, in ms. Default 50; range 10..=election-timeout-min-ms/2.
     pub heartbeat_ms: u64,
     /// How long a send waits for its quorum ack before failing DEADLINE_EXCEEDED, in ms.
     /// Default 3000; range 100..=600000.
@@ -164,9 +167,9 @@ impl Default for NodeConfig {
             initial_members: Vec::new(),
             join_addr: None,
             log: LogConfig::default(),
-            election_timeout_min_ms: 600,
-            election_timeout_max_ms: 1200,
-            heartbeat_ms: 150,
+            election_timeout_min_ms: 150,
+            election_timeout_max_ms: 300,
+            heartbeat_ms: 50,
             send_timeout_ms: 3000,
             grpc_max_message_bytes: 64 << 20,
             topic_auto_create: true,

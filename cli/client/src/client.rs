@@ -339,6 +339,8 @@ impl Client {
         let mut backoff = self.opts.backoff_initial;
         let mut redirect: Option<String> = None;
         let mut uncertain: Option<(String, Code, String)> = None;
+        // Whether a node that named itself the leader was already tried again at once.
+        let mut self_redirected = false;
         let mut last = String::from("no attempt made");
         let attempts = self.opts.max_attempts.max(1);
         for _ in 0..attempts {
@@ -358,6 +360,14 @@ impl Client {
                 Verdict::Redirect(to) if normalize(&to) != addr => {
                     self.follow(&to);
                     redirect = Some(normalize(&to));
+                    continue;
+                }
+                // The node names itself: it was elected while the call waited there for a new
+                // leader. Once, try it again at once.
+                Verdict::Redirect(_) if !self_redirected => {
+                    self_redirected = true;
+                    self.follow(&addr);
+                    redirect = Some(addr);
                     continue;
                 }
                 Verdict::Redirect(_) | Verdict::Retry => {}

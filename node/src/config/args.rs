@@ -80,13 +80,13 @@ pub struct NodeArgs {
     /// CommitLog segment size, bytes; cluster-wide, fixed. [default 1 GiB]
     #[arg(long)]
     pub segment_bytes: Option<u64>,
-    /// Election timeout lower bound, ms. [default 600; 50..=60000]
+    /// Election timeout lower bound, ms. [default 150; 50..=60000]
     #[arg(long)]
     pub election_timeout_min_ms: Option<u64>,
-    /// Election timeout upper bound, ms. [default 1200; > min, ..=120000]
+    /// Election timeout upper bound, ms. [default 300; > min, ..=120000]
     #[arg(long)]
     pub election_timeout_max_ms: Option<u64>,
-    /// Leader heartbeat interval, ms. [default 150; 10..election-timeout-min-ms]
+    /// Leader heartbeat interval, ms. [default 50; 10..=election-timeout-min-ms/2]
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
     /// How long a send waits for its quorum ack, ms. [default 3000; 100..=600000]

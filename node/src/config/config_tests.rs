@@ -72,10 +72,13 @@ fn each_invalid_field_is_named() {
             c.election_timeout_min_ms = 10
         }),
         ("election-timeout-max-ms", |c| {
-            c.election_timeout_max_ms = 600
+            c.election_timeout_max_ms = c.election_timeout_min_ms
         }),
         ("heartbeat-ms", |c| c.heartbeat_ms = 600),
         ("heartbeat-ms", |c| c.heartbeat_ms = 5),
+        ("heartbeat-ms", |c| {
+            c.heartbeat_ms = c.election_timeout_min_ms / 2 + 1
+        }),
         ("send-timeout-ms", |c| c.send_timeout_ms = 10),
         ("max-message-bytes", |c| {
             c.store.limits.max_message_bytes = 10
@@ -245,7 +248,7 @@ fn flags_override_file() {
     let path = dir.path().join("node.toml");
     std::fs::write(
         &path,
-        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 100\nflush-policy = \"async\"\n\
+        "node-id = 3\ncluster-id = \"from-file\"\nheartbeat-ms = 70\nflush-policy = \"async\"\n\
          max-batch-messages = 32\n",
     )
     .expect("write");
@@ -263,7 +266,7 @@ fn flags_override_file() {
     .expect("flags parse");
     let cfg = args.resolve().expect("valid");
     assert_eq!(cfg.node_id, 3, "from file");
-    assert_eq!(cfg.heartbeat_ms, 100, "from file");
+    assert_eq!(cfg.heartbeat_ms, 70, "from file");
     assert_eq!(cfg.log.flush, FlushPolicy::Async, "from file");
     assert_eq!(cfg.store.limits.max_batch_messages, 32, "from file");
     assert_eq!(cfg.cluster_id, "from-flag", "flag wins");

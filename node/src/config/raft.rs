@@ -65,7 +65,7 @@ mod tests {
         c.log.flush = FlushPolicy::Async;
         let rc = c.raft_config().expect("valid");
         assert_eq!(rc.cluster_name, "raftmq");
-        assert_eq!(rc.heartbeat_interval, 150);
+        assert_eq!(rc.heartbeat_interval, 50);
         assert_eq!(rc.snapshot_policy, SnapshotPolicy::Never);
         assert_eq!(rc.allow_log_reversion, Some(true));
         c.log.flush = FlushPolicy::Sync;

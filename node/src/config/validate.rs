@@ -94,11 +94,14 @@ impl NodeConfig {
             self.election_timeout_min_ms + 1,
             120_000,
         )?;
+        // At least two heartbeats per shortest election timeout: a heartbeat leaves at the
+        // first openraft tick (heartbeat-ms * 13/64) after it is due, and one lost heartbeat
+        // must not start an election.
         check_range(
             "heartbeat-ms",
             self.heartbeat_ms,
             10,
-            self.election_timeout_min_ms - 1,
+            self.election_timeout_min_ms / 2,
         )?;
         check_range("send-timeout-ms", self.send_timeout_ms, 100, 600_000)?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;

@@ -15,6 +15,9 @@
 //! refused request (wrong cluster id or target node, unknown codec) → `Unreachable`, logged
 //! as a warning, because retrying cannot fix configuration but must not stop Raft either.
 //!
+//! A follower whose leader's replication stream breaks pre-votes as soon as its leader lease
+//! ends, instead of also waiting out its election timeout ([`LeaderContact`]).
+//!
 //! Invariant: a request is processed only by a node whose cluster id and node id match the
 //! request's; see [`PeerService`].
 
@@ -23,6 +26,7 @@ mod client;
 mod codec;
 mod factory;
 pub mod fault;
+mod leader_contact;
 mod server;
 mod snapshot;
 mod split;
@@ -34,6 +38,8 @@ use std::time::Duration;
 pub use client::PeerNetwork;
 pub use codec::CodecError;
 pub use factory::PeerNetworkFactory;
+pub use leader_contact::LeaderContact;
+pub use leader_contact::StreamEnd;
 pub use server::PeerService;
 pub use server::PeerServiceStats;
 pub use snapshot::MemorySnapshotSink;

@@ -36,6 +36,8 @@ use super::checker::fault_out;
 use super::checker::Checker;
 use super::codec;
 use super::fault::PeerFaults;
+use super::leader_contact::LeaderContact;
+use super::leader_contact::StreamEnd;
 use super::snapshot::SnapshotSink;
 use super::vote_guard::FloorFn;
 use super::vote_guard::VoteGuard;
@@ -60,6 +62,8 @@ where
     faults: Option<Arc<PeerFaults>>,
     /// This node's lost-commit floor, if the vote guard is on.
     vote_guard: VoteGuard,
+    /// When a leader was last heard; pre-votes when its stream breaks.
+    contact: Arc<LeaderContact>,
 }
 
 /// Requests served by a [`PeerService`], by kind (for metrics and tests).
@@ -97,6 +101,7 @@ where
             sink: Arc::new(sink),
             stats: Arc::default(),
             vote_guard: VoteGuard::default(),
+            contact: Arc::default(),
         }
     }
 
@@ -179,6 +184,7 @@ where
         let from = request.get_ref().from_node_id;
         self.fault_in(from).await?;
         self.stats.append_entries.fetch_add(1, Ordering::Relaxed);
+        self.contact.heard();
         let resp = self.raft.append_entries(rpc).await.map_err(raft_stopped)?;
         self.fault_out(from)?;
         reply("AppendEntriesResponse", &resp)
@@ -201,20 +207,32 @@ where
         let slot = refusal.clone();
         let peer = Arc::new(AtomicU64::new(0));
         let peer_in = peer.clone();
+        let contact = self.contact.clone();
+        let (raft, node_id, guard) = (self.raft.clone(), self.node_id, self.vote_guard.clone());
+        let lost = Arc::new(StreamEnd::new(move || {
+            contact.stream_lost(&raft, node_id, guard.clone())
+        }));
+        let heard = self.contact.clone();
         let requests = futures::stream::unfold(Some(input), move |input| {
             let slot = slot.clone();
             let checker = checker.clone();
             let peer_in = peer_in.clone();
+            let lost = lost.clone();
+            let heard = heard.clone();
             async move {
                 let mut input = input?;
                 let failed = match input.message().await {
-                    Ok(None) => return None,
+                    Ok(None) => {
+                        lost.fire();
+                        return None;
+                    }
                     Ok(Some(req)) => match checker
                         .decode::<AppendEntriesRequest<C>>("AppendEntriesRequest", &req)
                     {
                         Ok(rpc) => match checker.fault_in(req.from_node_id).await {
                             Err(status) => status,
                             Ok(()) => {
+                                heard.heard();
                                 peer_in.store(req.from_node_id, Ordering::Relaxed);
                                 checker
                                     .stats
@@ -225,7 +243,11 @@ where
                         },
                         Err(status) => status,
                     },
-                    Err(status) => status,
+                    Err(status) => {
+                        // The connection broke (e.g. the leader's process died).
+                        lost.fire();
+                        status
+                    }
                 };
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(failed);
                 None

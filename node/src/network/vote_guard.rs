@@ -36,6 +36,11 @@ impl VoteGuard {
         self.floor.as_ref().and_then(|f| f())
     }
 
+    /// True while this node has a lost-commit floor (it stays out of elections).
+    pub fn holds_floor(&self) -> bool {
+        self.floor().is_some()
+    }
+
     /// The rejection of `rpc` (a `what`: vote or pre-vote) if its candidate lacks entries this
     /// node had known as committed; `None` lets Raft decide. `current` is this node's vote.
     pub fn refuse<C: LogTypes>(

@@ -3,8 +3,12 @@
 //! The forwarded call carries `x-raftmq-forwarded-by: <node id>` and is never forwarded again:
 //! a node that receives it while not being the leader answers NOT_LEADER with its hint. When
 //! no leader is known the follower waits for one (bounded by the send timeout). A forward
-//! that cannot connect answers FORWARD_FAILED with `not_applied = true` (nothing was sent);
-//! any other failure is passed through unchanged (the leader's code and detail trailer). A
+//! that cannot connect (the request was not sent) means the known leader is most likely dead:
+//! the follower waits, within the same deadline, for another leader and forwards there (the
+//! same one is tried again every [`SAME_LEADER_RETRY`]), so a client does not bounce between
+//! a follower and a dead leader through an election. If this node is elected meanwhile it
+//! answers NOT_LEADER naming itself; at the deadline, FORWARD_FAILED with `not_applied = true`.
+//! Any other failure is passed through unchanged (the leader's code and detail trailer). A
 //! forwarded success carries the leader's client address (`x-raftmq-leader-addr`).
 
 use std::future::Future;
@@ -57,11 +61,29 @@ fn relay(status: Status) -> Status {
     }
 }
 
+/// How often a follower tries again a leader it could not connect to while no other leader is
+/// known.
+pub const SAME_LEADER_RETRY: Duration = Duration::from_millis(100);
+
 /// Waits until some leader is known (or `deadline`): `(leader id, its client address)`.
 pub async fn known_leader(core: &NodeCore, deadline: Instant) -> Option<(u64, String)> {
+    other_leader(core, None, deadline).await
+}
+
+/// Waits until a leader is known that is not `gone.0`, or is `gone.0` again at or after
+/// `gone.1` (or `deadline`): `(leader id, its client address)`.
+async fn other_leader(
+    core: &NodeCore,
+    gone: Option<(u64, Instant)>,
+    deadline: Instant,
+) -> Option<(u64, String)> {
     loop {
         if let (Some(id), addr) = core.leader() {
-            if !addr.is_empty() {
+            let usable = match gone {
+                Some((dead, retry_at)) => id != dead || Instant::now() >= retry_at,
+                None => true,
+            };
+            if usable && !addr.is_empty() {
                 return Some((id, addr));
             }
         }
@@ -84,48 +106,93 @@ pub async fn forward<Req, Resp, F, Fut>(
     call: F,
 ) -> Result<Response<Resp>, Status>
 where
-    F: FnOnce(RaftMqClient<Channel>, Request<Req>) -> Fut,
+    Req: Clone,
+    F: Fn(RaftMqClient<Channel>, Request<Req>) -> Fut,
     Fut: Future<Output = Result<Response<Resp>, Status>>,
 {
-    let node_id = core.node_id;
-    let not_leader = |core: &NodeCore| {
-        let (leader_id, leader_addr) = core.leader();
-        to_status(
-            NodeError::NotLeader {
-                leader_id,
-                leader_addr,
-            },
-            node_id,
-        )
-    };
     if was_forwarded(&req) || core.is_shutting_down() {
         return Err(not_leader(core));
     }
     let deadline = Instant::now() + core.config.send_timeout();
-    let Some((leader_id, addr)) = known_leader(core, deadline).await else {
-        return Err(not_leader(core));
-    };
-    if leader_id == node_id {
-        return Err(not_leader(core));
+    let req = req.into_inner();
+    let mut gone: Option<(u64, Instant)> = None;
+    loop {
+        let Some((leader_id, addr)) = other_leader(core, gone, deadline).await else {
+            return Err(match gone {
+                // The leader we could not reach is still the only one known.
+                Some((dead, _)) if core.leader().0 == Some(dead) => forward_failed(
+                    core,
+                    dead,
+                    core.leader().1,
+                    "the leader stayed unreachable until the send timeout".into(),
+                ),
+                _ => not_leader(core),
+            });
+        };
+        if leader_id == core.node_id {
+            return Err(not_leader(core));
+        }
+        match forward_once(core, leader_id, &addr, req.clone(), &call).await {
+            // Not sent: wait for a new leader (or retry this one a little later).
+            Err(s) if is_connect_error(&s) && Instant::now() < deadline => {
+                tracing::debug!(leader = leader_id, addr = %addr, error = %s,
+                    "leader unreachable; waiting for a new leader");
+                gone = Some((leader_id, Instant::now() + SAME_LEADER_RETRY));
+            }
+            Err(s) if is_connect_error(&s) => {
+                return Err(forward_failed(core, leader_id, addr, s.to_string()))
+            }
+            Err(s) => return Err(relay(s)),
+            Ok(out) => return Ok(out),
+        }
     }
-    let failed = |reason: String| {
-        to_status(
-            NodeError::ForwardFailed {
-                leader_id: Some(leader_id),
-                leader_addr: addr.clone(),
-                reason,
-            },
-            node_id,
-        )
-    };
-    let channel = core.channel(&addr).map_err(failed)?;
+}
+
+fn not_leader(core: &NodeCore) -> Status {
+    let (leader_id, leader_addr) = core.leader();
+    to_status(
+        NodeError::NotLeader {
+            leader_id,
+            leader_addr,
+        },
+        core.node_id,
+    )
+}
+
+fn forward_failed(core: &NodeCore, leader_id: u64, leader_addr: String, reason: String) -> Status {
+    to_status(
+        NodeError::ForwardFailed {
+            leader_id: Some(leader_id),
+            leader_addr,
+            reason,
+        },
+        core.node_id,
+    )
+}
+
+/// One forwarded call to `leader_id` at `addr`. A connect error is returned as it is (the
+/// caller decides); a success carries the leader's address.
+async fn forward_once<Req, Resp, F, Fut>(
+    core: &NodeCore,
+    leader_id: u64,
+    addr: &str,
+    req: Req,
+    call: &F,
+) -> Result<Response<Resp>, Status>
+where
+    F: Fn(RaftMqClient<Channel>, Request<Req>) -> Fut,
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+{
+    let channel = core
+        .channel(addr)
+        .map_err(|e| forward_failed(core, leader_id, addr.to_string(), e))?;
     let client = RaftMqClient::new(channel)
         .max_decoding_message_size(core.config.grpc_max_message_bytes as usize)
         .max_encoding_message_size(core.config.grpc_max_message_bytes as usize);
-    let mut fwd = Request::new(req.into_inner());
+    let mut fwd = Request::new(req);
     fwd.metadata_mut().insert(
         FORWARDED_BY_KEY,
-        node_id
+        core.node_id
             .to_string()
             .parse()
             .map_err(|_| Status::internal("node id is not a valid header value"))?,
@@ -133,15 +200,10 @@ where
     fwd.set_timeout(core.config.send_timeout() + Duration::from_secs(1));
     tracing::debug!(leader = leader_id, addr = %addr, "forwarding write to the leader");
     core.metrics.forwarded.inc();
-    match call(client, fwd).await {
-        Ok(resp) => {
-            let mut out = Response::new(resp.into_inner());
-            if let Ok(v) = addr.parse() {
-                out.metadata_mut().insert(LEADER_ADDR_KEY, v);
-            }
-            Ok(out)
-        }
-        Err(s) if is_connect_error(&s) => Err(failed(s.to_string())),
-        Err(s) => Err(relay(s)),
+    let resp = call(client, fwd).await?;
+    let mut out = Response::new(resp.into_inner());
+    if let Ok(v) = addr.parse() {
+        out.metadata_mut().insert(LEADER_ADDR_KEY, v);
     }
+    Ok(out)
 }

@@ -24,7 +24,8 @@
 //!   that to each of its messages: the entry commits for all of them or for none.
 //!
 //! On a follower every message is relayed to the leader as a unary `Send` ([`forward`]); the
-//! answer then names the leader (`leader_addr`), so the client moves its sends there.
+//! answer then names the leader (`leader_addr`), so the client moves its sends there. A
+//! follower elected while a message waited for a new leader stores it itself.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -225,7 +226,10 @@ async fn send_one(
 ) -> pb::SendStreamReply {
     let core = pipeline.core();
     if !core.is_leader() {
-        return relayed(core, req).await;
+        if let Some(reply) = relayed(core, req.clone()).await {
+            return reply;
+        }
+        // This node was elected while the message waited for a new leader; nothing was sent.
     }
     let res = match req.message.ok_or_else(missing_message) {
         Ok(m) => match send::batch_in(&pipeline, std::iter::once(m), arrived) {
@@ -237,8 +241,15 @@ async fn send_one(
     single_reply(req.seq, res, core.node_id)
 }
 
-/// A follower's answer: the message relayed to the leader as a unary `Send`.
-async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> pb::SendStreamReply {
+/// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
+fn not_leader_unsent(status: &Status) -> bool {
+    raftmq_proto::error_detail(status)
+        .is_some_and(|d| d.not_applied && d.reason == pb::ErrorReason::NotLeader as i32)
+}
+
+/// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
+/// node became the leader meanwhile and the message was sent nowhere (submit it here).
+async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> Option<pb::SendStreamReply> {
     let seq = req.seq;
     let fwd = Request::new(pb::SendRequest {
         message: req.message,
@@ -251,15 +262,16 @@ async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> pb::SendStreamR
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_string();
-            match r.into_inner().result {
+            Some(match r.into_inner().result {
                 Some(result) => pb::SendStreamReply {
                     leader_addr: leader,
                     ..result_reply(seq, result)
                 },
                 None => error_reply(seq, &Status::internal("the send produced no result")),
-            }
+            })
         }
-        Err(status) => error_reply(seq, &status),
+        Err(status) if core.is_leader() && not_leader_unsent(&status) => None,
+        Err(status) => Some(error_reply(seq, &status)),
     }
 }
 
