@@ -79,6 +79,9 @@ pub struct NodeMetrics {
     bytes_out: Counter,
     /// Writes this node forwarded to the leader.
     pub forwarded: Counter,
+    /// Pre-votes this node started because its leader's replication stream broke (before
+    /// its election timer would have, see `network::LeaderContact`).
+    pub leader_lost_pre_votes: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -106,6 +109,7 @@ impl NodeMetrics {
             messages_out: Counter::default(),
             bytes_out: Counter::default(),
             forwarded: Counter::default(),
+            leader_lost_pre_votes: Counter::default(),
         };
         m.register();
         m
@@ -219,6 +223,11 @@ impl NodeMetrics {
             "forwarded_writes",
             "Writes forwarded to the leader",
             self.forwarded.clone(),
+        );
+        r.register(
+            "leader_lost_pre_votes",
+            "Pre-votes started at once because the leader's replication stream broke",
+            self.leader_lost_pre_votes.clone(),
         );
     }
 

@@ -241,6 +241,7 @@ fn serve(
         FileSnapshotSink(core.store.snapshot_receiver(snapshot_max)),
     )
     .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
+    .with_pre_vote_counter(core.metrics.leader_lost_pre_votes.clone())
     .into_server(max);
     let client = ClientService::new(core.clone(), stop.clone()).into_server();
     let rocketmq = RocketMqService::new(core.clone(), stop.clone());

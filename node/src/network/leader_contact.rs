@@ -41,6 +41,8 @@ pub const STAGGER_STEP: Duration = Duration::from_millis(15);
 #[derive(Debug, Default)]
 pub struct LeaderContact {
     last: Mutex<Heard>,
+    /// Counts the Pre-Votes triggered (a metric of the node).
+    triggered: prometheus_client::metrics::counter::Counter,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -52,6 +54,14 @@ struct Heard {
 }
 
 impl LeaderContact {
+    /// A contact that counts its Pre-Votes in `triggered`.
+    pub fn counting(triggered: prometheus_client::metrics::counter::Counter) -> Self {
+        Self {
+            last: Mutex::default(),
+            triggered,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Heard> {
         self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -118,6 +128,7 @@ impl LeaderContact {
                 silent_ms = at.elapsed().as_millis() as u64,
                 "leader connection lost and lease over: pre-vote"
             );
+            contact.triggered.inc();
             if let Err(e) = raft.trigger().elect(true).await {
                 tracing::debug!(error = %e, "pre-vote trigger refused");
             }

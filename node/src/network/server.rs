@@ -111,6 +111,15 @@ where
         self
     }
 
+    /// Counts the Pre-Votes started because a leader's stream broke in `counter`.
+    pub fn with_pre_vote_counter(
+        mut self,
+        counter: prometheus_client::metrics::counter::Counter,
+    ) -> Self {
+        self.contact = Arc::new(LeaderContact::counting(counter));
+        self
+    }
+
     /// This node's current vote.
     fn current_vote(&self) -> Vote {
         self.raft.metrics().borrow_watched().vote

@@ -94,6 +94,14 @@ async fn other_leader(
     }
 }
 
+/// True for NOT_LEADER with `not_applied`: the request ran nowhere (when this node is the
+/// leader by now, it was elected while the request waited and should run it itself).
+pub fn not_leader_unsent(status: &Status) -> bool {
+    raftmq_proto::error_detail(status).is_some_and(|d| {
+        d.not_applied && d.reason == raftmq_proto::v1::ErrorReason::NotLeader as i32
+    })
+}
+
 /// True if the request was already forwarded by another node.
 pub fn was_forwarded<T>(req: &Request<T>) -> bool {
     req.metadata().get(FORWARDED_BY_KEY).is_some()

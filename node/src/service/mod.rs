@@ -41,17 +41,28 @@ pub struct ClientService {
     stop: watch::Receiver<bool>,
 }
 
-/// Runs a write on this node if it leads, else forwards the request to the leader.
+/// Runs a write on this node if it leads, else forwards the request to the leader; a
+/// follower elected while the request waited for a new leader runs it itself.
 macro_rules! leader_or_forward {
     ($self:ident, $req:ident, $method:ident) => {
-        if !$self.core.is_leader() {
-            return forward(
+        let $req = if $self.core.is_leader() {
+            $req
+        } else {
+            let kept = $req.get_ref().clone();
+            let relayed = forward::was_forwarded(&$req);
+            match forward(
                 &$self.core,
                 $req,
                 |mut c, r| async move { c.$method(r).await },
             )
-            .await;
-        }
+            .await
+            {
+                Err(s) if !relayed && $self.core.is_leader() && forward::not_leader_unsent(&s) => {
+                    Request::new(kept)
+                }
+                other => return other,
+            }
+        };
     };
 }
 

@@ -242,11 +242,6 @@ async fn send_one(
 }
 
 /// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
-fn not_leader_unsent(status: &Status) -> bool {
-    raftmq_proto::error_detail(status)
-        .is_some_and(|d| d.not_applied && d.reason == pb::ErrorReason::NotLeader as i32)
-}
-
 /// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
 /// node became the leader meanwhile and the message was sent nowhere (submit it here).
 async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> Option<pb::SendStreamReply> {
@@ -270,7 +265,7 @@ async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> Option<pb::Send
                 None => error_reply(seq, &Status::internal("the send produced no result")),
             })
         }
-        Err(status) if core.is_leader() && not_leader_unsent(&status) => None,
+        Err(status) if core.is_leader() && super::forward::not_leader_unsent(&status) => None,
         Err(status) => Some(error_reply(seq, &status)),
     }
 }
