@@ -95,7 +95,7 @@ impl LeaderContact {
         let (state, vote) = {
             let m = raft.metrics();
             let m = m.borrow_watched();
-            (m.state, m.vote.clone())
+            (m.state, m.vote)
         };
         if state != ServerState::Follower {
             return;
