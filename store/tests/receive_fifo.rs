@@ -216,12 +216,13 @@ fn old_format_receive_entries_apply_as_non_fifo() {
     let d = tempfile::tempdir().expect("tempdir");
     let mut n = node_with(d.path(), 3);
     let old = |n: &mut Node, now| {
-        // The payload as written before the `flags` byte: body ends after the filter.
-        let mut p = Command::Receive(receive("g", Q0, 1, now, false))
+        // The payload as written before the `flags` byte (body ends after the filter): a
+        // FIFO one without its trailing flags byte.
+        let mut p = Command::Receive(receive("g", Q0, 1, now, true))
             .encode()
             .expect("encode")
             .0;
-        p.pop();
+        assert_eq!(p.pop(), Some(0x01), "the flags byte");
         let body_len = (p.len() - 16) as u32;
         p[12..16].copy_from_slice(&body_len.to_le_bytes());
         let crc = crc32fast::hash(&p[8..]);

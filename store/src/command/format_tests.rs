@@ -286,19 +286,18 @@ fn receive_flags_trail_and_old_entries_decode() {
     let p = Command::Receive(fifo.clone()).encode().expect("encode").0;
     assert_eq!(p[p.len() - 1], 0x01, "flags byte last, FIFO bit set");
     let q = Command::Receive(plain.clone()).encode().expect("encode").0;
-    assert_eq!(q[q.len() - 1], 0x00);
-    assert_eq!(p.len(), q.len());
-    // An entry of the format before `flags`: the body ends after the filter.
-    let old = reframe(&q, 1, &[]);
+    assert_eq!(p.len(), q.len() + 1, "no flags byte when no flag is set");
+    // An entry of the format before `flags` (the body ends after the filter) is exactly a
+    // non-FIFO one: the FIFO payload without its flags byte.
+    let old = reframe(&p, 1, &[]);
+    assert_eq!(old, q, "non-FIFO bytes are the old format's");
     assert_eq!(
         Command::decode(&old).expect("old entry decodes"),
         Command::Receive(plain.clone())
     );
-    // The same old bytes from a FIFO-era leader would have been written with the flag;
-    // without it they mean "not FIFO", whatever the struct said.
-    let old_from_fifo = reframe(&p, 1, &[]);
+    // A present flags byte of 0 (never written) still means no flag.
     assert_eq!(
-        Command::decode(&old_from_fifo).expect("decodes"),
+        Command::decode(&reframe(&q, 0, &[0x00])).expect("decodes"),
         Command::Receive(plain)
     );
     // Unknown flag bits and bytes after the flags are corruption.
@@ -307,7 +306,7 @@ fn receive_flags_trail_and_old_entries_decode() {
         e.is_corruption() && e.to_string().contains("unknown receive flags"),
         "{e}"
     );
-    let e = CommandView::parse(&reframe(&p, 0, &[0x00])).expect_err("trailing");
+    let e = CommandView::parse(&reframe(&p, 0, &[0x01])).expect_err("trailing");
     assert!(
         e.is_corruption() && e.to_string().contains("trailing"),
         "{e}"

@@ -32,12 +32,16 @@ pub(crate) fn encode_receive(w: &mut Writer<'_>, c: &Receive) -> Result<()> {
     w.u32(c.max_inflight);
     w.u64(c.queue_min.get());
     w.str16("filter", &c.filter)?;
-    w.u8(if c.fifo { RECEIVE_FLAG_FIFO } else { 0 });
+    // Written only when a flag is set: a non-FIFO `Receive` keeps the bytes of the format
+    // before `flags`, which nodes that predate it can still apply.
+    if c.fifo {
+        w.u8(RECEIVE_FLAG_FIFO);
+    }
     Ok(())
 }
 
-/// Parses the optional trailing `flags` u8 of a `Receive`: absent in entries written before
-/// it existed (no flag set); an unknown bit is corruption.
+/// Parses the optional trailing `flags` u8 of a `Receive`: absent when no flag is set (and in
+/// entries written before it existed); an unknown bit is corruption.
 fn parse_receive_flags(r: &mut Reader<'_>) -> Result<u8> {
     if r.remaining() == 0 {
         return Ok(0);
