@@ -28,6 +28,7 @@ fn request(max: u32) -> ReceiveRequest {
         max_messages: max,
         invisible: INVISIBLE,
         filter: "*".into(),
+        fifo: false,
     }
 }
 

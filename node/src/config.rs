@@ -11,7 +11,8 @@
 //! the crate that uses it. This file adds only the node's own settings: identity, addresses,
 //! membership, Raft timings, the send timeout and gRPC limit, logging.
 //!
-//! Cluster-wide settings (`cluster-id`, `segment-bytes`, the Raft timings) must be equal on
+//! Cluster-wide settings (`cluster-id`, `segment-bytes`, the Raft timings,
+//! `rocketmq-fifo-groups`) must be equal on
 //! all members; `segment-bytes` in particular decides where every entry sits in the
 //! CommitLog, so it must never change once a data dir exists.
 
@@ -103,6 +104,12 @@ pub struct NodeConfig {
     /// answers). Default: rocketmq-listen-addr (required when that is a wildcard address);
     /// a non-empty host:port.
     pub rocketmq_advertised_addr: Option<String>,
+    /// Consumer groups that consume FIFO (RocketMQ's subscription group setting
+    /// `consumeMessageOrderly`): per queue, the next message only after the previous one is
+    /// acked or given up, and Telemetry tells their clients `fifo = true`. Cluster-wide: every
+    /// node must list the same groups (the leader stamps the flag into each `Receive`).
+    /// Default empty; each a valid group name.
+    pub rocketmq_fifo_groups: Vec<String>,
     /// Members that bootstrap a new cluster, as "id=raft_host:port/client_host:port". Used only
     /// when the data dir is new; must include this node. Empty and no join-addr: a single-node
     /// cluster of this node. Default empty; ids unique.
@@ -164,6 +171,7 @@ impl Default for NodeConfig {
             metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9301))),
             rocketmq_listen_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9401))),
             rocketmq_advertised_addr: None,
+            rocketmq_fifo_groups: Vec::new(),
             initial_members: Vec::new(),
             join_addr: None,
             log: LogConfig::default(),
@@ -228,5 +236,10 @@ impl NodeConfig {
                 .clone()
                 .unwrap_or_else(|| listen.to_string()),
         )
+    }
+
+    /// True if `group` consumes FIFO (listed in rocketmq-fifo-groups).
+    pub fn is_fifo_group(&self, group: &str) -> bool {
+        self.rocketmq_fifo_groups.iter().any(|g| g == group)
     }
 }

@@ -36,7 +36,9 @@ pub(crate) fn receive_state(
 /// turns true at its delivery time (once parked, its deadline is an in-flight one the long
 /// poll waits for). A scan that reaches [`RECEIVE_SCAN_UNITS`] units without a deliverable
 /// one also answers true (the `Receive` moves `next` past them, parking the delayed ones).
-/// Unknown topic or queue: false.
+/// Unknown topic or queue: false. With `fifo` (the group is FIFO) and a delivered message
+/// (attempt >= 1) in flight, the queue is locked: true only if a delivered one's deadline
+/// passed, the same rule as the apply.
 pub(crate) fn has_deliverable(
     shared: &Shared,
     group: &str,
@@ -44,6 +46,7 @@ pub(crate) fn has_deliverable(
     queue_id: QueueId,
     filter: &str,
     now_ms: TimestampMs,
+    fifo: bool,
 ) -> Result<bool> {
     let filter = TagFilter::parse(filter)?;
     let (units, candidates) = {
@@ -56,6 +59,12 @@ pub(crate) fn has_deliverable(
         };
         let (min, max) = (cq.min_offset(), cq.max_offset());
         let s = st.receive.get(group, topic, queue_id);
+        if let Some(s) = s.filter(|s| fifo && s.has_delivered_inflight()) {
+            return Ok(s
+                .inflight
+                .values()
+                .any(|f| f.attempt >= 1 && f.invisible_until_ms <= now_ms));
+        }
         if s.is_some_and(|s| s.inflight.values().any(|f| f.invisible_until_ms <= now_ms)) {
             return Ok(true);
         }

@@ -173,8 +173,10 @@ impl Store {
     /// Cheap leader-side check before proposing a `Receive`: true if it would hand out a
     /// message now (an expired in-flight one, or a dispatched message at or after the
     /// group's `next` matching `filter` and due (a delayed message only from its delivery
-    /// time) while the in-flight bound has room). A bad tag
-    /// expression is `InvalidArgument`; an unknown topic or queue answers false.
+    /// time) while the in-flight bound has room). A bad tag expression is `InvalidArgument`;
+    /// an unknown topic or queue answers false. With `fifo` (a FIFO group, as the `Receive`
+    /// would be stamped) a queue with a delivered message in flight answers true only once a
+    /// delivered one's deadline passed.
     pub fn has_deliverable(
         &self,
         group: &str,
@@ -182,8 +184,9 @@ impl Store {
         queue_id: QueueId,
         filter: &str,
         now_ms: TimestampMs,
+        fifo: bool,
     ) -> Result<bool> {
-        receive_read::has_deliverable(&self.shared, group, topic, queue_id, filter, now_ms)
+        receive_read::has_deliverable(&self.shared, group, topic, queue_id, filter, now_ms, fifo)
     }
 
     /// The message with id `msg_id` (its physical offset), CRC-checked. Only dispatched

@@ -44,6 +44,7 @@ fn receive(group: &str, max: u32, invisible_ms: u64, now_ms: u64) -> Receive {
         max_inflight: 4096,
         queue_min: QueueOffset::ZERO,
         filter: "*".into(),
+        fifo: false,
     }
 }
 
@@ -121,11 +122,11 @@ fn receive_expire_redeliver_and_ack() {
     assert!(recv(&mut n, receive("g", 3, 1000, 10_600)).is_empty());
     assert!(!n
         .store
-        .has_deliverable("g", "t", Q0, "*", 10_600)
+        .has_deliverable("g", "t", Q0, "*", 10_600, false)
         .expect("check"));
     assert!(n
         .store
-        .has_deliverable("g", "t", Q0, "*", 11_000)
+        .has_deliverable("g", "t", Q0, "*", 11_000, false)
         .expect("check"));
 
     let h0 = got[0].handle;
@@ -236,13 +237,16 @@ fn filter_skips_bound_limits_and_start_offsets() {
     };
     assert!(n
         .store
-        .has_deliverable("g", "t", Q0, "A", 10_000)
+        .has_deliverable("g", "t", Q0, "A", 10_000, false)
         .expect("check"));
     assert!(!n
         .store
-        .has_deliverable("g", "t", Q0, "C", 10_000)
+        .has_deliverable("g", "t", Q0, "C", 10_000, false)
         .expect("check"));
-    assert!(n.store.has_deliverable("g", "t", Q0, "bad ||", 0).is_err());
+    assert!(n
+        .store
+        .has_deliverable("g", "t", Q0, "bad ||", 0, false)
+        .is_err());
     assert_eq!(offsets(&recv(&mut n, r)), [0, 2, 4]);
     assert_eq!(
         n.store.receive_state("g", "t", Q0).expect("state").next,
@@ -462,7 +466,7 @@ fn delayed(i: u64, deliver_ms: u64) -> Message {
 
 fn deliverable(n: &Node, group: &str, now_ms: u64) -> bool {
     n.store
-        .has_deliverable(group, "t", Q0, "*", now_ms)
+        .has_deliverable(group, "t", Q0, "*", now_ms, false)
         .expect("check")
 }
 

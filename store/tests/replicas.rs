@@ -66,8 +66,9 @@ fn command() -> impl Strategy<Value = Command> {
         0..3usize,
         0..5000u64,
         0..2000u64,
+        any::<bool>(),
     )
-        .prop_map(|(t, q, max, f, now, invisible)| {
+        .prop_map(|(t, q, max, f, now, invisible, fifo)| {
             Command::Receive(Receive {
                 group: "g".into(),
                 topic: TOPICS[t].into(),
@@ -78,6 +79,7 @@ fn command() -> impl Strategy<Value = Command> {
                 max_inflight: 3,
                 queue_min: QueueOffset::ZERO,
                 filter: ["*", "x", "y"][f].into(),
+                fifo,
             })
         });
     let ack = (0..3usize, 0..4u32, 0..6u64, 0..40u64).prop_map(|(t, q, o, h)| {

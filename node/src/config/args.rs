@@ -62,6 +62,9 @@ pub struct NodeArgs {
     /// host:port RocketMQ clients dial. [default: rocketmq-listen-addr]
     #[arg(long)]
     pub rocketmq_advertised_addr: Option<String>,
+    /// FIFO consumer groups, comma-separated; the same on every node. [default: none]
+    #[arg(long, value_delimiter = ',')]
+    pub rocketmq_fifo_groups: Option<Vec<String>>,
     /// Disable the RocketMQ service (rocketmq-listen-addr = "" in the file).
     #[arg(long, conflicts_with = "rocketmq_listen_addr")]
     pub no_rocketmq: bool,
@@ -174,7 +177,7 @@ impl NodeArgs {
     pub fn apply(self, cfg: &mut NodeConfig) {
         override_fields!(self => cfg;
             node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
-            initial_members, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
+            initial_members, rocketmq_fifo_groups, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
             send_timeout_ms, grpc_max_message_bytes, topic_auto_create, default_queue_count,
             log_level);
         override_fields!(self => cfg; ?

@@ -53,6 +53,12 @@ fn each_invalid_field_is_named() {
             c.rocketmq_listen_addr = Some(c.client_listen_addr)
         }),
         ("join-addr", |c| c.join_addr = Some("x".into())),
+        ("rocketmq-fifo-groups", |c| {
+            c.rocketmq_fifo_groups = vec!["ok".into(), "bad group".into()];
+        }),
+        ("rocketmq-fifo-groups", |c| {
+            c.rocketmq_fifo_groups = vec![String::new()]
+        }),
         ("initial-members", |c| {
             c.initial_members = vec!["2=a:1/a:2".parse().unwrap()];
         }),
@@ -313,4 +319,32 @@ fn flags_override_file() {
         .resolve()
         .expect_err("invalid");
     assert_eq!(field_of(bad), "heartbeat-ms");
+}
+
+#[test]
+fn fifo_groups_from_file_and_flags() {
+    let d = NodeConfig::default();
+    assert!(d.rocketmq_fifo_groups.is_empty(), "default: no FIFO group");
+    assert!(!d.is_fifo_group("orders"));
+    let c = NodeConfig::from_toml_str(
+        "rocketmq-fifo-groups = [\"orders\", \"billing\"]\n",
+        Path::new("x.toml"),
+    )
+    .expect("parses");
+    assert_eq!(c.rocketmq_fifo_groups, ["orders", "billing"]);
+    assert!(c.is_fifo_group("orders") && c.is_fifo_group("billing"));
+    assert!(!c.is_fifo_group("order"));
+    c.validate().expect("valid");
+    let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+    let cfg = NodeArgs::try_parse_from(["raftmq-node", "--rocketmq-fifo-groups", "a,b-2"])
+        .expect("flags parse")
+        .resolve()
+        .expect("valid");
+    assert_eq!(cfg.rocketmq_fifo_groups, ["a", "b-2"]);
+    let bad = NodeArgs::try_parse_from(["raftmq-node", "--rocketmq-fifo-groups", "a,b c"])
+        .expect("flags parse")
+        .resolve()
+        .expect_err("invalid name");
+    assert_eq!(field_of(bad), "rocketmq-fifo-groups");
 }

@@ -80,6 +80,7 @@ impl NodeConfig {
         }
         self.validate_addrs()?;
         self.validate_members()?;
+        self.validate_fifo_groups()?;
         self.log.validate().map_err(log_error)?;
         self.validate_sizes()?;
         check_range(
@@ -165,6 +166,14 @@ impl NodeConfig {
         }
         if let Some(j) = &self.join_addr {
             check_host_port("join-addr", j)?;
+        }
+        Ok(())
+    }
+
+    fn validate_fifo_groups(&self) -> Result<(), ConfigError> {
+        for g in &self.rocketmq_fifo_groups {
+            raftmq_store::limits::validate_group_name(g)
+                .map_err(|e| invalid("rocketmq-fifo-groups", format!("{g:?}: {e}")))?;
         }
         Ok(())
     }

@@ -99,9 +99,11 @@ struct Checked {
     poll: Duration,
 }
 
+/// Checks a request; `fifo_groups` (rocketmq-fifo-groups) decides its FIFO flag.
 fn check(
     r: &rmq::ReceiveMessageRequest,
     call_timeout: Option<Duration>,
+    fifo_groups: &[String],
 ) -> Result<Checked, rmq::Status> {
     let group = group_name(r.group.as_ref())?.to_string();
     let mq = r
@@ -173,12 +175,13 @@ fn check(
     }
     Ok(Checked {
         req: consume::ReceiveRequest {
-            group,
             topic,
             queue_id: raftmq_store::types::QueueId::new(queue_id),
             max_messages: u32::try_from(r.batch_size).unwrap_or(u32::MAX),
             invisible,
+            fifo: fifo_groups.contains(&group),
             filter,
+            group,
         },
         namespace,
         poll,
@@ -274,7 +277,7 @@ impl RocketMqService {
         md: &MetadataMap,
         r: rmq::ReceiveMessageRequest,
     ) -> Vec<rmq::ReceiveMessageResponse> {
-        let c = match check(&r, grpc_timeout(md)) {
+        let c = match check(&r, grpc_timeout(md), &self.core.config.rocketmq_fifo_groups) {
             Ok(c) => c,
             Err(s) => return status_only(s),
         };
@@ -379,23 +382,34 @@ mod tests {
 
     #[test]
     fn the_poll_ends_before_the_call_deadline() {
-        let c = check(&req(), Some(Duration::from_secs(5))).unwrap();
+        let c = check(&req(), Some(Duration::from_secs(5)), &[]).unwrap();
         assert_eq!(c.poll, Duration::from_secs(5) - DEADLINE_MARGIN);
         assert_eq!(c.req.filter, "*");
-        let c = check(&req(), None).unwrap();
+        let c = check(&req(), None, &[]).unwrap();
         assert_eq!(c.poll, Duration::from_secs(20));
+        assert!(!c.req.fifo, "no FIFO group");
+    }
+
+    #[test]
+    fn a_listed_group_receives_fifo() {
+        let groups = ["other".to_string(), "g".to_string()];
+        assert!(check(&req(), None, &groups).unwrap().req.fifo);
+        assert!(!check(&req(), None, &groups[..1]).unwrap().req.fifo);
     }
 
     #[test]
     fn bad_receives_get_precise_codes() {
-        let code = |r: rmq::ReceiveMessageRequest| check(&r, None).err().unwrap().code;
+        let code = |r: rmq::ReceiveMessageRequest| check(&r, None, &[]).err().unwrap().code;
         let mut r = req();
         r.invisible_duration = None;
         assert_eq!(code(r), Code::IllegalInvisibleTime as i32);
         let mut r = req();
         r.invisible_duration = None;
         r.auto_renew = true;
-        assert_eq!(check(&r, None).unwrap().req.invisible, AUTO_RENEW_INVISIBLE);
+        assert_eq!(
+            check(&r, None, &[]).unwrap().req.invisible,
+            AUTO_RENEW_INVISIBLE
+        );
         let mut r = req();
         r.batch_size = 0;
         assert_eq!(code(r), Code::BadRequest as i32);

@@ -1,7 +1,9 @@
 //! Telemetry: the bidirectional stream every official client keeps open. Each `Settings` the
 //! client sends is answered at once with the merged settings: for producers the body size limit
 //! (the node's max-message-bytes, never 0) and an exponential send backoff; for consumers the
-//! long-polling timeout, the receive batch size and the redelivery backoff. Other commands
+//! long-polling timeout, the receive batch size, the redelivery backoff and `fifo` (true
+//! exactly for a group listed in `rocketmq-fifo-groups`, so its client consumes one message
+//! group sequentially). Other commands
 //! from the client (stack traces, verify results) are accepted and ignored.
 //!
 //! The answers go through a small bounded queue: a client that never reads its stream has its
@@ -97,7 +99,10 @@ impl RocketMqService {
                 if sub.receive_batch_size.is_none_or(|n| n <= 0) {
                     sub.receive_batch_size = Some(DEFAULT_RECEIVE_BATCH);
                 }
-                sub.fifo = Some(sub.fifo.unwrap_or(false));
+                // FIFO is the group's server-side setting (rocketmq-fifo-groups), not the
+                // client's: the client consumes sequentially when told so.
+                let group = sub.group.as_ref().map_or("", |g| g.name.as_str());
+                sub.fifo = Some(self.core.config.is_fifo_group(group));
                 s.backoff_policy = Some(backoff(
                     MAX_DELIVERY_ATTEMPTS,
                     Duration::from_secs(1),

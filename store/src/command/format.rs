@@ -20,7 +20,10 @@
 //! - `DeleteTopic` (4): name.
 //! - `CommitOffset` (5): group, topic, `queue_id` u32, `offset` u64.
 //! - `Receive` (6): group, topic, `queue_id` u32, `max_messages` u32 (>= 1), `invisible_ms`
-//!   u64, `now_ms` u64, `max_inflight` u32, `queue_min` u64, `filter` (tag expression).
+//!   u64, `now_ms` u64, `max_inflight` u32, `queue_min` u64, `filter` (tag expression),
+//!   then an optional `flags` u8 (bit 0: FIFO delivery; other bits must be 0), written only
+//!   when a flag is set. Without it (every entry written before `flags` existed, and every
+//!   non-FIFO one) the body ends after `filter` and decodes with no flag set.
 //! - `Ack` (7): group, topic, `count` u32 (>= 1), then `count` entries of 20 bytes:
 //!   `queue_id` u32, `queue_offset` u64, `handle` u64 (a log index).
 //! - `ChangeInvisible` (8): group, topic, `queue_id` u32, `queue_offset` u64, `handle` u64,

@@ -62,6 +62,7 @@ fn all_commands() -> Vec<Command> {
             max_inflight: 4096,
             queue_min: QueueOffset::new(7),
             filter: "TagA || TagB".into(),
+            fifo: true,
         }),
         Command::Ack(Ack {
             group: "g1".into(),
@@ -260,4 +261,54 @@ fn pop_bodies_byte_layout_and_refusals() {
     };
     r.max_messages = 0;
     assert!(Command::Receive(r).encode().is_err(), "receive of nothing");
+}
+
+/// `payload` with its body cut by `cut` bytes (or `extra` appended), length and CRC fixed.
+fn reframe(payload: &[u8], cut: usize, extra: &[u8]) -> Vec<u8> {
+    let mut b = payload[..payload.len() - cut].to_vec();
+    b.extend_from_slice(extra);
+    let body_len = (b.len() - COMMAND_HEADER_LEN) as u32;
+    b[12..16].copy_from_slice(&body_len.to_le_bytes());
+    let crc = crc32fast::hash(&b[8..]);
+    b[4..8].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+#[test]
+fn receive_flags_trail_and_old_entries_decode() {
+    let Command::Receive(fifo) = all_commands()[7].clone() else {
+        panic!("receive expected")
+    };
+    let plain = Receive {
+        fifo: false,
+        ..fifo.clone()
+    };
+    let p = Command::Receive(fifo.clone()).encode().expect("encode").0;
+    assert_eq!(p[p.len() - 1], 0x01, "flags byte last, FIFO bit set");
+    let q = Command::Receive(plain.clone()).encode().expect("encode").0;
+    assert_eq!(p.len(), q.len() + 1, "no flags byte when no flag is set");
+    // An entry of the format before `flags` (the body ends after the filter) is exactly a
+    // non-FIFO one: the FIFO payload without its flags byte.
+    let old = reframe(&p, 1, &[]);
+    assert_eq!(old, q, "non-FIFO bytes are the old format's");
+    assert_eq!(
+        Command::decode(&old).expect("old entry decodes"),
+        Command::Receive(plain.clone())
+    );
+    // A present flags byte of 0 (never written) still means no flag.
+    assert_eq!(
+        Command::decode(&reframe(&q, 0, &[0x00])).expect("decodes"),
+        Command::Receive(plain)
+    );
+    // Unknown flag bits and bytes after the flags are corruption.
+    let e = CommandView::parse(&reframe(&p, 1, &[0x03])).expect_err("unknown bit");
+    assert!(
+        e.is_corruption() && e.to_string().contains("unknown receive flags"),
+        "{e}"
+    );
+    let e = CommandView::parse(&reframe(&p, 0, &[0x01])).expect_err("trailing");
+    assert!(
+        e.is_corruption() && e.to_string().contains("trailing"),
+        "{e}"
+    );
 }

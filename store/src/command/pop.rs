@@ -32,6 +32,11 @@ pub struct Receive {
     /// Tag expression ([`crate::filter::TagFilter`] syntax); non-matching messages are
     /// skipped for the group, never delivered.
     pub filter: String,
+    /// FIFO delivery for the group (the leader's `rocketmq-fifo-groups`, stamped so apply
+    /// does not read node-local config): while a delivered message of the queue is in
+    /// flight, nothing new is handed out from it (see [`crate::sm::receive`]). Entries
+    /// written before this field existed decode as `false`.
+    pub fifo: bool,
 }
 
 /// One message to ack.

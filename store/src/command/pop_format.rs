@@ -16,6 +16,9 @@ use crate::types::QueueOffset;
 /// Bytes of one ack entry: `queue_id` u32, `queue_offset` u64, `handle` u64.
 pub(crate) const ACK_ENTRY_LEN: usize = 4 + 8 + 8;
 
+/// Bit of a `Receive`'s trailing `flags` byte: FIFO delivery ([`Receive::fifo`]).
+pub(crate) const RECEIVE_FLAG_FIFO: u8 = 0x01;
+
 pub(crate) fn encode_receive(w: &mut Writer<'_>, c: &Receive) -> Result<()> {
     if c.max_messages == 0 {
         return Err(StoreError::invalid("receive of 0 messages"));
@@ -28,7 +31,27 @@ pub(crate) fn encode_receive(w: &mut Writer<'_>, c: &Receive) -> Result<()> {
     w.u64(c.now_ms);
     w.u32(c.max_inflight);
     w.u64(c.queue_min.get());
-    w.str16("filter", &c.filter)
+    w.str16("filter", &c.filter)?;
+    // Written only when a flag is set: a non-FIFO `Receive` keeps the bytes of the format
+    // before `flags`, which nodes that predate it can still apply.
+    if c.fifo {
+        w.u8(RECEIVE_FLAG_FIFO);
+    }
+    Ok(())
+}
+
+/// Parses the optional trailing `flags` u8 of a `Receive`: absent when no flag is set (and in
+/// entries written before it existed); an unknown bit is corruption.
+fn parse_receive_flags(r: &mut Reader<'_>) -> Result<u8> {
+    if r.remaining() == 0 {
+        return Ok(0);
+    }
+    let at = r.pos();
+    let flags = r.u8("receive flags")?;
+    if flags & !RECEIVE_FLAG_FIFO != 0 {
+        return Err(r.corrupt(at, format!("unknown receive flags {flags:#04x}")));
+    }
+    Ok(flags)
 }
 
 pub(crate) fn parse_receive(r: &mut Reader<'_>) -> Result<Receive> {
@@ -40,16 +63,23 @@ pub(crate) fn parse_receive(r: &mut Reader<'_>) -> Result<Receive> {
     if max_messages == 0 {
         return Err(r.corrupt(at, "receive of 0 messages"));
     }
+    let invisible_ms = r.u64("invisible ms")?;
+    let now_ms = r.u64("now ms")?;
+    let max_inflight = r.u32("max inflight")?;
+    let queue_min = QueueOffset::new(r.u64("queue min")?);
+    let filter = r.str16("filter")?.to_owned();
+    let flags = parse_receive_flags(r)?;
     Ok(Receive {
         group,
         topic,
         queue_id,
         max_messages,
-        invisible_ms: r.u64("invisible ms")?,
-        now_ms: r.u64("now ms")?,
-        max_inflight: r.u32("max inflight")?,
-        queue_min: QueueOffset::new(r.u64("queue min")?),
-        filter: r.str16("filter")?.to_owned(),
+        invisible_ms,
+        now_ms,
+        max_inflight,
+        queue_min,
+        filter,
+        fifo: flags & RECEIVE_FLAG_FIFO != 0,
     })
 }
 

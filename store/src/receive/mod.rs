@@ -12,6 +12,11 @@
 //! A delayed message ([`delay`]) not due yet when a `Receive` scans it is parked: in flight
 //! with attempt 0 and its delivery time as deadline, so `next` moves on; the first delivery
 //! after that time has attempt 1.
+//!
+//! A FIFO group (the `Receive` says so, stamped by the leader from its setting) gets a queue's
+//! messages one delivery at a time: while a delivered message is in flight
+//! ([`QueueReceive::has_delivered_inflight`]) nothing new goes out from that queue, only
+//! expired ones come back, in offset order.
 
 pub mod delay;
 mod table;

@@ -78,6 +78,12 @@ impl QueueReceive {
             .map_or(self.next, |o| o.min(self.next))
     }
 
+    /// True if a delivered message (attempt >= 1, not a parked delayed one) is in flight:
+    /// for a FIFO group the queue is locked ([`crate::sm::receive`]).
+    pub fn has_delivered_inflight(&self) -> bool {
+        self.inflight.values().any(|f| f.attempt >= 1)
+    }
+
     /// Forgets offsets below `floor` (retention removed them): in-flight entries go and
     /// `next` moves up to `floor`. Returns how many in-flight entries were dropped.
     pub fn forget_below(&mut self, floor: QueueOffset) -> usize {

@@ -14,6 +14,12 @@
 //! are forgotten, and the floor is `max(command.queue_min, local min)`, so replicas that
 //! retain at least what the leader retained compute the same picks; a replica that deleted
 //! more skips what it no longer has.
+//!
+//! FIFO ([`Receive::fifo`], stamped by the leader): per queue, while the group has a
+//! delivered message (attempt >= 1) in flight, the queue is locked: no new message and no
+//! parked delayed one goes out, only delivered ones whose deadline passed come back, in
+//! offset order. Unlocked, a FIFO receive is a normal one. One message group maps to one
+//! queue, so queue order is (stricter than) message group order.
 
 use raftmq_raft_log::types::LogId;
 
@@ -114,9 +120,19 @@ pub fn apply_receive(
     let want = r.max_messages as usize;
     let mut out = Vec::new();
     if let Some(cq) = cq {
-        redeliver_expired(s, cq, r.now_ms, until, handle, want, &mut out)?;
-        let scan = NewScan { max, until, handle };
-        deliver_new(s, cq, log, &filter, r, &scan, &mut out)?;
+        let locked = r.fifo && s.has_delivered_inflight();
+        let due = Due {
+            now_ms: r.now_ms,
+            until,
+            handle,
+            want,
+            delivered_only: locked,
+        };
+        redeliver_expired(s, cq, &due, &mut out)?;
+        if !locked {
+            let scan = NewScan { max, until, handle };
+            deliver_new(s, cq, log, &filter, r, &scan, &mut out)?;
+        }
     }
     sync_progress(st, &r.group, &r.topic, r.queue_id);
     tracing::debug!(group = %r.group, topic = %r.topic, queue_id = r.queue_id.get(),
@@ -135,22 +151,35 @@ fn delivered(offset: QueueOffset, u: CqUnit, f: &Inflight) -> Delivered {
     }
 }
 
+/// What redeliveries of one `Receive` get.
+struct Due {
+    /// The command's clock: deadlines at or before it passed.
+    now_ms: u64,
+    /// New deadline of the redelivered messages.
+    until: u64,
+    /// Their new receipt handle.
+    handle: LogIndex,
+    /// Most messages the `Receive` hands out.
+    want: usize,
+    /// A locked FIFO queue: parked delayed messages stay parked.
+    delivered_only: bool,
+}
+
 /// In offset order, the in-flight messages whose deadline passed, up to `want`; a parked
-/// delayed message whose delivery time came goes out with attempt 1.
+/// delayed message whose delivery time came goes out with attempt 1, unless
+/// `delivered_only` (a locked FIFO queue: only delivered ones come back).
 fn redeliver_expired(
     s: &mut QueueReceive,
     cq: &ConsumeQueue,
-    now_ms: u64,
-    until: u64,
-    handle: LogIndex,
-    want: usize,
+    due: &Due,
     out: &mut Vec<Delivered>,
 ) -> Result<()> {
+    let (now_ms, until, handle, want) = (due.now_ms, due.until, due.handle, due.want);
     for (offset, f) in s.inflight.iter_mut() {
         if out.len() >= want {
             break;
         }
-        if f.invisible_until_ms > now_ms {
+        if f.invisible_until_ms > now_ms || (due.delivered_only && f.attempt == 0) {
             continue;
         }
         // In flight means in `[min, next)` of the queue (forgotten below min just before).

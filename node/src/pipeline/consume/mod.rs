@@ -59,6 +59,9 @@ pub struct ReceiveRequest {
     pub invisible: Duration,
     /// Tag expression (`*`, `TagA || TagB`).
     pub filter: String,
+    /// FIFO delivery for the group (its name is in `rocketmq-fifo-groups`): stamped into
+    /// the `Receive`, so a queue with a delivered message in flight hands out nothing new.
+    pub fifo: bool,
 }
 
 /// One message handed out by [`receive`].
@@ -148,6 +151,7 @@ pub async fn receive(
         max_inflight: cfg.max_inflight_per_queue,
         queue_min: core.store.queue_offsets(&req.topic, req.queue_id).0,
         filter: req.filter.clone(),
+        fifo: req.fifo,
     });
     let resp = run(core, cmd).await?;
     let ApplyResponse::Received(delivered) = resp.data else {

@@ -99,7 +99,7 @@ async fn poll_queues(
         for &q in queues {
             let has = core
                 .store
-                .has_deliverable(&req.group, &req.topic, q, &req.filter, now)
+                .has_deliverable(&req.group, &req.topic, q, &req.filter, now, req.fifo)
                 .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
             if has {
                 ready = Some(q);
