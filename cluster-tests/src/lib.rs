@@ -31,6 +31,7 @@ pub mod process;
 pub mod raw;
 pub mod reader;
 pub mod retention;
+pub mod rocketmq;
 pub mod scenario;
 pub mod workload;
 

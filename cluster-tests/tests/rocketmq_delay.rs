@@ -12,9 +12,6 @@ use std::time::SystemTime;
 use cluster_tests::cluster::TestCluster;
 use raftmq_node::config::FlushPolicy;
 use raftmq_store::types::QueueId;
-use rocketmq::conf::ClientOption;
-use rocketmq::conf::ProducerOption;
-use rocketmq::conf::SimpleConsumerOption;
 use rocketmq::model::common::FilterExpression;
 use rocketmq::model::common::FilterType;
 use rocketmq::model::message::MessageBuilder;
@@ -33,33 +30,14 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-fn client_option(addr: &str) -> ClientOption {
-    let mut client = ClientOption::default();
-    client.set_access_url(addr);
-    client.set_enable_tls(false);
-    client.set_timeout(Duration::from_secs(10));
-    client.set_long_polling_timeout(Duration::from_secs(2));
-    client
-}
-
 async fn producer(addr: &str) -> Producer {
-    let mut opt = ProducerOption::default();
-    opt.set_topics(vec![TOPIC]);
-    let mut p = Producer::new(opt, client_option(addr)).expect("producer");
-    p.start().await.expect("producer starts");
-    p
+    cluster_tests::rocketmq::producer(addr, TOPIC).await
 }
 
 async fn consumer(addr: &str) -> SimpleConsumer {
-    let mut opt = SimpleConsumerOption::default();
-    opt.set_topics(vec![TOPIC]);
-    opt.set_consumer_group(GROUP);
-    let mut c = SimpleConsumer::new(opt, client_option(addr)).expect("consumer");
-    c.start().await.expect("consumer starts");
-    c
+    cluster_tests::rocketmq::simple_consumer(addr, TOPIC, GROUP).await
 }
 
-/// Sends `body`, delayed to `deliver_s` (unix seconds) if given; returns its message id.
 async fn send(p: &Producer, body: &str, deliver_s: Option<i64>) -> String {
     let mut b = MessageBuilder::builder()
         .set_topic(TOPIC)

@@ -9,13 +9,8 @@
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
-use futures::StreamExt;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::rocketmq::v2 as rmq;
-use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
-use rocketmq::conf::ClientOption;
-use rocketmq::conf::ProducerOption;
-use rocketmq::conf::SimpleConsumerOption;
 use rocketmq::model::common::FilterExpression;
 use rocketmq::model::common::FilterType;
 use rocketmq::model::message::MessageBuilder;
@@ -30,30 +25,12 @@ const COUNT: usize = 6;
 /// Longer than the client's long poll, so a receive while one is unacked ends empty.
 const INVISIBLE: Duration = Duration::from_secs(4);
 
-fn client_option(addr: &str) -> ClientOption {
-    let mut client = ClientOption::default();
-    client.set_access_url(addr);
-    client.set_enable_tls(false);
-    client.set_timeout(Duration::from_secs(10));
-    client.set_long_polling_timeout(Duration::from_secs(2));
-    client
-}
-
 async fn producer(addr: &str) -> Producer {
-    let mut opt = ProducerOption::default();
-    opt.set_topics(vec![TOPIC]);
-    let mut p = Producer::new(opt, client_option(addr)).expect("producer");
-    p.start().await.expect("producer starts");
-    p
+    cluster_tests::rocketmq::producer(addr, TOPIC).await
 }
 
 async fn consumer(addr: &str) -> SimpleConsumer {
-    let mut opt = SimpleConsumerOption::default();
-    opt.set_topics(vec![TOPIC]);
-    opt.set_consumer_group(GROUP);
-    let mut c = SimpleConsumer::new(opt, client_option(addr)).expect("consumer");
-    c.start().await.expect("consumer starts");
-    c
+    cluster_tests::rocketmq::simple_consumer(addr, TOPIC, GROUP).await
 }
 
 /// Creates `TOPIC` with 4 queues and waits until `follower` knows it.
@@ -133,10 +110,6 @@ fn expect(m: &MessageView, i: usize, attempt: i32) {
 
 /// The `fifo` flag Telemetry answers for a simple consumer of `group`.
 async fn telemetry_fifo(addr: &str, group: &str) -> Option<bool> {
-    let mut c = MessagingServiceClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect");
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
     let settings = rmq::Settings {
         client_type: Some(rmq::ClientType::SimpleConsumer as i32),
         pub_sub: Some(rmq::settings::PubSub::Subscription(rmq::Subscription {
@@ -148,23 +121,7 @@ async fn telemetry_fifo(addr: &str, group: &str) -> Option<bool> {
         })),
         ..Default::default()
     };
-    tx.send(rmq::TelemetryCommand {
-        status: None,
-        command: Some(rmq::telemetry_command::Command::Settings(settings)),
-    })
-    .await
-    .expect("queue settings");
-    let outbound =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
-    let mut answers = c.telemetry(outbound).await.expect("telemetry").into_inner();
-    let first = tokio::time::timeout(Duration::from_secs(2), answers.next())
-        .await
-        .expect("settings answered")
-        .expect("an answer")
-        .expect("not an error");
-    let Some(rmq::telemetry_command::Command::Settings(s)) = first.command else {
-        panic!("not settings: {first:?}");
-    };
+    let s = cluster_tests::rocketmq::telemetry_answer(addr, settings, Duration::from_secs(2)).await;
     let Some(rmq::settings::PubSub::Subscription(sub)) = s.pub_sub else {
         panic!("no subscription settings: {s:?}");
     };

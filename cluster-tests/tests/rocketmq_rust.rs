@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
-use futures::StreamExt;
+use cluster_tests::rocketmq::producer;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::NodeConfig;
 use raftmq_proto::rocketmq::v2 as rmq;
@@ -18,9 +18,6 @@ use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
-use rocketmq::conf::ClientOption;
-use rocketmq::conf::ProducerOption;
-use rocketmq::conf::SimpleConsumerOption;
 use rocketmq::model::common::FilterExpression;
 use rocketmq::model::common::FilterType;
 use rocketmq::model::message::MessageBuilder;
@@ -32,20 +29,6 @@ const TOPIC: &str = "rmq-orders";
 fn rocketmq_addr(c: &TestCluster, id: u64) -> String {
     c.rocketmq_addr(id)
         .expect("the harness gives every node a RocketMQ port")
-}
-
-async fn producer(addr: &str, topic: &str) -> Producer {
-    let mut opt = ProducerOption::default();
-    opt.set_topics(vec![topic]);
-    let mut client = ClientOption::default();
-    client.set_access_url(addr);
-    client.set_enable_tls(false);
-    client.set_timeout(Duration::from_secs(10));
-    let mut p = Producer::new(opt, client).expect("producer");
-    p.start()
-        .await
-        .expect("producer starts (route + telemetry)");
-    p
 }
 
 /// What a stored message kept: tag, keys, properties, body.
@@ -172,17 +155,7 @@ async fn rust_client_produces_through_a_follower_and_across_a_leader_kill() {
 }
 
 async fn consumer(addr: &str, topic: &str, group: &str) -> SimpleConsumer {
-    let mut opt = SimpleConsumerOption::default();
-    opt.set_topics(vec![topic]);
-    opt.set_consumer_group(group);
-    let mut client = ClientOption::default();
-    client.set_access_url(addr);
-    client.set_enable_tls(false);
-    client.set_timeout(Duration::from_secs(10));
-    client.set_long_polling_timeout(Duration::from_secs(2));
-    let mut c = SimpleConsumer::new(opt, client).expect("consumer");
-    c.start().await.expect("consumer starts");
-    c
+    cluster_tests::rocketmq::simple_consumer(addr, topic, group).await
 }
 
 /// Sends `n` messages with bodies `<prefix>-<i>`; returns their client message ids.
@@ -367,7 +340,6 @@ async fn raw_protocol_routes_settings_and_refusals() {
     }
 
     // Telemetry: the producer's settings come back within a second, with the body limit.
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
     let settings = rmq::Settings {
         client_type: Some(rmq::ClientType::Producer as i32),
         pub_sub: Some(rmq::settings::PubSub::Publishing(rmq::Publishing {
@@ -380,23 +352,8 @@ async fn raw_protocol_routes_settings_and_refusals() {
         })),
         ..Default::default()
     };
-    tx.send(rmq::TelemetryCommand {
-        status: None,
-        command: Some(rmq::telemetry_command::Command::Settings(settings)),
-    })
-    .await
-    .expect("queue settings");
-    let outbound =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
-    let mut answers = c.telemetry(outbound).await.expect("telemetry").into_inner();
-    let first = tokio::time::timeout(Duration::from_secs(1), answers.next())
-        .await
-        .expect("settings answered within a second")
-        .expect("an answer")
-        .expect("not an error");
-    let Some(rmq::telemetry_command::Command::Settings(s)) = first.command else {
-        panic!("not settings: {first:?}");
-    };
+    let s =
+        cluster_tests::rocketmq::telemetry_answer(&addr, settings, Duration::from_secs(1)).await;
     let Some(rmq::settings::PubSub::Publishing(p)) = s.pub_sub else {
         panic!("no publishing settings: {s:?}");
     };
@@ -408,7 +365,6 @@ async fn raw_protocol_routes_settings_and_refusals() {
         .max_message_bytes;
     assert_eq!(p.max_body_size as u64, u64::from(limit));
     assert!(s.backoff_policy.is_some());
-    drop(tx);
 
     // Bad sends: precise codes, nothing stored, the node keeps serving.
     let send = |msgs: Vec<rmq::Message>| {

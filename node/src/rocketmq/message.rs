@@ -143,14 +143,15 @@ pub fn incoming(m: rmq::Message, max_body: usize) -> Result<Incoming, rmq::Statu
     incoming_at(m, max_body, now_ms())
 }
 
-/// [`incoming`] with the clock given: `now_ms` (ms since the epoch) bounds the delivery
-/// time to `now_ms + MAX_DELAY`.
-pub fn incoming_at(m: rmq::Message, max_body: usize, now_ms: u64) -> Result<Incoming, rmq::Status> {
-    let topic = super::route::topic_name(m.topic.as_ref())?.to_string();
+/// Checks one message as [`incoming`] does, without converting it (a follower answers a bad
+/// message before forwarding the request); returns the delivery time to store, if any.
+pub fn check(m: &rmq::Message, max_body: usize, now_ms: u64) -> Result<Option<u64>, rmq::Status> {
+    super::route::topic_name(m.topic.as_ref())?;
     let sys = m
         .system_properties
+        .as_ref()
         .ok_or_else(|| status::bad_request("message has no system_properties"))?;
-    let id = sys.message_id.clone();
+    let id = &sys.message_id;
     if id.is_empty() || id.len() > MAX_MESSAGE_ID_LEN || !id.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(bad(
             Code::IllegalMessageId,
@@ -168,17 +169,29 @@ pub fn incoming_at(m: rmq::Message, max_body: usize, now_ms: u64) -> Result<Inco
             ),
         ));
     }
-    let deliver_ms = delivery_ms(&sys, &id, now_ms)?;
-    let mut properties = BTreeMap::new();
-    for (k, v) in m.user_properties {
-        if RESERVED.contains(&k.as_str()) {
-            return Err(bad(
-                Code::IllegalMessagePropertyKey,
-                format!("message {id}: property name {k:?} is reserved"),
-            ));
-        }
-        properties.insert(k, v);
+    if let Some(k) = m
+        .user_properties
+        .keys()
+        .find(|k| RESERVED.contains(&k.as_str()))
+    {
+        return Err(bad(
+            Code::IllegalMessagePropertyKey,
+            format!("message {id}: property name {k:?} is reserved"),
+        ));
     }
+    delivery_ms(sys, id, now_ms)
+}
+
+/// [`incoming`] with the clock given: `now_ms` (ms since the epoch) bounds the delivery
+/// time to `now_ms + MAX_DELAY`.
+pub fn incoming_at(m: rmq::Message, max_body: usize, now_ms: u64) -> Result<Incoming, rmq::Status> {
+    let deliver_ms = check(&m, max_body, now_ms)?;
+    let topic = super::route::topic_name(m.topic.as_ref())?.to_string();
+    let sys = m
+        .system_properties
+        .ok_or_else(|| status::bad_request("message has no system_properties"))?;
+    let id = sys.message_id.clone();
+    let mut properties: BTreeMap<String, String> = m.user_properties.into_iter().collect();
     properties.insert(MESSAGE_ID_PROPERTY.to_string(), id.clone());
     if let Some(g) = sys.message_group.filter(|g| !g.is_empty()) {
         properties.insert(SHARDING_KEY_PROPERTY.to_string(), g);

@@ -57,10 +57,11 @@ impl RocketMqService {
         }
         // Checked here too, so a follower answers a bad message without a round trip.
         let max_body = self.max_body();
+        let now = crate::pipeline::queues::now_ms();
         if let Err(s) = req
             .messages
             .iter()
-            .try_for_each(|m| message::incoming(m.clone(), max_body).map(drop))
+            .try_for_each(|m| message::check(m, max_body, now).map(drop))
         {
             return failed(s, &ids);
         }

@@ -1,6 +1,6 @@
 //! RocketMQ `Status` bodies. The protocol answers gRPC OK and puts the outcome in the body; only
 //! codes the oldest official client we serve (crate `rocketmq` 5.0.0) knows are used, because it
-//! panics on a code it cannot decode (`Code::from_i32(..).unwrap()`).
+//! panics on a code it cannot decode (it unwraps `Code::from_i32`).
 
 use raftmq_proto::rocketmq::v2 as rmq;
 use raftmq_store::StoreError;
