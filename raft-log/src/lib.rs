@@ -46,7 +46,7 @@
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
 //! **Parts** (each its own type; the import graph between files has no cycle):
-//! - CommitLog: `segments` ([`Detached`]), `prealloc`, [`mod@format`], `recovery`; the
+//! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned), `prealloc`, [`mod@format`], `recovery`; the
 //!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
 //!   either end `trim` (`Trimmer`), the snapshot swap `install`.
 //! - [`raft_index`]: log index → location; `meta`: the sled db.
@@ -81,6 +81,9 @@
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.
+//!   Retention shrinks a segment stepwise before unlinking it; one a pin still maps is renamed
+//!   `<name>.deleted` instead and removed stepwise when its last pin drops (open unlinks
+//!   what a crash left).
 //! - The flush checkpoint (`meta/`) is recorded after the fdatasync it describes and made
 //!   durable right after, with the `raft-index` file fsynced first (the `raftlog-ckpt` thread,
 //!   at most every 100 ms; inline for an explicit [`LogStore::flush`]).
@@ -120,6 +123,7 @@ mod committer;
 mod durable;
 mod flush_queue;
 mod flusher;
+mod graveyard;
 mod install;
 mod meta;
 mod open;

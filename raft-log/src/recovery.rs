@@ -16,6 +16,7 @@ use crate::format::HeaderSlot;
 use crate::format::RecordHeader;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
+use crate::graveyard::DELETED_SUFFIX;
 use crate::meta::FlushCheckpoint;
 use crate::raft_index::EntryLocation;
 use crate::segments::parse_segment_name;
@@ -114,7 +115,10 @@ fn open_segments(
         .map_err(|e| LogError::io("create dir", &dir, e))?;
     let mut starts = Vec::new();
     for name in env.list(&dir).map_err(|e| LogError::io("list", &dir, e))? {
-        if name.ends_with(".tmp") {
+        // A `.deleted` segment was out of the log but pinned at a crash (or is still mapped
+        // by a pin of this process, across an install's reload): unlinking is safe for a
+        // mapping, shrinking is not.
+        if name.ends_with(".tmp") || name.ends_with(DELETED_SUFFIX) {
             let p = dir.join(&name);
             env.remove(&p)
                 .map_err(|e| LogError::io("remove tmp", p, e))?;
