@@ -186,12 +186,13 @@ impl Detached {
     /// One still held (a [`crate::PinnedRange`], or a reader between its lookup and its read)
     /// keeps every byte, as its mapping must (reading past a shrunk file's end raises
     /// SIGBUS): it is renamed to `<name>.deleted` and removed stepwise once the last holder
-    /// drops it ([`Graveyard`]). Holders only clone from each other once the segment left
-    /// the log, so a count of one here stays one.
+    /// drops it ([`Graveyard`]); a reader's short hold is waited out first (up to
+    /// [`READER_WAIT`]), so only pins leave segments behind. Holders only clone from each
+    /// other once the segment left the log, so a count of one here stays one.
     pub fn delete(self) -> LogResult<usize> {
         let n = self.segments.len();
         for (path, file) in self.segments {
-            if Arc::strong_count(&file) > 1 {
+            if !alone_soon(&file) {
                 self.graveyard.bury(&path, file)?;
                 continue;
             }
@@ -209,4 +210,20 @@ impl Detached {
         self.graveyard.sweep()?;
         Ok(n)
     }
+}
+
+/// Longest [`Detached::delete`] waits for the readers of a segment to let go.
+const READER_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// True once `file` has no other holder, waiting up to [`READER_WAIT`] for one (a reader
+/// between its lookup and its read holds a segment for microseconds; a pin for long).
+fn alone_soon(file: &Arc<dyn SegmentFile>) -> bool {
+    let deadline = std::time::Instant::now() + READER_WAIT;
+    while Arc::strong_count(file) > 1 {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
 }
