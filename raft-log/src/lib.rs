@@ -46,7 +46,7 @@
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
 //! **Parts** (each its own type; the import graph between files has no cycle):
-//! - CommitLog: `segments` ([`Detached`]), `prealloc`, [`mod@format`], `recovery`; the
+//! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned), `prealloc`, [`mod@format`], `recovery`; the
 //!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
 //!   either end `trim` (`Trimmer`), the snapshot swap `install`.
 //! - [`raft_index`]: log index → location; `meta`: the sled db.
@@ -81,11 +81,15 @@
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.
+//!   Retention shrinks a segment stepwise before unlinking it; one a pin still maps is renamed
+//!   `<name>.deleted` instead and removed stepwise when its last pin drops (open unlinks
+//!   what a crash left).
 //! - The flush checkpoint (`meta/`) is recorded after the fdatasync it describes and made
 //!   durable right after, with the `raft-index` file fsynced first (the `raftlog-ckpt` thread,
 //!   at most every 100 ms; inline for an explicit [`LogStore::flush`]).
-//! - Recovery: the raft index's records below the checkpoint are taken once their first and
-//!   last headers match the CommitLog; the scan covers the rest. A record that fails
+//! - Recovery: the raft index's records below the checkpoint are taken once their last
+//!   header and their first header in each segment match the CommitLog; the scan covers
+//!   the rest. A record that fails
 //!   validation past the flush checkpoint is a torn tail (cut, logged); before it, corruption:
 //!   open fails naming file, offset and reason unless `repair-truncate-corruption` is set. A
 //!   committed id past the recovered end is lowered.
@@ -100,7 +104,7 @@
 //! **Known limits.** Open validates (CRCs included) only the records past the flush checkpoint
 //! and those below the first record the `raft-index` file holds; below the checkpoint the
 //! index stands in for the bytes, so corruption there shows on the first read of the entry,
-//! not at open. The in-memory index costs 32 bytes per retained entry; the `raft-index` file
+//! not at open (a segment lost or overwritten whole fails open: its first header is read). The in-memory index costs 32 bytes per retained entry; the `raft-index` file
 //! is emptied by retention and refills from there (open then scans what it lacks). Vote saves (and an `async`
 //! log's committed-id saves) block the calling task for a sled flush.
 
@@ -119,6 +123,7 @@ mod committer;
 mod durable;
 mod flush_queue;
 mod flusher;
+mod graveyard;
 mod install;
 mod meta;
 mod open;

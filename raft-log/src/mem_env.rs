@@ -141,10 +141,17 @@ impl PlainFile for MemFile {
     }
 }
 
-/// In-memory file system with crash simulation. Directory operations are durable at once.
+/// File names and their files.
+type Names = BTreeMap<PathBuf, Arc<MemFile>>;
+
+/// In-memory file system with crash simulation. Directory operations are durable at once,
+/// unless [`MemEnv::set_volatile_dirs`] asks for a crash to forget those not fsynced.
 #[derive(Clone, Default)]
 pub struct MemEnv {
-    files: Arc<Mutex<BTreeMap<PathBuf, Arc<MemFile>>>>,
+    files: Arc<Mutex<Names>>,
+    /// With volatile directories: the names a crash keeps (those of the last `sync_dir` of
+    /// each directory, plus segments created durably).
+    durable_names: Arc<Mutex<Option<Names>>>,
     fail_sync: Arc<AtomicBool>,
     disk_full: Arc<AtomicBool>,
 }
@@ -155,11 +162,33 @@ impl MemEnv {
         Self::default()
     }
 
-    /// Simulates a power loss: every file keeps only what the crash mode lets survive.
+    /// Simulates a power loss: every file keeps only what the crash mode lets survive (and,
+    /// with volatile directories, only the names their directory's last fsync saw).
     /// The log using this env must be stopped first.
     pub fn crash(&self, mode: CrashMode) {
-        for f in self.files.lock().values() {
+        let mut files = self.files.lock();
+        if let Some(names) = &*self.durable_names.lock() {
+            *files = names.clone();
+        }
+        for f in files.values() {
             f.crash(mode);
+        }
+    }
+
+    /// From now on, a crash keeps a created, removed or renamed name only once its directory
+    /// was fsynced (`true`), as POSIX promises; `false`: every name is durable at once.
+    pub fn set_volatile_dirs(&self, volatile: bool) {
+        let names = volatile.then(|| self.files.lock().clone());
+        *self.durable_names.lock() = names;
+    }
+
+    /// With volatile directories, makes `path`'s current name (or its absence) durable.
+    fn persist_name(&self, path: &Path, file: Option<Arc<MemFile>>) {
+        if let Some(names) = &mut *self.durable_names.lock() {
+            match file {
+                Some(f) => names.insert(path.to_path_buf(), f),
+                None => names.remove(path),
+            };
         }
     }
 
@@ -228,6 +257,8 @@ impl Env for MemEnv {
         }
         let f = self.new_file(capacity as usize);
         self.files.lock().insert(path.to_path_buf(), f.clone());
+        // Created durably (the trait's contract: temporary name, fsync, rename, dir fsync).
+        self.persist_name(path, Some(f.clone()));
         Ok(f)
     }
 
@@ -261,7 +292,14 @@ impl Env for MemEnv {
         Ok(())
     }
 
-    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let files = self.files.lock();
+        if let Some(names) = &mut *self.durable_names.lock() {
+            names.retain(|p, _| p.parent() != Some(dir));
+            for (p, f) in files.iter().filter(|(p, _)| p.parent() == Some(dir)) {
+                names.insert(p.clone(), f.clone());
+            }
+        }
         Ok(())
     }
 }

@@ -45,7 +45,6 @@ pub fn load_state(
     } else {
         Vec::new()
     };
-    drop(index_bytes);
     let rec = recover(
         env.clone(),
         dir.join("commitlog"),
@@ -57,7 +56,7 @@ pub fn load_state(
     )?;
     drop(trusted);
     meta.set_log_start(rec.start)?;
-    let (index, rebuilt) = RaftIndex::load(file, rec.locations)
+    let (index, rebuilt) = RaftIndex::load(file, rec.locations, index_bytes)
         .map_err(|e| LogError::io("rebuild raft index", &index_path, e))?;
     if rebuilt {
         tracing::info!(path = %index_path.display(), "raft index rebuilt from the commitlog");

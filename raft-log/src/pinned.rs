@@ -1,10 +1,10 @@
 //! [`PinnedRange`]: committed CommitLog bytes held open for a reader that must see exactly
 //! them (a snapshot being built or sent), whatever retention does meanwhile.
 //!
-//! A pin holds the segment files' mappings (`Arc<dyn SegmentFile>`). Retention still removes
-//! the files' names (`LogStore::delete_segments_below`), but the mapped bytes stay readable,
-//! unchanged, until the pin is dropped: the disk space of a deleted segment is released only
-//! then. Only bytes below the append position at pin time are readable, and committed bytes
+//! A pin holds the segment files' mappings (`Arc<dyn SegmentFile>`). Retention still takes
+//! the files out of the log (`LogStore::delete_segments_below`), but the mapped bytes stay
+//! readable, unchanged, until the pin is dropped: the disk space of a deleted segment is
+//! released only then, stepwise (see `graveyard.rs`). Only bytes below the append position at pin time are readable, and committed bytes
 //! are never rewritten, so a pin's content is immutable.
 
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::graveyard::SweepOnDrop;
 use crate::state::State;
 use crate::types::PhysOffset;
 use crate::types::RawPhys;
@@ -25,6 +26,9 @@ pub struct PinnedRange {
     segment_bytes: u64,
     /// Invariant: one file per segment from `start_of(start)`, contiguous, in order.
     files: Vec<(Arc<dyn SegmentFile>, PathBuf)>,
+    /// Sweeps the graveyard when the last clone drops. Declared after `files`, so their
+    /// handles are gone by then.
+    _sweep: Arc<SweepOnDrop>,
 }
 
 impl std::fmt::Debug for PinnedRange {
@@ -101,6 +105,7 @@ impl PinnedRange {
             end,
             segment_bytes,
             files,
+            _sweep: Arc::new(SweepOnDrop(st.segments.graveyard())),
         })
     }
 }

@@ -135,15 +135,16 @@ pub struct RaftIndex {
 impl RaftIndex {
     /// Builds the index from recovered locations, rewriting the file unless it holds them or
     /// (after retention emptied it, see [`RaftIndex::drop_below`]) a non-empty tail of them.
+    /// `have`: the file's bytes, as open read them (the file is not written in between).
     pub fn load(
         file: Arc<dyn PlainFile>,
         recs: Vec<EntryLocation>,
+        have: Vec<u8>,
     ) -> std::io::Result<(Self, bool)> {
         let mut want = Vec::with_capacity(recs.len() * INDEX_RECORD_LEN);
         for r in &recs {
             r.encode(&mut want);
         }
-        let have = file.read_all()?;
         let tail = have == want
             || (!have.is_empty() && have.len() % INDEX_RECORD_LEN == 0 && want.ends_with(&have));
         let rebuilt = !tail;
@@ -178,7 +179,7 @@ impl RaftIndex {
         checkpoint_end: RawPhys,
         segment_bytes: u64,
     ) -> Vec<EntryLocation> {
-        let mut out: Vec<EntryLocation> = Vec::new();
+        let mut out: Vec<EntryLocation> = Vec::with_capacity(bytes.len() / INDEX_RECORD_LEN);
         for chunk in bytes.chunks_exact(INDEX_RECORD_LEN) {
             let Some(r) = EntryLocation::decode(chunk) else {
                 break;

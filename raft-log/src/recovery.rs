@@ -16,6 +16,7 @@ use crate::format::HeaderSlot;
 use crate::format::RecordHeader;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
+use crate::graveyard::DELETED_SUFFIX;
 use crate::meta::FlushCheckpoint;
 use crate::raft_index::EntryLocation;
 use crate::segments::parse_segment_name;
@@ -45,8 +46,9 @@ struct Stop {
 /// persisted start (None for a fresh log); `purged` allows an index gap after purged entries.
 /// `trusted`: raft index records below the durable flush checkpoint
 /// ([`crate::raft_index::RaftIndex::trusted_prefix`]); when the scan reaches the first of them
-/// and their end records match the CommitLog, they are taken instead of scanning their bytes
-/// (the full scan remains the fallback), so open reads only what lies past the checkpoint.
+/// and the headers of their last record and of their first record in each segment match the
+/// CommitLog, they are taken instead of scanning their bytes (the full scan remains the
+/// fallback), so open reads one header per segment and what lies past the checkpoint.
 pub fn recover(
     env: Arc<dyn Env>,
     dir: PathBuf,
@@ -113,7 +115,10 @@ fn open_segments(
         .map_err(|e| LogError::io("create dir", &dir, e))?;
     let mut starts = Vec::new();
     for name in env.list(&dir).map_err(|e| LogError::io("list", &dir, e))? {
-        if name.ends_with(".tmp") {
+        // A `.deleted` segment was out of the log but pinned at a crash (or is still mapped
+        // by a pin of this process, across an install's reload): unlinking is safe for a
+        // mapping, shrinking is not.
+        if name.ends_with(".tmp") || name.ends_with(DELETED_SUFFIX) {
             let p = dir.join(&name);
             env.remove(&p)
                 .map_err(|e| LogError::io("remove tmp", p, e))?;
@@ -172,8 +177,31 @@ fn read(seg: &dyn SegmentFile, off: u64, len: usize) -> Result<Vec<u8>, String> 
     Ok(buf)
 }
 
-/// Checks the trusted records against the CommitLog where they meet it: the first and last
-/// record headers match, and the first follows `prev`. `Ok(false)`: they follow a purge gap.
+/// Reads the header at `l.phys` and checks it is the entry record `l` names.
+fn check_header(segs: &Segments, l: &EntryLocation) -> Result<RecordHeader, String> {
+    let seg_start = segs.start_of(l.phys);
+    let seg = segs
+        .get(seg_start)
+        .ok_or_else(|| format!("no segment holds phys offset {}", l.phys))?;
+    let off = l.phys - seg_start;
+    let hb = read(seg.as_ref(), off, ENTRY_HEADER_LEN)?;
+    let h = match decode_header(&hb, l.phys, segs.segment_bytes() - off)? {
+        HeaderSlot::Record(h) if h.kind != RecordKind::Padding => h,
+        _ => return Err(format!("no entry record at phys offset {}", l.phys)),
+    };
+    if (h.index, h.term, h.total_len) != (l.index, l.term, l.size) {
+        return Err(format!(
+            "entry {} differs at phys offset {}",
+            l.index, l.phys
+        ));
+    }
+    Ok(h)
+}
+
+/// Checks the trusted records against the CommitLog: the header of the first record in
+/// each segment and of the last record match (one header read per segment, so a segment
+/// lost or replaced whole is seen at open), and the first follows `prev`. `Ok(false)`: they
+/// follow a purge gap.
 fn check_trusted(
     segs: &Segments,
     trusted: &[EntryLocation],
@@ -183,28 +211,16 @@ fn check_trusted(
     let (Some(first), Some(last)) = (trusted.first(), trusted.last()) else {
         return Err("no records".into());
     };
-    let mut first_header = None;
-    for l in [first, last] {
-        let seg_start = segs.start_of(l.phys);
-        let seg = segs
-            .get(seg_start)
-            .ok_or_else(|| format!("no segment holds phys offset {}", l.phys))?;
-        let off = l.phys - seg_start;
-        let hb = read(seg.as_ref(), off, ENTRY_HEADER_LEN)?;
-        let h = match decode_header(&hb, l.phys, segs.segment_bytes() - off)? {
-            HeaderSlot::Record(h) if h.kind != RecordKind::Padding => h,
-            _ => return Err(format!("no entry record at phys offset {}", l.phys)),
-        };
-        if (h.index, h.term, h.total_len) != (l.index, l.term, l.size) {
-            return Err(format!(
-                "entry {} differs at phys offset {}",
-                l.index, l.phys
-            ));
+    let first_header = check_header(segs, first)?;
+    let mut seg = segs.start_of(first.phys);
+    for l in &trusted[1..] {
+        if segs.start_of(l.phys) != seg {
+            seg = segs.start_of(l.phys);
+            check_header(segs, l)?;
         }
-        first_header.get_or_insert(h);
     }
-    let h = first_header.ok_or("no header read")?;
-    follows(prev, &h, purged)
+    check_header(segs, last)?;
+    follows(prev, &first_header, purged)
 }
 
 /// Walks records from `start`; collects entries into `out`; returns where and why it stopped.

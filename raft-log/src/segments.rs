@@ -1,5 +1,6 @@
 //! [`Segments`]: the set of open CommitLog segment files (`commitlog/<20-digit start>`), their
-//! names, and [`Detached`], the segments retention took out of the log, deleted later.
+//! names, and [`Detached`], the segments retention took out of the log, deleted later
+//! (those still pinned via the [`Graveyard`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +11,7 @@ use crate::env::Env;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::graveyard::Graveyard;
 use crate::types::RawPhys;
 
 /// File name of the segment starting at `start`: 20 decimal digits.
@@ -34,17 +36,25 @@ pub struct Segments {
     /// Invariant: keys are multiples of `segment_bytes` and contiguous; every file has
     /// capacity `segment_bytes`.
     map: BTreeMap<RawPhys, Arc<dyn SegmentFile>>,
+    /// Detached segments still pinned.
+    graveyard: Arc<Graveyard>,
 }
 
 impl Segments {
     /// An empty set over `dir` (the `commitlog/` directory).
     pub fn new(dir: PathBuf, env: Arc<dyn Env>, segment_bytes: u64) -> Self {
         Segments {
+            graveyard: Arc::new(Graveyard::new(env.clone(), dir.clone())),
             dir,
             env,
             segment_bytes,
             map: BTreeMap::new(),
         }
+    }
+
+    /// The segments detached while pinned (a pin sweeps it when it drops).
+    pub fn graveyard(&self) -> Arc<Graveyard> {
+        self.graveyard.clone()
     }
 
     /// Directory of the segments.
@@ -126,6 +136,7 @@ impl Segments {
         Detached {
             dir: self.dir.clone(),
             env: self.env.clone(),
+            graveyard: self.graveyard.clone(),
             segments,
         }
     }
@@ -152,6 +163,7 @@ impl Segments {
 pub struct Detached {
     dir: PathBuf,
     env: Arc<dyn Env>,
+    graveyard: Arc<Graveyard>,
     segments: Vec<(PathBuf, Arc<dyn SegmentFile>)>,
 }
 
@@ -166,26 +178,28 @@ impl Detached {
         self.segments.is_empty()
     }
 
-    /// Unmaps and deletes the segments, then fsyncs the directory. Returns how many.
+    /// Unmaps and deletes the segments, then fsyncs the directory, then removes the earlier
+    /// detached segments whose pins dropped since ([`Graveyard::sweep`]). Returns how many
+    /// of its own segments left the log's names.
     ///
     /// A segment nobody else holds is shrunk stepwise, then unlinked ([`Env::remove_large`]).
     /// One still held (a [`crate::PinnedRange`], or a reader between its lookup and its read)
-    /// is only unlinked: its mapping must keep every byte (reading past a shrunk file's end
-    /// raises SIGBUS), and the file system frees its space when the last holder drops it.
-    /// Holders only clone from each other once the segment left the log, so a count of one
-    /// here stays one.
+    /// keeps every byte, as its mapping must (reading past a shrunk file's end raises
+    /// SIGBUS): it is renamed to `<name>.deleted` and removed stepwise once the last holder
+    /// drops it ([`Graveyard`]); a reader's short hold is waited out first (up to
+    /// [`READER_WAIT`]), so only pins leave segments behind. Holders only clone from each
+    /// other once the segment left the log, so a count of one here stays one.
     pub fn delete(self) -> LogResult<usize> {
         let n = self.segments.len();
         for (path, file) in self.segments {
-            let held = Arc::strong_count(&file) > 1;
+            if !alone_soon(&file) {
+                self.graveyard.bury(&path, file)?;
+                continue;
+            }
             drop(file);
-            let r = if held {
-                tracing::debug!(path = %path.display(), "segment still pinned: unlinked without shrinking");
-                self.env.remove(&path)
-            } else {
-                self.env.remove_large(&path)
-            };
-            r.map_err(|e| LogError::io("remove segment", path, e))?;
+            self.env
+                .remove_large(&path)
+                .map_err(|e| LogError::io("remove segment", path, e))?;
         }
         if n > 0 {
             self.env
@@ -193,6 +207,23 @@ impl Detached {
                 .map_err(|e| LogError::io("fsync dir", self.dir.clone(), e))?;
             tracing::info!(segments = n, "deleted segments below the purge point");
         }
+        self.graveyard.sweep()?;
         Ok(n)
     }
+}
+
+/// Longest [`Detached::delete`] waits for the readers of a segment to let go.
+const READER_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// True once `file` has no other holder, waiting up to [`READER_WAIT`] for one (a reader
+/// between its lookup and its read holds a segment for microseconds; a pin for long).
+fn alone_soon(file: &Arc<dyn SegmentFile>) -> bool {
+    let deadline = std::time::Instant::now() + READER_WAIT;
+    while Arc::strong_count(file) > 1 {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
 }

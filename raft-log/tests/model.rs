@@ -1,5 +1,6 @@
 //! Property test: random appends, truncates, purges, commits, segment deletions, clean
-//! reopens and simulated crashes against a plain in-memory model of the log.
+//! reopens and simulated crashes (also losing unsynced directory entries) against a plain
+//! in-memory model of the log.
 //!
 //! Checked after every reopen: the log is a prefix of the model's log, and (sync policy) every
 //! entry whose flush callback completed is still there.
@@ -74,9 +75,10 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(flush: FlushPolicy) -> Self {
+    fn new(flush: FlushPolicy, volatile_dirs: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let env = MemEnv::new();
+        env.set_volatile_dirs(volatile_dirs);
         let config = LogConfig {
             segment_bytes: 4096,
             flush,
@@ -261,7 +263,12 @@ impl Harness {
 }
 
 fn run(flush: FlushPolicy, ops: Vec<Op>) {
-    let mut h = Harness::new(flush);
+    run_with(flush, false, ops);
+}
+
+/// `volatile_dirs`: crashes also forget directory entries not fsynced.
+fn run_with(flush: FlushPolicy, volatile_dirs: bool, ops: Vec<Op>) {
+    let mut h = Harness::new(flush, volatile_dirs);
     for op in ops {
         h.apply(op);
     }
@@ -298,5 +305,13 @@ proptest! {
     #[test]
     fn model_async(ops in prop::collection::vec(op(), 1..40)) {
         run(FlushPolicy::Async, ops);
+    }
+
+    /// Crashes lose unsynced directory entries too (segment removals by truncation and
+    /// retention, the raft index file's creation).
+    #[test]
+    fn model_volatile_dirs(ops in prop::collection::vec(op(), 1..40), sync in any::<bool>()) {
+        let flush = if sync { FlushPolicy::Sync } else { FlushPolicy::Async };
+        run_with(flush, true, ops);
     }
 }

@@ -455,6 +455,8 @@ fn crash_at_every_install_step_reopens_old_or_new() {
         let end = stage_segments(&a, &staged);
         b.set_install_failpoint(Some(n));
         let r = b.replace_from_files(&staged, LogId::new_term_index(1, 30), PhysOffset::new(end));
+        // A crash: nothing more is flushed or synced.
+        b.halt_without_flush();
         drop(b);
         let b = open_fs(&dir_b);
         let side = old_or_new(&a, &b);
