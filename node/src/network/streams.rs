@@ -30,7 +30,6 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
-
 use tokio::sync::Notify;
 
 use super::client::Ctx;
