@@ -139,6 +139,10 @@ pub struct NodeConfig {
     /// gRPC message size limit of both services (peer traffic carries whole batches), bytes.
     /// Default 67108864 (64 MiB); range max-batch-bytes + 1 MiB..=2147483647.
     pub grpc_max_message_bytes: u64,
+    /// How long the leader waits for a follower's answer to one replication request before
+    /// it reopens the stream, in ms, plus 100 ms per MiB the request carries (the follower
+    /// writes and fsyncs it first); at least heartbeat-ms. Default 1000; range 100..=600000.
+    pub replication_timeout_ms: u64,
     /// Create a topic on its first send (with default-queue-count queues); when off, sends to
     /// unknown topics fail NOT_FOUND. Default true.
     pub topic_auto_create: bool,
@@ -180,6 +184,7 @@ impl Default for NodeConfig {
             heartbeat_ms: 50,
             send_timeout_ms: 3000,
             grpc_max_message_bytes: 64 << 20,
+            replication_timeout_ms: 1000,
             topic_auto_create: true,
             default_queue_count: 4,
             store: StoreConfig::default(),

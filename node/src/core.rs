@@ -22,6 +22,7 @@ use raftmq_store::TypeConfig;
 use crate::config::NodeConfig;
 use crate::metrics::GaugeSource;
 use crate::metrics::NodeMetrics;
+use crate::network::ReplicationKick;
 
 /// openraft's metrics of this node.
 pub type RaftMetrics = openraft::RaftMetrics<TypeConfig>;
@@ -44,6 +45,8 @@ pub struct NodeCore {
     pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
     /// Client channels to other members (forwarding, status), by client address.
     pub channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+    /// Ends idle replication streams to followers stuck behind (the peer transport's).
+    pub replication_kick: Arc<ReplicationKick>,
 }
 
 impl NodeCore {

@@ -82,6 +82,9 @@ pub struct NodeMetrics {
     /// Pre-votes this node started because its leader's replication stream broke (before
     /// its election timer would have, see `network::LeaderContact`).
     pub leader_lost_pre_votes: Counter,
+    /// Idle replication streams the catch-up watcher ended because their follower's matched
+    /// index stayed below the leader's last log index (see `network::ReplicationKick`).
+    pub replication_kicks: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -110,6 +113,7 @@ impl NodeMetrics {
             bytes_out: Counter::default(),
             forwarded: Counter::default(),
             leader_lost_pre_votes: Counter::default(),
+            replication_kicks: Counter::default(),
         };
         m.register();
         m
@@ -228,6 +232,11 @@ impl NodeMetrics {
             "leader_lost_pre_votes",
             "Pre-votes started at once because the leader's replication stream broke",
             self.leader_lost_pre_votes.clone(),
+        );
+        r.register(
+            "replication_kicks",
+            "Idle replication streams ended so a follower stuck behind the leader's log resumes",
+            self.replication_kicks.clone(),
         );
     }
 

@@ -145,6 +145,10 @@ impl Node {
                 .instrument(span.clone()),
         )];
         tasks.push(tokio::spawn(
+            crate::watchers::kick_stalled_replication(core.clone(), stop_rx.clone())
+                .instrument(span.clone()),
+        ));
+        tasks.push(tokio::spawn(
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
         ));
@@ -200,8 +204,9 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         raft_config.enable_elect = false;
     }
     let raft_config = Arc::new(raft_config);
-    let network =
-        PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, config.peer_network_options());
+    let peer_opts = config.peer_network_options();
+    let replication_kick = peer_opts.kick.clone();
+    let network = PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, peer_opts);
     let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)
         .await
         .context("cannot start raft")?;
@@ -214,6 +219,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         shutting_down: Default::default(),
         round_robin: Default::default(),
         channels: Default::default(),
+        replication_kick,
     });
     Ok((core, log))
 }

@@ -107,6 +107,10 @@ pub struct NodeArgs {
     /// gRPC message limit, bytes. [default 64 MiB; >= max-batch-bytes + 1 MiB]
     #[arg(long)]
     pub grpc_max_message_bytes: Option<u64>,
+    /// Wait for a follower's answer to one replication request, ms, plus 100 ms per MiB.
+    /// [default 1000; 100..=600000]
+    #[arg(long)]
+    pub replication_timeout_ms: Option<u64>,
     /// Create unknown topics on first send. [default true]
     #[arg(long)]
     pub topic_auto_create: Option<bool>,
@@ -178,7 +182,7 @@ impl NodeArgs {
         override_fields!(self => cfg;
             node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
             initial_members, rocketmq_fifo_groups, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
-            send_timeout_ms, grpc_max_message_bytes, topic_auto_create, default_queue_count,
+            send_timeout_ms, grpc_max_message_bytes, replication_timeout_ms, topic_auto_create, default_queue_count,
             log_level);
         override_fields!(self => cfg; ?
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr,

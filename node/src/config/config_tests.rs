@@ -86,6 +86,10 @@ fn each_invalid_field_is_named() {
             c.heartbeat_ms = c.election_timeout_min_ms / 2 + 1
         }),
         ("send-timeout-ms", |c| c.send_timeout_ms = 10),
+        ("replication-timeout-ms", |c| c.replication_timeout_ms = 99),
+        ("replication-timeout-ms", |c| {
+            c.replication_timeout_ms = 600_001
+        }),
         ("max-message-bytes", |c| {
             c.store.limits.max_message_bytes = 10
         }),
@@ -347,4 +351,33 @@ fn fifo_groups_from_file_and_flags() {
         .resolve()
         .expect_err("invalid name");
     assert_eq!(field_of(bad), "rocketmq-fifo-groups");
+}
+
+#[test]
+fn replication_timeout_from_file_and_flags() {
+    assert_eq!(
+        NodeConfig::default().replication_timeout_ms,
+        1000,
+        "default"
+    );
+    let c = NodeConfig::from_toml_str("replication-timeout-ms = 2500\n", Path::new("x.toml"))
+        .expect("parses");
+    assert_eq!(c.replication_timeout_ms, 2500);
+    c.validate().expect("valid");
+    let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+    let cfg = NodeArgs::try_parse_from(["raftmq-node", "--replication-timeout-ms", "300"])
+        .expect("flags parse")
+        .resolve()
+        .expect("valid");
+    assert_eq!(cfg.replication_timeout_ms, 300);
+    assert_eq!(
+        cfg.peer_network_options().replication_timeout,
+        std::time::Duration::from_millis(300)
+    );
+    let bad = NodeArgs::try_parse_from(["raftmq-node", "--replication-timeout-ms", "50"])
+        .expect("flags parse")
+        .resolve()
+        .expect_err("too short");
+    assert_eq!(field_of(bad), "replication-timeout-ms");
 }

@@ -45,6 +45,7 @@ impl NodeConfig {
         let mut opts = PeerNetworkOptions::new(self.cluster_id.clone());
         opts.max_message_bytes = usize::try_from(self.grpc_max_message_bytes).unwrap_or(usize::MAX);
         opts.backoff_max = Duration::from_millis(self.election_timeout_min_ms.clamp(100, 2_000));
+        opts.replication_timeout = Duration::from_millis(self.replication_timeout_ms);
         opts
     }
 
@@ -77,5 +78,24 @@ mod tests {
         let opts = c.peer_network_options();
         assert_eq!(opts.cluster_id, "raftmq");
         assert_eq!(opts.max_message_bytes, 64 << 20);
+        assert_eq!(opts.replication_timeout, Duration::from_secs(1));
+        // openraft asks for one heartbeat (50 ms); a reply to 8 MiB may take 1.8 s.
+        let hb = Duration::from_millis(c.heartbeat_ms);
+        assert_eq!(opts.reply_timeout(hb, 0), Duration::from_secs(1));
+        assert_eq!(opts.reply_timeout(hb, 8 << 20), Duration::from_millis(1800));
+        assert_eq!(opts.append_part_bytes(), 8 << 20);
+        c.replication_timeout_ms = 100;
+        c.grpc_max_message_bytes = 4 << 20;
+        let opts = c.peer_network_options();
+        assert_eq!(
+            opts.reply_timeout(Duration::from_millis(250), 0),
+            Duration::from_millis(250),
+            "never below openraft's own deadline"
+        );
+        assert_eq!(
+            opts.append_part_bytes(),
+            4 << 20,
+            "at most the message limit"
+        );
     }
 }

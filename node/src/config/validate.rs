@@ -105,6 +105,12 @@ impl NodeConfig {
             self.election_timeout_min_ms / 2,
         )?;
         check_range("send-timeout-ms", self.send_timeout_ms, 100, 600_000)?;
+        check_range(
+            "replication-timeout-ms",
+            self.replication_timeout_ms,
+            100,
+            600_000,
+        )?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;
         self.store.validate().map_err(store_error)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err() {

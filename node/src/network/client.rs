@@ -50,6 +50,9 @@ pub struct PeerNetwork<C, SD> {
     pub(super) opts: Arc<PeerNetworkOptions>,
     /// `Err` when the peer's address cannot be a URI: every call answers `Unreachable`.
     pub(super) client: Result<RaftPeerClient<Channel>, String>,
+    /// Replication streams that failed to open in a row (0 after one opened); each failure
+    /// waits the next backoff delay before it is reported (see `streams.rs`).
+    pub(super) failed_opens: u32,
     pub(super) _types: PhantomData<fn() -> (C, SD)>,
 }
 
@@ -196,18 +199,22 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
         }
     }
 
-    /// AppendEntries as one or more unary calls (see `split.rs`).
+    /// AppendEntries as one or more unary calls (see `split.rs`), each with the reply timeout
+    /// of its size ([`PeerNetworkOptions::reply_timeout`]).
     async fn append_unary(
         &mut self,
         rpc: AppendEntriesRequest<C>,
         option: &RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
-        let parts = split::encode_append(rpc, self.opts.max_message_bytes)
+        let parts = split::encode_append(rpc, self.opts.append_part_bytes())
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut prev_last = None;
         for (i, part) in parts.into_iter().enumerate() {
+            let ttl = self
+                .opts
+                .reply_timeout(option.hard_ttl(), part.payload.len());
             let reply = self
-                .unary_raw(Unary::AppendEntries, part.payload, option)
+                .unary_raw(Unary::AppendEntries, part.payload, &RPCOption::new(ttl))
                 .await?;
             let resp: AppendEntriesResponse<C> = codec::decode("AppendEntriesResponse", &reply)
                 .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
@@ -236,8 +243,9 @@ where
     }
 
     /// Pipelined replication over one bidirectional gRPC stream: requests go out as openraft
-    /// produces them, results come back in order. A result that does not arrive within
-    /// `hard_ttl` while requests are outstanding ends the stream with `Timeout`.
+    /// produces them, results come back in order. A result that does not arrive within the
+    /// reply timeout of the oldest outstanding part ([`PeerNetworkOptions::reply_timeout`],
+    /// at least `hard_ttl`) ends the stream with `Timeout`.
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,

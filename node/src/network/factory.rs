@@ -123,6 +123,7 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             },
             opts: self.opts.clone(),
             client,
+            failed_opens: 0,
             _types: PhantomData,
         }
     }

@@ -11,9 +11,15 @@
 //!
 //! Error mapping (what openraft does next): a connect failure or UNAVAILABLE answer →
 //! `Unreachable` (back off, then retry); a broken stream or other transport error →
-//! `NetworkError` (retry at once); no answer within `RPCOption::hard_ttl` → `Timeout`; a
+//! `NetworkError` (retry at once); no answer in time → `Timeout` (`RPCOption::hard_ttl`, but
+//! for replication at least [`PeerNetworkOptions::reply_timeout`]: openraft asks for one
+//! heartbeat interval, shorter than a follower takes to write and fsync a large request); a
 //! refused request (wrong cluster id or target node, unknown codec) → `Unreachable`, logged
 //! as a warning, because retrying cannot fix configuration but must not stop Raft either.
+//!
+//! A replication session's request stream ends with its reply side (`session_input.rs`), so
+//! a timed-out session cannot take the entries of the next one; the catch-up watcher can end
+//! an idle stream to a follower that stays behind ([`ReplicationKick`]).
 //!
 //! A follower whose leader's replication stream breaks pre-votes as soon as its leader lease
 //! ends, instead of also waiting out its election timeout ([`LeaderContact`]).
@@ -26,18 +32,22 @@ mod client;
 mod codec;
 mod factory;
 pub mod fault;
+mod kick;
 mod leader_contact;
 mod server;
+mod session_input;
 mod snapshot;
 mod split;
 mod streams;
 mod vote_guard;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::PeerNetwork;
 pub use codec::CodecError;
 pub use factory::PeerNetworkFactory;
+pub use kick::ReplicationKick;
 pub use leader_contact::LeaderContact;
 pub use leader_contact::StreamEnd;
 pub use server::PeerService;
@@ -50,6 +60,17 @@ pub use vote_guard::VoteGuard;
 
 /// Default gRPC message size limit for peer traffic: 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Default wait for the answer to one replication request part before its byte allowance.
+pub const DEFAULT_REPLICATION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Extra wait per MiB a replication request part carries: the follower writes and fsyncs it
+/// before it answers (100 ms per MiB = a 10 MiB/s floor, for disks shared with other load).
+pub const REPLICATION_TIMEOUT_PER_MIB: Duration = Duration::from_millis(100);
+
+/// Largest part an AppendEntries request is cut into for replication (see `split.rs`),
+/// bytes: a follower answers (and the leader learns its progress) at least every 8 MiB.
+pub const MAX_APPEND_PART_BYTES: usize = 8 << 20;
 
 /// Settings of the peer transport (client and server side).
 #[derive(Clone, Debug)]
@@ -69,6 +90,12 @@ pub struct PeerNetworkOptions {
     pub snapshot_chunk_bytes: usize,
     /// HTTP/2 keep-alive ping interval, detecting dead connections while idle.
     pub keepalive_interval: Duration,
+    /// How long a replication stream waits for the answer to its oldest request part before
+    /// it ends with `Timeout`, before the part's byte allowance ([`Self::reply_timeout`]).
+    /// openraft asks for one heartbeat interval, far too short for a part of many MiB.
+    pub replication_timeout: Duration,
+    /// Ends idle replication streams on request of the catch-up watcher.
+    pub kick: Arc<ReplicationKick>,
 }
 
 impl PeerNetworkOptions {
@@ -82,7 +109,24 @@ impl PeerNetworkOptions {
             backoff_max: Duration::from_secs(2),
             snapshot_chunk_bytes: 1 << 20,
             keepalive_interval: Duration::from_secs(10),
+            replication_timeout: DEFAULT_REPLICATION_TIMEOUT,
+            kick: Arc::default(),
         }
+    }
+
+    /// How long to wait for the answer to a replication request part of `part_bytes`:
+    /// `replication_timeout` plus [`REPLICATION_TIMEOUT_PER_MIB`] per MiB, and never less
+    /// than openraft's `hard_ttl`.
+    pub fn reply_timeout(&self, hard_ttl: Duration, part_bytes: usize) -> Duration {
+        let per_mib = REPLICATION_TIMEOUT_PER_MIB.as_micros() as u64;
+        let allowance = Duration::from_micros((part_bytes as u64).saturating_mul(per_mib) >> 20);
+        hard_ttl.max(self.replication_timeout.saturating_add(allowance))
+    }
+
+    /// The byte size replication request parts are cut to: [`MAX_APPEND_PART_BYTES`], at
+    /// most the message limit.
+    pub fn append_part_bytes(&self) -> usize {
+        self.max_message_bytes.min(MAX_APPEND_PART_BYTES)
     }
 
     /// The retry delays: `backoff_initial`, doubled each time, capped at `backoff_max`.

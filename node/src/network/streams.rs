@@ -30,15 +30,23 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
+use tokio::sync::Notify;
 
 use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
+use super::session_input::session_input;
+use super::session_input::InputGuard;
 use super::snapshot::SnapshotSource;
 use super::split;
+use super::PeerNetworkOptions;
 
 impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     /// Opens the StreamAppend call and turns its replies into openraft's result stream.
+    ///
+    /// The request stream is wrapped in a [`SessionInput`] whose guard lives with the reply
+    /// side: when the session ends (an error, a timeout, openraft dropping the results, or a
+    /// failed open) openraft's request stream is dropped at once and never polled again.
     pub(super) async fn open_append_stream<'s, S>(
         &'s mut self,
         input: S,
@@ -49,28 +57,28 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     {
         use futures::StreamExt;
 
+        let (input, guard) = session_input(input);
         let mut client = self.client()?;
-        let ttl = option.hard_ttl();
-        // Part counts of the requests sent and not yet answered, oldest first.
-        let groups: Arc<Mutex<VecDeque<usize>>> = Arc::default();
-        let pending = groups.clone();
+        let opts = self.opts.clone();
+        let hard_ttl = option.hard_ttl();
+        // What was sent and not yet answered, oldest first.
+        let pending: Arc<Mutex<Pending>> = Arc::default();
+        let sent = pending.clone();
         let (cluster_id, from, to) = (
             self.opts.cluster_id.clone(),
             self.ctx.self_id,
             self.ctx.target,
         );
-        let max_bytes = self.opts.max_message_bytes;
+        let part_bytes = self.opts.append_part_bytes();
         let requests = input.flat_map(move |req| {
-            let parts = match split::encode_append(req, max_bytes) {
+            let parts = match split::encode_append(req, part_bytes) {
                 Ok(parts) => parts,
                 Err(e) => {
                     tracing::error!(target_node = to, error = %e, "dropping unencodable append request");
                     Vec::new()
                 }
             };
-            if !parts.is_empty() {
-                lock(&pending).push_back(parts.len());
-            }
+            lock(&sent).push(&parts);
             let cluster_id = cluster_id.clone();
             futures::stream::iter(parts.into_iter().map(move |part| RaftRequest {
                 cluster_id: cluster_id.clone(),
@@ -81,15 +89,28 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             }))
         });
         let ctx = self.ctx.clone();
-        let replies = match tokio::time::timeout(ttl, client.stream_append(requests)).await {
-            Err(_) => return Err(RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, ttl))),
-            Ok(Err(status)) => return Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)),
+        // The call's response headers: the connection may have to be made first.
+        let open_ttl = opts.reply_timeout(hard_ttl, 0);
+        let replies = match tokio::time::timeout(open_ttl, client.stream_append(requests)).await {
+            Err(_) => {
+                let e = RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, open_ttl));
+                return Err(self.failed_open(e).await);
+            }
+            Ok(Err(status)) => {
+                let e = ctx.status_error(RPCTypes::AppendEntries, open_ttl, &status);
+                return Err(self.failed_open(e).await);
+            }
             Ok(Ok(resp)) => resp.into_inner(),
         };
+        self.failed_opens = 0;
         let st = AppendReplies {
             replies,
-            groups,
+            pending,
+            kick: opts.kick.signal(ctx.target),
+            opts,
+            hard_ttl,
             done: false,
+            _guard: guard,
         };
         let results = futures::stream::unfold(st, move |mut st| {
             let ctx = ctx.clone();
@@ -97,12 +118,26 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
                 if st.done {
                     return None;
                 }
-                let (item, end) = st.next_result(&ctx, ttl).await?;
+                let (item, end) = st.next_result(&ctx).await?;
                 st.done = end || item.is_err();
                 Some((item, st))
             }
         });
         Ok(Box::pin(results))
+    }
+
+    /// Waits the backoff delay of this failure in a row, then returns `e`.
+    ///
+    /// openraft sleeps its backoff only while it produces the next request, which a stream
+    /// that never opened (peer down: connect refused) does not ask for; without this wait the
+    /// leader retried a dead follower thousands of times a second, starving the node.
+    async fn failed_open(&mut self, e: RPCError<C>) -> RPCError<C> {
+        let n = self.failed_opens as usize;
+        self.failed_opens = self.failed_opens.saturating_add(1);
+        if let Some(delay) = self.opts.backoff_delays().nth(n.min(32)) {
+            tokio::time::sleep(delay).await;
+        }
+        e
     }
 
     /// Sends `snapshot` as a client stream of chunks (see `full_snapshot`).
@@ -188,28 +223,73 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The requests of a StreamAppend call sent and not yet answered.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Part counts of the requests, oldest first.
+    groups: VecDeque<usize>,
+    /// Byte sizes of the parts, oldest first.
+    parts: VecDeque<usize>,
+}
+
+impl Pending {
+    fn push(&mut self, parts: &[split::Part]) {
+        if parts.is_empty() {
+            return;
+        }
+        self.groups.push_back(parts.len());
+        self.parts.extend(parts.iter().map(|p| p.payload.len()));
+    }
+}
+
 /// The reply side of a StreamAppend call.
 struct AppendReplies {
     replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
-    /// Part counts of the requests sent and not yet answered.
-    groups: Arc<Mutex<VecDeque<usize>>>,
+    pending: Arc<Mutex<Pending>>,
+    opts: Arc<PeerNetworkOptions>,
+    /// openraft's deadline per answer (one heartbeat interval); raised per part, see
+    /// [`PeerNetworkOptions::reply_timeout`].
+    hard_ttl: Duration,
+    /// Ends this stream while nothing is outstanding (see `kick.rs`).
+    kick: Arc<Notify>,
     done: bool,
+    /// Ends openraft's request stream when the replies are dropped.
+    _guard: InputGuard,
 }
 
 impl AppendReplies {
-    /// The next reply, waiting at most `ttl` while a request is outstanding. `None` when the
-    /// server closed the stream.
+    /// The next reply, waiting at most the oldest outstanding part's reply timeout. `None`
+    /// when the server closed the stream, or on a kick while nothing is outstanding.
     async fn next_reply<C: LogTypes>(
         &mut self,
         ctx: &Ctx,
-        ttl: Duration,
     ) -> Option<Result<StreamAppendResult<C>, RPCError<C>>> {
         loop {
-            match tokio::time::timeout(ttl, self.replies.message()).await {
-                Err(_) if !lock(&self.groups).is_empty() => {
+            let oldest = lock(&self.pending).parts.front().copied();
+            let ttl = self.opts.reply_timeout(self.hard_ttl, oldest.unwrap_or(0));
+            let kicked = self.kick.notified();
+            let next = tokio::select! {
+                r = tokio::time::timeout(ttl, self.replies.message()) => r,
+                () = kicked => {
+                    if lock(&self.pending).parts.is_empty() {
+                        tracing::info!(target_node = ctx.target, "idle replication stream ended by the catch-up watcher");
+                        self.opts.kick.count_ended();
+                        return None;
+                    }
+                    continue;
+                }
+            };
+            match next {
+                Err(_) if oldest.is_some() => {
+                    tracing::info!(
+                        target_node = ctx.target,
+                        part_bytes = oldest,
+                        timeout_ms = ttl.as_millis() as u64,
+                        "no answer to a replication request in time"
+                    );
                     return Some(Err(RPCError::Timeout(
                         ctx.timeout(RPCTypes::AppendEntries, ttl),
-                    )))
+                    )));
                 }
                 Err(_) => continue,
                 Ok(Ok(None)) => return None,
@@ -217,10 +297,11 @@ impl AppendReplies {
                     return Some(Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)))
                 }
                 Ok(Ok(Some(reply))) => {
+                    lock(&self.pending).parts.pop_front();
                     return Some(
                         codec::decode("StreamAppendResult", &reply.payload)
                             .map_err(|e| RPCError::Network(NetworkError::new(&e))),
-                    )
+                    );
                 }
             }
         }
@@ -230,11 +311,10 @@ impl AppendReplies {
     async fn next_result<C: LogTypes>(
         &mut self,
         ctx: &Ctx,
-        ttl: Duration,
     ) -> Option<(Result<StreamAppendResult<C>, RPCError<C>>, bool)> {
         let mut results = Vec::new();
         loop {
-            let item = match self.next_reply::<C>(ctx, ttl).await {
+            let item = match self.next_reply::<C>(ctx).await {
                 None if results.is_empty() => return None,
                 // The server ended the stream inside a group: it failed a part.
                 None => return Some((Ok(split::merge_stream(&results).0), true)),
@@ -247,9 +327,9 @@ impl AppendReplies {
             };
             let failed = res.is_err();
             results.push(res);
-            let want = lock(&self.groups).front().copied().unwrap_or(1);
+            let want = lock(&self.pending).groups.front().copied().unwrap_or(1);
             if results.len() >= want || failed {
-                lock(&self.groups).pop_front();
+                lock(&self.pending).groups.pop_front();
                 let (merged, end) = split::merge_stream(&results);
                 return Some((Ok(merged), end || failed));
             }
