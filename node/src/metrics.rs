@@ -82,6 +82,9 @@ pub struct NodeMetrics {
     /// Pre-votes this node started because its leader's replication stream broke (before
     /// its election timer would have, see `network::LeaderContact`).
     pub leader_lost_pre_votes: Counter,
+    /// Messages answered from the dedup window: a retried idempotent send that was already
+    /// stored (`raftmq_dedup_hits_total`).
+    pub dedup_hits: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -110,6 +113,7 @@ impl NodeMetrics {
             bytes_out: Counter::default(),
             forwarded: Counter::default(),
             leader_lost_pre_votes: Counter::default(),
+            dedup_hits: Counter::default(),
         };
         m.register();
         m
@@ -198,6 +202,11 @@ impl NodeMetrics {
             "send_failures",
             "Sends answered with an error",
             self.send_failures.clone(),
+        );
+        r.register(
+            "dedup_hits",
+            "Retried idempotent sends answered with the original result, not stored again",
+            self.dedup_hits.clone(),
         );
         r.register(
             "messages_in",

@@ -94,6 +94,7 @@ impl Fake {
                 term: 1,
                 index: u64::from(n),
             }),
+            duplicate: false,
         })
     }
 }

@@ -32,6 +32,7 @@ fn run_of(n: u64) -> (History, Vec<StoredMessage>) {
                 term: 1,
                 index: seq + 1,
             }),
+            duplicate: false,
         };
         h.push(Attempt {
             tag,
