@@ -72,7 +72,7 @@ async fn raftmq_client_resend_after_a_leader_kill_gets_the_original_result() {
     assert!(again.duplicate, "answered from the dedup window: {again:?}");
     let original = |r: &raftmq_client::proto::SendResult| raftmq_client::proto::SendResult {
         duplicate: true,
-        ..r.clone()
+        ..*r
     };
     assert_eq!(
         again,
