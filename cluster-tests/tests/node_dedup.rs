@@ -10,6 +10,8 @@ use cluster_tests::cluster::TestCluster;
 use cluster_tests::rocketmq::producer;
 use raftmq_client::proto::Message;
 use raftmq_node::config::FlushPolicy;
+use raftmq_proto::rocketmq::v2 as rmq;
+use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
 use raftmq_store::types::QueueId;
 use raftmq_store::types::QueueOffset;
 use raftmq_store::PullRequest;
@@ -103,6 +105,23 @@ async fn raftmq_client_resend_after_a_leader_kill_gets_the_original_result() {
     cluster.shutdown().await.expect("shutdown");
 }
 
+/// A raw RocketMQ message with client message id `id`.
+fn raw_message(topic: &str, id: &str, body: String) -> rmq::Message {
+    rmq::Message {
+        topic: Some(rmq::Resource {
+            resource_namespace: String::new(),
+            name: topic.into(),
+        }),
+        user_properties: HashMap::new(),
+        system_properties: Some(rmq::SystemProperties {
+            message_id: id.into(),
+            message_type: rmq::MessageType::Normal as i32,
+            ..Default::default()
+        }),
+        body: body.into_bytes(),
+    }
+}
+
 /// A RocketMQ message with a fixed client message id, as the official client's own retry
 /// sends it (the id is the message's, not the attempt's).
 struct Resend {
@@ -158,7 +177,40 @@ async fn rocketmq_client_resend_of_a_message_id_is_stored_once() {
         let r = p.send(resend(id, &format!("m{i}"))).await.expect("send");
         assert_eq!(r.message_id(), *id);
     }
+    // The raw protocol shows the queue offsets the official client does not.
+    let mut raw = MessagingServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect");
+    let raw_batch = || rmq::SendMessageRequest {
+        messages: (0..2)
+            .map(|i| {
+                raw_message(
+                    TOPIC,
+                    &format!("7F00000100020000000000{i:02}"),
+                    format!("raw-{i}"),
+                )
+            })
+            .collect(),
+    };
+    let first = raw
+        .send_message(raw_batch())
+        .await
+        .expect("gRPC OK")
+        .into_inner();
+    assert_eq!(
+        first.status.as_ref().map(|s| s.code),
+        Some(rmq::Code::Ok as i32)
+    );
     cluster.kill(leader).await;
+    let again = raw
+        .send_message(raw_batch())
+        .await
+        .expect("gRPC OK")
+        .into_inner();
+    assert_eq!(
+        again, first,
+        "a resend is answered as the first send was, offsets included"
+    );
     // Resent through the follower, which forwards to the new leader.
     for (i, id) in ids.iter().enumerate() {
         let r = p
@@ -179,7 +231,7 @@ async fn rocketmq_client_resend_of_a_message_id_is_stored_once() {
         .expect("converged");
     for id in cluster.ids() {
         let got = stored_bodies(&cluster, id, TOPIC);
-        assert_eq!(got.len(), 3, "node {id}: {got:?}");
+        assert_eq!(got.len(), 5, "node {id}: {got:?}");
         assert!(
             got.values().all(|&n| n == 1),
             "node {id} stored a copy: {got:?}"
