@@ -13,6 +13,36 @@ use crate::client::Client;
 use crate::client::Kind;
 
 impl Client {
+    /// This client's producer id (random; shared by its clones).
+    pub fn producer_id(&self) -> &str {
+        self.producer.id()
+    }
+
+    /// `message` with this producer's identity and the next sequence number, unless it has an
+    /// identity already (kept). Resending the returned message is answered with the result
+    /// of its first store while the broker's dedup window remembers it. Sends call this
+    /// themselves when [`ClientOptions::idempotent`] is on; call it first to resend after
+    /// [`ClientError::UnknownOutcome`].
+    pub fn identify(&self, message: Message) -> Message {
+        self.producer.identify(message)
+    }
+
+    /// The retry kind of a send: identified messages (on by default) may be resent.
+    pub(crate) fn send_kind(&self) -> Kind {
+        match self.opts.idempotent {
+            true => Kind::IdempotentSend,
+            false => Kind::Write,
+        }
+    }
+
+    /// The message as it is sent: identified when [`ClientOptions::idempotent`] is on.
+    pub(crate) fn outgoing(&self, message: Message) -> Message {
+        match self.opts.idempotent {
+            true => self.identify(message),
+            false => message,
+        }
+    }
+
     /// Sends one message; returns after the quorum ack. With
     /// [`ClientOptions::idempotent`](crate::ClientOptions::idempotent) (the default) the
     /// message gets this producer's identity ([`Client::identify`]) and is resent after an

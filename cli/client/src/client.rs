@@ -97,9 +97,10 @@ pub(crate) struct Routing {
 /// Cheap to clone; clones share connections and the leader hint.
 #[derive(Clone)]
 pub struct Client {
-    opts: ClientOptions,
+    pub(crate) opts: ClientOptions,
     routing: Arc<Mutex<Routing>>,
-    producer: Arc<Producer>,
+    /// The identity of this client's sends (see [`crate::producer`]).
+    pub(crate) producer: Arc<Producer>,
 }
 
 pub(crate) fn normalize(addr: &str) -> String {
@@ -163,36 +164,6 @@ impl Client {
             .map(|m| normalize(&m.client_addr))
             .filter(|a| !a.is_empty());
         Ok(status)
-    }
-
-    /// This client's producer id (random; shared by its clones).
-    pub fn producer_id(&self) -> &str {
-        self.producer.id()
-    }
-
-    /// `message` with this producer's identity and the next sequence number, unless it has an
-    /// identity already (kept). Resending the returned message is answered with the result
-    /// of its first store while the broker's dedup window remembers it. Sends call this
-    /// themselves when [`ClientOptions::idempotent`] is on; call it first to resend after
-    /// [`ClientError::UnknownOutcome`].
-    pub fn identify(&self, message: Message) -> Message {
-        self.producer.identify(message)
-    }
-
-    /// The retry kind of a send: identified messages (on by default) may be resent.
-    pub(crate) fn send_kind(&self) -> Kind {
-        match self.opts.idempotent {
-            true => Kind::IdempotentSend,
-            false => Kind::Write,
-        }
-    }
-
-    /// The message as it is sent: identified when [`ClientOptions::idempotent`] is on.
-    pub(crate) fn outgoing(&self, message: Message) -> Message {
-        match self.opts.idempotent {
-            true => self.identify(message),
-            false => message,
-        }
     }
 
     /// The leader's client address as last learned, if any.
