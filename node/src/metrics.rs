@@ -85,6 +85,9 @@ pub struct NodeMetrics {
     /// Idle replication streams the catch-up watcher ended because their follower's matched
     /// index stayed below the leader's last log index (see `network::ReplicationKick`).
     pub replication_kicks: Counter,
+    /// Messages answered from the dedup window: a retried idempotent send that was already
+    /// stored (`raftmq_dedup_hits_total`).
+    pub dedup_hits: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -114,6 +117,7 @@ impl NodeMetrics {
             forwarded: Counter::default(),
             leader_lost_pre_votes: Counter::default(),
             replication_kicks: Counter::default(),
+            dedup_hits: Counter::default(),
         };
         m.register();
         m
@@ -202,6 +206,11 @@ impl NodeMetrics {
             "send_failures",
             "Sends answered with an error",
             self.send_failures.clone(),
+        );
+        r.register(
+            "dedup_hits",
+            "Retried idempotent sends answered with the original result, not stored again",
+            self.dedup_hits.clone(),
         );
         r.register(
             "messages_in",

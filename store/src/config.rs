@@ -49,6 +49,18 @@ pub struct StoreConfig {
     /// a `Receive` on a full queue hands out only expired ones. The leader stamps it into
     /// each `Receive`. Default 4096; range 1..=1000000.
     pub max_inflight_per_queue: u32,
+    /// How long an idempotent send (producer id + sequence, or a RocketMQ client message id)
+    /// is remembered, so a retry is answered with its original result instead of being stored
+    /// again; measured in the leader's timestamps, in ms. 0 turns deduplication off (new
+    /// entries only). The leader stamps it into each entry, so nodes may differ without
+    /// diverging; the leader's value applies. Default 120000 (2 min, as NATS' duplicate
+    /// window: far longer than a client's retries across a failover); range 0..=86400000.
+    pub dedup_window_ms: u64,
+    /// Most idempotent sends remembered (all producers together); past it the oldest is
+    /// forgotten first. Bounds memory (about 200 bytes a send) and the checkpoint and
+    /// snapshot size whatever the number of producers. Stamped by the leader like
+    /// `dedup-window-ms`. Default 100000; range 1..=10000000.
+    pub dedup_max_entries: u32,
 }
 
 impl Default for StoreConfig {
@@ -64,6 +76,8 @@ impl Default for StoreConfig {
             max_pull_scan_units: 16_384,
             max_pull_messages: 32,
             max_inflight_per_queue: 4096,
+            dedup_window_ms: 120_000,
+            dedup_max_entries: 100_000,
         }
     }
 }
@@ -125,7 +139,23 @@ impl StoreConfig {
             u64::from(self.max_inflight_per_queue),
             1,
             1_000_000,
+        )?;
+        range_u64("dedup-window-ms", self.dedup_window_ms, 0, 86_400_000)?;
+        range_u64(
+            "dedup-max-entries",
+            u64::from(self.dedup_max_entries),
+            1,
+            10_000_000,
         )
+    }
+
+    /// The dedup bounds the leader stamps into a batch with identified messages; `None` when
+    /// deduplication is off.
+    pub fn dedup_params(&self) -> Option<crate::dedup::DedupParams> {
+        (self.dedup_window_ms > 0).then_some(crate::dedup::DedupParams {
+            window_ms: self.dedup_window_ms,
+            max_entries: self.dedup_max_entries,
+        })
     }
 }
 
@@ -160,6 +190,34 @@ mod tests {
         };
         let e = c.validate().expect_err("zero in flight");
         assert!(e.to_string().contains("max-inflight-per-queue"), "{e}");
+        for (field, c) in [
+            (
+                "dedup-window-ms",
+                StoreConfig {
+                    dedup_window_ms: 86_400_001,
+                    ..StoreConfig::default()
+                },
+            ),
+            (
+                "dedup-max-entries",
+                StoreConfig {
+                    dedup_max_entries: 0,
+                    ..StoreConfig::default()
+                },
+            ),
+        ] {
+            let e = c.validate().expect_err(field);
+            assert!(e.to_string().contains(field), "{e}");
+        }
+        let d = StoreConfig::default();
+        assert_eq!((d.dedup_window_ms, d.dedup_max_entries), (120_000, 100_000));
+        assert_eq!(d.dedup_params().map(|p| p.window_ms), Some(120_000));
+        let off = StoreConfig {
+            dedup_window_ms: 0,
+            ..StoreConfig::default()
+        };
+        off.validate().expect("0 = off is valid");
+        assert_eq!(off.dedup_params(), None);
         let toml_like: StoreConfig =
             serde_json::from_str(r#"{"file-reserved-hours": 5}"#).expect("serde");
         assert_eq!(toml_like.file_reserved_hours, 5);

@@ -21,6 +21,8 @@
 //! - [`receive`]: the replicated pop state (`Receive` / `Ack` / `ChangeInvisible`): per
 //!   group and queue the next offset never delivered and the in-flight messages with their
 //!   invisibility deadlines, attempts and receipt handles.
+//! - [`dedup`]: the replicated dedup window of idempotent sends (producer id + sequence, or
+//!   a RocketMQ client message id): a retry is answered with the original result.
 //!
 //! - [`raft_types`]: the openraft [`TypeConfig`], `StoredMembership`, [`ApplyResponse`],
 //!   [`MessageAck`].
@@ -84,6 +86,7 @@ mod codec;
 pub mod command;
 pub mod config;
 pub mod consume_queue;
+pub mod dedup;
 pub mod error;
 pub mod filter;
 pub mod hash;

@@ -283,6 +283,7 @@ impl StoreLimits {
     }
 
     fn check_properties(&self, m: &Message) -> Result<()> {
+        crate::dedup::check_identity(&m.properties)?;
         too_many(
             "properties",
             m.properties.len(),

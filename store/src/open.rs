@@ -103,6 +103,7 @@ fn recover_state(
         topics: Default::default(),
         offsets: Default::default(),
         receive: Default::default(),
+        dedup: Default::default(),
         last_applied: None,
         membership: Default::default(),
         dispatched_phys_end: PhysOffset::ZERO,

@@ -95,6 +95,11 @@ pub struct MessageAck {
     pub phys_offset: PhysOffset,
     /// Leader's store timestamp of the message.
     pub store_timestamp_ms: TimestampMs,
+    /// Set when this message was a retry of an identified send already stored (a dedup
+    /// hit, see [`crate::dedup`]): nothing was stored now, every other field is the original
+    /// result, and this is the log id of the entry that stored it.
+    #[serde(default)]
+    pub duplicate_of: Option<raftmq_raft_log::types::LogId>,
 }
 
 /// What `apply` answers for one entry (the leader's `client_write` response data).

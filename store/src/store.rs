@@ -160,6 +160,16 @@ impl Store {
         self.shared.applied_tx.subscribe()
     }
 
+    /// A copy of the dedup window of idempotent sends (tests and tools; it may be large).
+    pub fn dedup_window(&self) -> crate::dedup::DedupWindow {
+        self.shared.state.read().dedup.clone()
+    }
+
+    /// Number of sends the dedup window remembers.
+    pub fn dedup_window_len(&self) -> usize {
+        self.shared.state.read().dedup.len()
+    }
+
     /// A consumer group's pop state on a queue (None: it never received from it).
     pub fn receive_state(
         &self,

@@ -264,12 +264,14 @@ fn auto_create_topic_and_admin_commands() {
     let r = n.propose(&Command::SendBatch {
         messages: vec![msg("auto", 3, 1, "", "", 1)],
         auto_create_queues: Some(4),
+        dedup: None,
     });
     assert_eq!(acks(r)[0].queue_offset.get(), 0);
     assert_eq!(n.store.topic("auto").expect("created").write_queue_count, 4);
     let r = n.propose(&Command::SendBatch {
         messages: vec![msg("auto2", 4, 1, "", "", 1)],
         auto_create_queues: Some(4),
+        dedup: None,
     });
     assert!(matches!(
         r,

@@ -17,6 +17,9 @@ use raftmq_store::command::ChangeInvisible;
 use raftmq_store::command::Command;
 use raftmq_store::command::CommitOffset;
 use raftmq_store::command::Receive;
+use raftmq_store::dedup::DedupParams;
+use raftmq_store::dedup::PRODUCER_ID_PROPERTY;
+use raftmq_store::dedup::SEQUENCE_PROPERTY;
 use raftmq_store::topic::Permissions;
 use raftmq_store::topic::TopicConfig;
 use raftmq_store::types::QueueId;
@@ -26,16 +29,34 @@ use raftmq_store::PullRequest;
 const TOPICS: [&str; 3] = ["a", "b", "c"];
 
 fn command() -> impl Strategy<Value = Command> {
+    // Some messages carry an identity out of a small set (so retries and in-batch copies
+    // occur); some batches carry dedup bounds small enough that expiry and the cap evict.
+    let identity = prop::option::of((0..2u32, 0..4u64));
+    let dedup = prop::option::of((1..60u64, 1..4u32));
     let send = (
-        prop::collection::vec((0..3usize, 0..4u32), 1..5),
+        prop::collection::vec((0..3usize, 0..4u32, identity, 0..100u64), 1..5),
         prop::option::of(1..4u32),
+        dedup,
     )
-        .prop_map(|(ms, auto)| Command::SendBatch {
+        .prop_map(|(ms, auto, dedup)| Command::SendBatch {
             messages: ms
                 .iter()
-                .map(|(t, q)| msg(TOPICS[*t], *q, u64::from(*q), "x", "k", 7))
+                .map(|(t, q, id, ts)| {
+                    let mut m = msg(TOPICS[*t], *q, u64::from(*q), "x", "k", *ts);
+                    if let Some((p, seq)) = id {
+                        m.properties
+                            .insert(PRODUCER_ID_PROPERTY.into(), format!("p{p}"));
+                        m.properties
+                            .insert(SEQUENCE_PROPERTY.into(), seq.to_string());
+                    }
+                    m
+                })
                 .collect(),
             auto_create_queues: auto,
+            dedup: dedup.map(|(window_ms, max_entries)| DedupParams {
+                window_ms,
+                max_entries,
+            }),
         });
     let create = (0..3usize, 1..4u32)
         .prop_map(|(t, n)| Command::CreateTopic(TopicConfig::new(TOPICS[t], n)));
@@ -182,6 +203,7 @@ proptest! {
             prop_assert_eq!(a.store.topics(), b.store.topics());
             prop_assert_eq!(a.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get), b.store.fetch_offset("g", "a", QueueId::new(1)).map(QueueOffset::get));
             prop_assert_eq!(dump(&a), dump(&b));
+            prop_assert_eq!(a.store.dedup_window(), b.store.dedup_window());
             for t in TOPICS {
                 for q in 0..4 {
                     let q = QueueId::new(q);

@@ -13,14 +13,49 @@ use crate::client::Client;
 use crate::client::Kind;
 
 impl Client {
-    /// Sends one message; returns after the quorum ack. Not resent after an unknown outcome
-    /// unless [`ClientOptions::retry_unknown_writes`](crate::ClientOptions::retry_unknown_writes).
+    /// This client's producer id (random; shared by its clones).
+    pub fn producer_id(&self) -> &str {
+        self.producer.id()
+    }
+
+    /// `message` with this producer's identity and the next sequence number, unless it has an
+    /// identity already (kept). Resending the returned message is answered with the result
+    /// of its first store while the broker's dedup window remembers it. Sends call this
+    /// themselves when [`ClientOptions::idempotent`] is on; call it first to resend after
+    /// [`ClientError::UnknownOutcome`].
+    pub fn identify(&self, message: Message) -> Message {
+        self.producer.identify(message)
+    }
+
+    /// The retry kind of a send: identified messages (on by default) may be resent.
+    pub(crate) fn send_kind(&self) -> Kind {
+        match self.opts.idempotent {
+            true => Kind::IdempotentSend,
+            false => Kind::Write,
+        }
+    }
+
+    /// The message as it is sent: identified when [`ClientOptions::idempotent`] is on.
+    pub(crate) fn outgoing(&self, message: Message) -> Message {
+        match self.opts.idempotent {
+            true => self.identify(message),
+            false => message,
+        }
+    }
+
+    /// Sends one message; returns after the quorum ack. With
+    /// [`ClientOptions::idempotent`](crate::ClientOptions::idempotent) (the default) the
+    /// message gets this producer's identity ([`Client::identify`]) and is resent after an
+    /// unknown outcome (the broker answers a stored one with its original result); otherwise
+    /// it is not resent unless
+    /// [`ClientOptions::retry_unknown_writes`](crate::ClientOptions::retry_unknown_writes).
     ///
     /// Concurrent sends to one node share one `SendStream` call: one
     /// HTTP/2 stream, one frame per message, each answered on its own.
     pub async fn send(&self, message: Message) -> Result<SendResult, ClientError> {
+        let message = self.outgoing(message);
         let (result, leader) = self
-            .retry(Kind::Write, |addr| {
+            .retry(self.send_kind(), |addr| {
                 let m = message.clone();
                 async move { self.send_attempt(&addr, m).await }
             })
@@ -33,10 +68,13 @@ impl Client {
     }
 
     /// Sends messages as one Raft entry (all or none); one result per message, in order.
+    /// Identified and resent like [`send`](Self::send); a resent batch whose first copy was
+    /// stored is answered with the original results (`duplicate` set).
     pub async fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>, ClientError> {
+        let messages = messages.into_iter().map(|m| self.outgoing(m)).collect();
         let reply = self
             .call(
-                Kind::Write,
+                self.send_kind(),
                 SendBatchRequest { messages },
                 Duration::ZERO,
                 |mut c, r| async move { c.send_batch(r).await },

@@ -17,6 +17,7 @@ use tonic::Status;
 use crate::error::classify;
 use crate::error::ClientError;
 use crate::error::Verdict;
+use crate::producer::Producer;
 use crate::send_stream::SendMux;
 use crate::send_stream::Sent;
 
@@ -39,6 +40,11 @@ pub struct ClientOptions {
     pub retry_unknown_writes: bool,
     /// gRPC message limit both ways. Default 64 MiB.
     pub max_message_bytes: usize,
+    /// Give each sent message this client's producer id and a sequence number (unless it has
+    /// an identity already), and resend it after an unknown outcome: the broker answers a
+    /// resend it already stored with the original result. Off: sends carry no identity and
+    /// follow `retry_unknown_writes`. Default true.
+    pub idempotent: bool,
 }
 
 impl Default for ClientOptions {
@@ -51,6 +57,7 @@ impl Default for ClientOptions {
             backoff_max: Duration::from_secs(1),
             retry_unknown_writes: false,
             max_message_bytes: 64 << 20,
+            idempotent: true,
         }
     }
 }
@@ -64,6 +71,9 @@ pub(crate) enum Kind {
     IdempotentWrite,
     /// Executed by the leader, not safe to repeat blindly (send, create, membership).
     Write,
+    /// A send whose messages carry an identity: the broker's dedup window makes a resend
+    /// after an unknown outcome safe, so it is resent (same identity).
+    IdempotentSend,
 }
 
 /// Known nodes and the leader hint.
@@ -87,8 +97,10 @@ pub(crate) struct Routing {
 /// Cheap to clone; clones share connections and the leader hint.
 #[derive(Clone)]
 pub struct Client {
-    opts: ClientOptions,
+    pub(crate) opts: ClientOptions,
     routing: Arc<Mutex<Routing>>,
+    /// The identity of this client's sends (see [`crate::producer`]).
+    pub(crate) producer: Arc<Producer>,
 }
 
 pub(crate) fn normalize(addr: &str) -> String {
@@ -124,6 +136,7 @@ impl Client {
                 nodes,
                 ..Default::default()
             })),
+            producer: Arc::new(Producer::random()),
         })
     }
 
@@ -356,7 +369,8 @@ impl Client {
             };
             last = format!("{addr}: {:?}: {}", status.code(), status.message());
             tracing::debug!(addr = %addr, code = ?status.code(), message = status.message(), "call failed");
-            match classify(&status, kind == Kind::Write) {
+            let write = matches!(kind, Kind::Write | Kind::IdempotentSend);
+            match classify(&status, write) {
                 Verdict::Redirect(to) if normalize(&to) != addr => {
                     self.follow(&to);
                     redirect = Some(normalize(&to));
@@ -381,7 +395,7 @@ impl Client {
                 }
                 Verdict::Unknown => {
                     let unknown = (addr.clone(), status.code(), status.message().to_string());
-                    if !self.opts.retry_unknown_writes {
+                    if !self.opts.retry_unknown_writes && kind != Kind::IdempotentSend {
                         // The node may be a frozen or deposed leader: the next call must not go
                         // straight back to it, so forget it as leader before returning.
                         self.demote(&addr);

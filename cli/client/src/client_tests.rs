@@ -37,6 +37,8 @@ struct Fake {
     stream_calls: AtomicU32,
     /// Number of next stream messages the fake reads and then breaks the stream at, unanswered.
     break_stream: AtomicU32,
+    /// (producer id, sequence) of every send that reached the leader, in order.
+    identities: Mutex<Vec<(String, String)>>,
 }
 
 impl Fake {
@@ -61,6 +63,11 @@ impl std::ops::Deref for FakeSvc {
 impl Fake {
     fn do_send(&self, msg: Option<Message>) -> Result<SendResult, Status> {
         let n = self.send_calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(m) = &msg {
+            let get = |k: &str| m.properties.get(k).cloned().unwrap_or_default();
+            let id = (get(PRODUCER_ID_PROPERTY), get(SEQUENCE_PROPERTY));
+            self.identities.lock().unwrap().push(id);
+        }
         if !self.is_leader() {
             let leader = self.leader.lock().unwrap().clone();
             let detail = ErrorDetail {
@@ -94,6 +101,7 @@ impl Fake {
                 term: 1,
                 index: u64::from(n),
             }),
+            duplicate: false,
         })
     }
 }
@@ -344,7 +352,11 @@ async fn ambiguous_send_failure_is_unknown_outcome_and_not_resent() {
     let nodes = fakes(1).await;
     let (leader, addr) = &nodes[0];
     leader.fail_sends.store(1, Ordering::SeqCst);
-    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let plain = ClientOptions {
+        idempotent: false,
+        ..quick()
+    };
+    let client = Client::new(std::slice::from_ref(addr), plain.clone()).unwrap();
     let err = client.send(msg("t")).await.expect_err("ambiguous");
     assert!(err.is_unknown_outcome(), "{err}");
     assert_eq!(leader.send_calls.load(Ordering::SeqCst), 1, "not resent");
@@ -353,11 +365,45 @@ async fn ambiguous_send_failure_is_unknown_outcome_and_not_resent() {
     leader.fail_sends.store(1, Ordering::SeqCst);
     let opts = ClientOptions {
         retry_unknown_writes: true,
-        ..quick()
+        ..plain
     };
     let client = Client::new(std::slice::from_ref(addr), opts).unwrap();
     client.send(msg("t")).await.expect("resent and acked");
     assert_eq!(leader.send_calls.load(Ordering::SeqCst), 3);
+    let ids = leader.identities.lock().unwrap().clone();
+    assert!(
+        ids.iter().all(|(p, s)| p.is_empty() && s.is_empty()),
+        "no identity: {ids:?}"
+    );
+}
+
+#[tokio::test]
+async fn idempotent_send_is_resent_with_the_same_identity() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    leader.fail_sends.store(2, Ordering::SeqCst);
+    client
+        .send(msg("t"))
+        .await
+        .expect("resent after unknown outcomes, acked");
+    client.send(msg("t")).await.expect("next message");
+    let ids = leader.identities.lock().unwrap().clone();
+    let me = client.producer_id().to_string();
+    let want = |s: &str| (me.clone(), s.to_string());
+    assert_eq!(ids, vec![want("0"), want("0"), want("0"), want("1")]);
+    // Every attempt failed ambiguously: the caller resends the identified message itself.
+    leader.fail_sends.store(100, Ordering::SeqCst);
+    let m = client.identify(msg("t"));
+    let err = client.send(m.clone()).await.expect_err("attempts used up");
+    assert!(err.is_unknown_outcome(), "{err}");
+    leader.fail_sends.store(0, Ordering::SeqCst);
+    client.send(m).await.expect("resent by the caller");
+    let ids = leader.identities.lock().unwrap().clone();
+    assert!(ids[4..].iter().all(|i| *i == want("2")), "{ids:?}");
+    // A clone is the same producer.
+    client.clone().send(msg("t")).await.expect("clone");
+    assert_eq!(leader.identities.lock().unwrap().last(), Some(&want("3")));
 }
 
 #[tokio::test]
@@ -447,7 +493,11 @@ async fn broken_stream_is_unknown_outcome_and_the_next_send_reopens() {
     let nodes = fakes(1).await;
     let (leader, addr) = &nodes[0];
     leader.break_stream.store(1, Ordering::SeqCst);
-    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let plain = ClientOptions {
+        idempotent: false,
+        ..quick()
+    };
+    let client = Client::new(std::slice::from_ref(addr), plain).unwrap();
     let err = client.send(msg("t")).await.expect_err("stream broke");
     assert!(err.is_unknown_outcome(), "{err}");
     let r = client.send(msg("t")).await.expect("a new stream");

@@ -13,18 +13,30 @@
 //!   [`ClientError::UnknownOutcome`], distinct from a definite failure, unless the caller
 //!   opted into resending with [`ClientOptions::retry_unknown_writes`] (which may duplicate).
 //! - Idempotent writes (commit offset, update topic) are retried like reads.
+//! - Sends are idempotent by default ([`ClientOptions::idempotent`]): each `Client` (clones
+//!   share it) has a random producer id and gives each message a sequence number (message
+//!   properties `RAFTMQ_PRODUCER_ID`, `RAFTMQ_SEQUENCE`); the broker's dedup window answers a
+//!   resend of the same identity with the original result instead of storing it again. So
+//!   an unknown outcome is resent with the same identity, and an `UnknownOutcome` that is
+//!   still returned (attempts used up) can be resent by the caller: give the message its
+//!   identity once with [`Client::identify`] and pass that same message to every resend.
 //!
-//! Invariant: a send is never transmitted twice unless the caller opted in.
+//! Invariant: a message without an identity is never transmitted twice unless the caller
+//! opted in; one with an identity is stored at most once while the broker's dedup window
+//! (`dedup-window-ms`, default 2 min) remembers it.
 
 mod api;
 mod client;
 #[cfg(test)]
 mod client_tests;
 mod error;
+mod producer;
 mod send_stream;
 
 pub use client::Client;
 pub use client::ClientOptions;
 pub use error::ClientError;
+pub use producer::PRODUCER_ID_PROPERTY;
+pub use producer::SEQUENCE_PROPERTY;
 /// The wire types (`Message`, `PullRequest`, `SendResult`, ...).
 pub use raftmq_proto::v1 as proto;

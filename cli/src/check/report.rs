@@ -50,15 +50,21 @@ pub struct Report {
     pub ack_mismatches: Vec<AckMismatch>,
     /// Commit regressions and split brain.
     pub observed: ObservationFindings,
+    /// The producers sent identified messages (producer id + sequence), which the broker
+    /// deduplicates: then any duplicate, retried or not, violates exactly-once sends.
+    /// [`check_all`] leaves it false; the caller sets it.
+    pub exactly_once: bool,
 }
 
 impl Report {
     /// PASS: no invariant violated. Duplicates explained by a retry after an unknown outcome
-    /// do not fail the run (at-least-once delivery of retried sends is the documented case).
+    /// do not fail the run of at-least-once producers (the documented case); with
+    /// `exactly_once` producers every duplicate fails it.
     pub fn is_pass(&self) -> bool {
         self.lost.is_empty()
             && self.never_sent.is_empty()
             && self.duplicates.unexplained.is_empty()
+            && (!self.exactly_once || self.duplicates.retried_unknown.is_empty())
             && self.reordered.is_empty()
             && self.gaps.is_empty()
             && self.divergences.is_empty()
@@ -91,6 +97,7 @@ pub fn check_all(history: &History, replicas: &[ReplicaRead], samples: &[Observa
         divergences: identical(replicas),
         ack_mismatches: acks_match(history, replicas),
         observed: observations(samples),
+        exactly_once: false,
     }
 }
 
@@ -114,11 +121,18 @@ impl fmt::Display for Report {
             )?;
         }
         list(f, "NEVER SENT (node, queue, offset, tag)", &self.never_sent)?;
-        writeln!(
-            f,
-            "duplicates after a retried unknown outcome: {}",
-            self.duplicates.retried_unknown.len()
-        )?;
+        match self.exactly_once {
+            true => list(
+                f,
+                "DUPLICATES OF EXACTLY-ONCE SENDS (after a retried unknown outcome)",
+                &self.duplicates.retried_unknown,
+            )?,
+            false => writeln!(
+                f,
+                "duplicates after a retried unknown outcome: {}",
+                self.duplicates.retried_unknown.len()
+            )?,
+        }
         list(f, "UNEXPLAINED DUPLICATES", &self.duplicates.unexplained)?;
         list(f, "REORDERED (node, earlier, later)", &self.reordered)?;
         list(f, "OFFSET GAPS (node, queue, offset)", &self.gaps)?;

@@ -96,6 +96,13 @@ pub struct Duplicates {
     pub unexplained: Vec<MessageTag>,
 }
 
+impl Duplicates {
+    /// Every duplicated message, explained or not.
+    pub fn total(&self) -> usize {
+        self.retried_unknown.len() + self.unexplained.len()
+    }
+}
+
 /// Messages that appear at more than one queue position on any replica.
 pub fn duplicates(history: &History, replicas: &[ReplicaRead]) -> Duplicates {
     let by_tag = history.by_tag();

@@ -117,6 +117,7 @@ mod tests {
             queue_offset: 2,
             phys_offset: 7,
             log_id: Some(LogId { term: 3, index: 4 }),
+            duplicate: false,
         };
         let j = serde_json::to_value(SendView::from(&r)).unwrap();
         assert_eq!(

@@ -32,6 +32,7 @@ fn run_of(n: u64) -> (History, Vec<StoredMessage>) {
                 term: 1,
                 index: seq + 1,
             }),
+            duplicate: false,
         };
         h.push(Attempt {
             tag,
@@ -66,7 +67,7 @@ fn replica(node: u64, stored: &[StoredMessage], max: u64) -> ReplicaRead {
 fn healthy_history_passes() {
     let (h, stored) = run_of(20);
     let replicas: Vec<ReplicaRead> = (1..=3).map(|n| replica(n, &stored, 20)).collect();
-    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[]);
+    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[], true);
     assert!(s.is_pass(), "{}", s.render());
     assert_eq!(s.acknowledged, 20);
     assert!(s.render().ends_with("verdict: PASS"));
@@ -84,7 +85,7 @@ fn deliberately_lost_message_fails() {
                 seq: 7,
             })
     });
-    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[]);
+    let s = summarize("kill-leader", &h, &replicas, &[], &[], &[], true);
     assert!(!s.is_pass());
     assert_eq!(s.verdict, "FAIL");
     assert_eq!(s.lost, 1);
@@ -153,9 +154,69 @@ fn recovery_is_measured_to_the_first_ack_of_a_later_term() {
         &[],
         &faults,
         &acks,
+        true,
     );
     assert_eq!(s.faults, 2);
     assert_eq!(s.failovers, 1);
     assert_eq!(s.recovery_ms_p50, Some(1500));
     assert_eq!(s.recovery_ms_max, Some(1500));
+}
+
+/// A message retried after an unknown outcome and stored twice: the documented case for
+/// at-least-once producers, a failure for exactly-once (idempotent) ones.
+#[test]
+fn exactly_once_run_fails_on_any_duplicate() {
+    let (h, mut stored) = run_of(5);
+    let tag = MessageTag {
+        producer: 0,
+        seq: 2,
+    };
+    // Message 2's first attempt had an unknown outcome; its retry was acknowledged.
+    let mut retried = History::default();
+    for a in h.by_tag().into_values().flatten() {
+        if a.tag == tag {
+            retried.push(Attempt {
+                outcome: crate::check::Outcome::Unknown,
+                ..a
+            });
+            retried.push(Attempt { attempt: 2, ..a });
+        } else {
+            retried.push(a);
+        }
+    }
+    let mut copy = stored[2].clone();
+    copy.queue_offset = 5;
+    copy.msg_id = 999;
+    copy.phys_offset = 999;
+    stored.push(copy);
+    let replicas: Vec<ReplicaRead> = (1..=3).map(|n| replica(n, &stored, 6)).collect();
+    let at_least_once = summarize("kill-leader", &retried, &replicas, &[], &[], &[], false);
+    assert!(at_least_once.is_pass(), "{}", at_least_once.render());
+    assert_eq!(
+        (
+            at_least_once.duplicates,
+            at_least_once.duplicates_after_retry
+        ),
+        (1, 1)
+    );
+    let exactly_once = summarize("kill-leader", &retried, &replicas, &[], &[], &[], true);
+    assert!(!exactly_once.is_pass());
+    assert!(
+        exactly_once
+            .render()
+            .contains("DUPLICATES OF EXACTLY-ONCE SENDS"),
+        "{}",
+        exactly_once.render()
+    );
+    let json = serde_json::to_value(&exactly_once).unwrap();
+    assert_eq!(json["duplicates"], 1);
+    assert_eq!(json["duplicates_after_retry"], 1);
+    assert_eq!(json["exactly_once"], true);
+    assert_eq!(json["verdict"], "FAIL");
+    // Without the duplicate the exactly-once run passes.
+    stored.pop();
+    let replicas: Vec<ReplicaRead> = (1..=3).map(|n| replica(n, &stored, 5)).collect();
+    let clean = summarize("kill-leader", &retried, &replicas, &[], &[], &[], true);
+    assert!(clean.is_pass(), "{}", clean.render());
+    assert_eq!(clean.duplicates, 0);
 }

@@ -96,6 +96,11 @@ pub struct FailoverArgs {
     /// Topic to use (default: a new failover-TIMESTAMP topic).
     #[arg(long)]
     pub topic: Option<String>,
+    /// Producers send without an identity (at-least-once, as before exactly-once sends):
+    /// duplicates after a retried unknown outcome are counted, not failed. By default every
+    /// message carries its producer's id and sequence and any duplicate fails the run.
+    #[arg(long)]
+    pub no_idempotent: bool,
 }
 
 /// State shared by the producers, the sampler and the injector.
@@ -115,6 +120,8 @@ pub struct Run {
     samples: Mutex<Vec<Observation>>,
     /// Restarts per node, so the sampler can mark a sample as after a restart.
     generations: Mutex<BTreeMap<u64, u64>>,
+    /// Producers send identified messages (exactly once): any duplicate is a failure.
+    idempotent: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -160,11 +167,12 @@ async fn sample(run: Arc<Run>) {
     }
 }
 
-fn producer_options() -> ClientOptions {
+fn producer_options(idempotent: bool) -> ClientOptions {
     ClientOptions {
         request_timeout: Duration::from_secs(5),
         max_attempts: 10,
         backoff_max: Duration::from_millis(500),
+        idempotent,
         ..ClientOptions::default()
     }
 }
@@ -173,7 +181,8 @@ fn producer_options() -> ClientOptions {
 pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Result<i32> {
     let node_bin = node_binary()?;
     let seeds = manifest.client_addrs();
-    let admin = Client::new(&seeds, producer_options())?;
+    let idempotent = !a.no_idempotent;
+    let admin = Client::new(&seeds, producer_options(idempotent))?;
     crate::status::wait_leader(&manifest, Duration::from_secs(30)).await?;
     let topic = a
         .topic
@@ -195,11 +204,17 @@ pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Res
         faults: Mutex::default(),
         samples: Mutex::default(),
         generations: Mutex::default(),
+        idempotent,
     });
     if !json {
         eprintln!(
-            "failover-test: topic {topic}, {} producers, mode {}, fault every {:?}, for {:?}",
+            "failover-test: topic {topic}, {} {} producers, mode {}, fault every {:?}, for {:?}",
             a.producers,
+            if idempotent {
+                "idempotent"
+            } else {
+                "at-least-once"
+            },
             mode_name(a.mode),
             a.kill_every,
             a.duration
@@ -209,7 +224,7 @@ pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Res
     for p in 0..a.producers {
         producers.spawn(producer::produce(
             run.clone(),
-            Client::new(&seeds, producer_options())?,
+            Client::new(&seeds, producer_options(idempotent))?,
             p,
         ));
     }
@@ -305,7 +320,13 @@ async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummar
     let acks = lock(&run.acks).clone();
     let mode = mode_name(run.mode);
     Ok(summarize(
-        &mode, &history, &replicas, &samples, &faults, &acks,
+        &mode,
+        &history,
+        &replicas,
+        &samples,
+        &faults,
+        &acks,
+        run.idempotent,
     ))
 }
 

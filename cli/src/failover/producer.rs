@@ -1,6 +1,7 @@
 //! A failover-test producer: sends tagged messages one after another, records every attempt in
-//! the shared [`History`](crate::check::History), and retries a message (same tag)
-//! until it is acknowledged or the run ends.
+//! the shared [`History`](crate::check::History), and retries a message (same tag; same
+//! producer id and sequence when the run is idempotent, so the broker answers a retry of a
+//! stored message with its original result) until it is acknowledged or the run ends.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,10 +36,14 @@ pub async fn produce(run: Arc<Run>, client: Client, producer: u32) {
     while !run.stop.load(Ordering::Relaxed) {
         let tag = MessageTag { producer, seq };
         let mut attempt = 1u32;
+        let message = tagged_message(&run.topic, tag, run.size);
+        let message = match run.idempotent {
+            true => client.identify(message),
+            false => message,
+        };
         loop {
-            let message = tagged_message(&run.topic, tag, run.size);
             let started_us = run.now_us();
-            let result = client.send(message).await;
+            let result = client.send(message.clone()).await;
             let finished_us = run.now_us();
             let outcome = outcome_of(&result);
             run.record(Attempt {

@@ -64,6 +64,11 @@ pub struct FailoverSummary {
     pub lost_with_later_read: usize,
     /// Messages read that were never sent.
     pub never_sent: usize,
+    /// Whether the producers sent identified messages (exactly once): then every duplicate
+    /// fails the run.
+    pub exactly_once: bool,
+    /// Messages stored more than once (retried or not).
+    pub duplicates: usize,
     /// Duplicates explained by a retry after an unknown outcome.
     pub duplicates_after_retry: usize,
     /// Duplicates without such a retry.
@@ -110,8 +115,10 @@ pub fn summarize(
     samples: &[Observation],
     faults: &[Fault],
     acks: &[AckTerm],
+    exactly_once: bool,
 ) -> FailoverSummary {
-    let report: Report = check_all(history, replicas, samples);
+    let mut report: Report = check_all(history, replicas, samples);
+    report.exactly_once = exactly_once;
     let mut recovery = recovery_times(faults, acks);
     let failovers = recovery.len();
     recovery.sort_unstable();
@@ -135,6 +142,8 @@ pub fn summarize(
             .map(|l| l.middle.len() + l.prefix.len())
             .sum(),
         never_sent: report.never_sent.len(),
+        exactly_once,
+        duplicates: report.duplicates.total(),
         duplicates_after_retry: report.duplicates.retried_unknown.len(),
         duplicates_unexplained: report.duplicates.unexplained.len(),
         reordered: report.reordered.len(),

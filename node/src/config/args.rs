@@ -147,6 +147,15 @@ pub struct NodeArgs {
     /// node lost so a leader can be elected without them (they are gone). [default false]
     #[arg(long)]
     pub accept_lost_commits: Option<bool>,
+    /// How long an idempotent send (producer id + sequence, or RocketMQ client message id) is
+    /// remembered so a retry is answered, not stored again, ms (leader timestamps; stamped
+    /// into each entry by the leader). [default 120000; 0..=86400000, 0 = off]
+    #[arg(long)]
+    pub dedup_window_ms: Option<u64>,
+    /// Most idempotent sends remembered (all producers); the oldest is forgotten first.
+    /// [default 100000; 1..=10000000]
+    #[arg(long)]
+    pub dedup_max_entries: Option<u32>,
 }
 
 /// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
@@ -191,6 +200,7 @@ impl NodeArgs {
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits);
         override_fields!(self => cfg.store;
             file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
+        override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);
         override_fields!(self => cfg.store.limits;
             max_message_bytes, max_batch_messages, max_batch_bytes);
         if let Some(v) = self.flush_policy {

@@ -117,6 +117,8 @@ fn each_invalid_field_is_named() {
             c.store.disk_reject_ratio = 0.95
         }),
         ("log-level", |c| c.log_level = "info,[".into()),
+        ("dedup-window-ms", |c| c.store.dedup_window_ms = 86_400_001),
+        ("dedup-max-entries", |c| c.store.dedup_max_entries = 0),
     ];
     for (want, brk) in cases {
         let mut c = NodeConfig::default();
@@ -380,4 +382,33 @@ fn replication_timeout_from_file_and_flags() {
         .resolve()
         .expect_err("too short");
     assert_eq!(field_of(bad), "replication-timeout-ms");
+}
+
+#[test]
+fn dedup_settings_from_file_and_flags() {
+    let d = NodeConfig::default();
+    assert_eq!(
+        (d.store.dedup_window_ms, d.store.dedup_max_entries),
+        (120_000, 100_000)
+    );
+    let c = NodeConfig::from_toml_str(
+        "dedup-window-ms = 0\ndedup-max-entries = 5\n",
+        Path::new("x.toml"),
+    )
+    .expect("parses");
+    c.validate().expect("0 turns deduplication off");
+    assert_eq!((c.store.dedup_window_ms, c.store.dedup_max_entries), (0, 5));
+    assert_eq!(c.store.dedup_params(), None);
+    let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+    let cfg = NodeArgs::try_parse_from(["raftmq-node", "--dedup-window-ms", "5000"])
+        .expect("flags parse")
+        .resolve()
+        .expect("valid");
+    assert_eq!(cfg.store.dedup_window_ms, 5000);
+    let bad = NodeArgs::try_parse_from(["raftmq-node", "--dedup-max-entries", "0"])
+        .expect("flags parse")
+        .resolve()
+        .expect_err("invalid");
+    assert_eq!(field_of(bad), "dedup-max-entries");
 }

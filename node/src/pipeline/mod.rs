@@ -10,7 +10,9 @@
 //!    then each message against the store limits (one call, `StoreLimits::check_message`);
 //! 2. refuse early, nothing proposed: shutting down, disk above the reject ratio;
 //! 3. choose queues and stamp the store time ([`queues`]);
-//! 4. encode one `SendBatch` entry and check its size (`StoreLimits::check_batch`);
+//! 4. encode one `SendBatch` entry and check its size (`StoreLimits::check_batch`); a batch
+//!    with an identified message (idempotent send) carries the dedup bounds of this leader's
+//!    config, and apply answers a retry from the replicated dedup window;
 //! 5. propose, wait for commit, apply and durability ([`propose`]);
 //! 6. answer: one ack per message, in order, or the error. The send metrics (latency per
 //!    client send, failures, messages and bytes in) are recorded here and nowhere else.
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use raftmq_raft_log::types::LogId;
 use raftmq_store::command::Command;
+use raftmq_store::dedup::has_identity;
 use raftmq_store::message::Message;
 use raftmq_store::types::QueueId;
 use raftmq_store::ApplyResponse;
@@ -172,9 +175,18 @@ impl Pipeline {
             Err(e) => return Err(refused(e, batch)),
         };
         let count = batch.len();
+        // Only a batch with an identified message carries the dedup trailer, so other
+        // entries keep the bytes they had before deduplication existed.
+        let dedup = batch
+            .messages
+            .iter()
+            .any(|m| has_identity(&m.properties))
+            .then(|| core.config.store.dedup_params())
+            .flatten();
         let cmd = Command::SendBatch {
             messages: std::mem::take(&mut batch.messages),
             auto_create_queues,
+            dedup,
         };
         let payload = cmd.encode().and_then(|p| {
             core.store.limits().check_batch(count, p.0.len())?;
@@ -192,6 +204,14 @@ impl Pipeline {
         let res = propose(core, payload, deadline)
             .await
             .and_then(|resp| acks(resp, count));
+        if let Ok(sent) = &res {
+            let hits = sent
+                .acks
+                .iter()
+                .filter(|a| a.duplicate_of.is_some())
+                .count();
+            core.metrics.dedup_hits.inc_by(hits as u64);
+        }
         res.map_err(|error| {
             let unsent = (keep && error.stored_nothing()).then_some(batch);
             Failed { error, unsent }

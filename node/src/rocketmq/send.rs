@@ -2,8 +2,10 @@
 //! answered only after the quorum commit, one result per message in order, echoing each
 //! client message id with its queue offset.
 //!
-//! Not yet: a retried message id that is already stored is stored again (the dedup window
-//! of the exactly-once issue is not built yet); the README says so.
+//! Exactly once: each message carries its client message id (`UNIQ_KEY`), which the store's
+//! dedup window uses as its identity; a retried message id still in the window
+//! (`dedup-window-ms`) is not stored again and is answered with the original queue offset, as
+//! a fresh send would be.
 
 use raftmq_proto::rocketmq::v2 as rmq;
 use tokio::time::Instant;

@@ -80,14 +80,16 @@ pub fn stored_out(m: StoredMessage) -> pb::StoredMessage {
     }
 }
 
-/// One send result.
+/// One send result of a message in entry `log`; a dedup hit answers the original result,
+/// with the log id of the entry that stored it.
 pub fn ack_out(a: &MessageAck, log: &LogId) -> pb::SendResult {
     pb::SendResult {
         msg_id: a.msg_id.get(),
         queue_id: i32::try_from(a.queue_id.get()).unwrap_or(i32::MAX),
         queue_offset: a.queue_offset.get(),
         phys_offset: a.phys_offset.get(),
-        log_id: Some(log_id(log)),
+        log_id: Some(log_id(a.duplicate_of.as_ref().unwrap_or(log))),
+        duplicate: a.duplicate_of.is_some(),
     }
 }
 

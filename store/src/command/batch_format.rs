@@ -2,15 +2,62 @@
 //! in [`super::format`]'s byte table, which calls this.
 
 use crate::codec::Reader;
+use crate::dedup::DedupParams;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::format::peek_record_len;
 
 const SRC: &str = "command payload";
 
-/// Record offsets (inside the payload) and the `auto_create_queues` field of a batch body
-/// that starts at payload offset `header_len`.
-pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<(Vec<u32>, Option<u32>)> {
+/// Magic of the optional dedup trailer of a batch body (`"DDUP"` as little-endian bytes).
+pub(crate) const DEDUP_TRAILER_MAGIC: u32 = 0x5055_4444;
+/// Bytes of the dedup trailer: magic u32, `window_ms` u64, `max_entries` u32.
+pub(crate) const DEDUP_TRAILER_LEN: usize = 16;
+
+const _: () = assert!(DEDUP_TRAILER_LEN == 4 + 8 + 4);
+
+/// What a batch body holds besides its records.
+pub(crate) struct BatchLayout {
+    /// Record offsets inside the payload.
+    pub offsets: Vec<u32>,
+    /// `auto_create_queues` (0 on disk = `None`).
+    pub auto_create_queues: Option<u32>,
+    /// The dedup trailer, if present.
+    pub dedup: Option<DedupParams>,
+}
+
+/// Parses the dedup trailer `t` found at payload offset `pos` after the last record.
+fn dedup_trailer(t: &[u8], pos: u64) -> Result<DedupParams> {
+    let rebase = |e: StoreError| e.locate(SRC, pos);
+    let mut r = Reader::new(t, SRC);
+    let magic = r.u32("dedup trailer magic").map_err(rebase)?;
+    if magic != DEDUP_TRAILER_MAGIC || t.len() != DEDUP_TRAILER_LEN {
+        return Err(StoreError::corruption(
+            SRC,
+            pos,
+            format!("{} bytes after the last record", t.len()),
+        ));
+    }
+    let window_ms = r.u64("dedup window").map_err(rebase)?;
+    let max_entries = r.u32("dedup max entries").map_err(rebase)?;
+    if window_ms == 0 || max_entries == 0 {
+        return Err(StoreError::corruption(
+            SRC,
+            pos,
+            format!(
+                "dedup trailer window {window_ms} ms, max entries {max_entries}: both must be >= 1"
+            ),
+        ));
+    }
+    Ok(DedupParams {
+        window_ms,
+        max_entries,
+    })
+}
+
+/// Record offsets (inside the payload), the `auto_create_queues` field and the dedup trailer
+/// of a batch body that starts at payload offset `header_len`.
+pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<BatchLayout> {
     let rebase = |e: StoreError| e.locate(SRC, header_len as u64);
     let mut r = Reader::new(body, SRC);
     let count = r.u32("message count").map_err(rebase)?;
@@ -41,13 +88,13 @@ pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<(Vec<u32>,
         offsets.push(pos32);
         at += len;
     }
-    if at != body.len() {
-        let pos = (header_len + at) as u64;
-        return Err(StoreError::corruption(
-            SRC,
-            pos,
-            format!("{} bytes after the last record", body.len() - at),
-        ));
-    }
-    Ok((offsets, (auto_create > 0).then_some(auto_create)))
+    let dedup = match at == body.len() {
+        true => None,
+        false => Some(dedup_trailer(&body[at..], (header_len + at) as u64)?),
+    };
+    Ok(BatchLayout {
+        offsets,
+        auto_create_queues: (auto_create > 0).then_some(auto_create),
+        dedup,
+    })
 }

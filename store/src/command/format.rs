@@ -14,7 +14,11 @@
 //! - `SendBatch` (1): `count` u32 (>= 1), `auto_create_queues` u32 (0: the topic must exist;
 //!   n > 0: apply creates a missing topic with n read/write queues), then `count` message
 //!   records ([`crate::message::format`]) back to back, the first at payload offset
-//!   [`BATCH_FIRST_RECORD_OFFSET`]; the records fill the body exactly.
+//!   [`BATCH_FIRST_RECORD_OFFSET`]; then an optional dedup trailer of 16 bytes: magic u32
+//!   `"DDUP"` (0x50554444), `window_ms` u64 (>= 1), `max_entries` u32 (>= 1) (the leader's
+//!   [`DedupParams`], written only when a message carries an identity, see
+//!   [`crate::dedup`]). Records and trailer fill the body exactly; without the trailer (every
+//!   entry written before it existed) the batch decodes with no dedup.
 //! - `CreateTopic` (2) / `UpdateTopic` (3): name, `read_queue_count` u32,
 //!   `write_queue_count` u32, `perm` u8 ([`crate::topic::Permissions`] bits).
 //! - `DeleteTopic` (4): name.
@@ -37,12 +41,15 @@
 use crate::codec::Reader;
 use crate::codec::Writer;
 use crate::command::batch_format::batch_offsets;
+use crate::command::batch_format::DEDUP_TRAILER_LEN;
+use crate::command::batch_format::DEDUP_TRAILER_MAGIC;
 use crate::command::owned::Command;
 use crate::command::owned::CommitOffset;
 use crate::command::pop::Ack;
 use crate::command::pop::ChangeInvisible;
 use crate::command::pop::Receive;
 use crate::command::pop_format;
+use crate::dedup::DedupParams;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::format::encode_into;
@@ -123,6 +130,8 @@ pub enum CommandView<'a> {
         messages: Vec<BatchMessage<'a>>,
         /// Create a missing topic with this many queues (see [`Command::SendBatch`]).
         auto_create_queues: Option<u32>,
+        /// The dedup window's bounds, if the leader stamped them (see [`Command::SendBatch`]).
+        dedup: Option<DedupParams>,
     },
     /// Create a topic.
     CreateTopic(TopicConfig),
@@ -148,7 +157,7 @@ pub(crate) fn encode(cmd: &Command) -> Result<Vec<u8>> {
     let (kind, body_hint) = match cmd {
         Command::SendBatch { messages: ms, .. } => (
             CommandKind::SendBatch,
-            8 + ms.iter().map(encoded_len).sum::<usize>(),
+            8 + ms.iter().map(encoded_len).sum::<usize>() + DEDUP_TRAILER_LEN,
         ),
         Command::CreateTopic(_) => (CommandKind::CreateTopic, 64),
         Command::UpdateTopic(_) => (CommandKind::UpdateTopic, 64),
@@ -192,6 +201,7 @@ fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
         Command::SendBatch {
             messages: ms,
             auto_create_queues,
+            dedup,
         } => {
             if ms.is_empty() {
                 return Err(StoreError::invalid("batch is empty"));
@@ -206,6 +216,17 @@ fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
             w.u32(auto_create_queues.unwrap_or(0));
             for m in ms {
                 encode_into(m, out)?;
+            }
+            if let Some(d) = dedup {
+                if d.window_ms == 0 || d.max_entries == 0 {
+                    return Err(StoreError::invalid(
+                        "dedup window and max entries must be >= 1",
+                    ));
+                }
+                let mut w = Writer::new(out);
+                w.u32(DEDUP_TRAILER_MAGIC);
+                w.u64(d.window_ms);
+                w.u32(d.max_entries);
             }
             Ok(())
         }
@@ -278,7 +299,7 @@ pub fn record_offsets(payload: &[u8]) -> Result<Vec<u32>> {
             "payload is a {kind:?}, not a SendBatch"
         )));
     }
-    batch_offsets(body, COMMAND_HEADER_LEN).map(|(offsets, _)| offsets)
+    batch_offsets(body, COMMAND_HEADER_LEN).map(|l| l.offsets)
 }
 
 fn parse_topic(r: &mut Reader<'_>) -> Result<TopicConfig> {
@@ -302,9 +323,9 @@ impl<'a> CommandView<'a> {
     pub fn parse(payload: &'a [u8]) -> Result<Self> {
         let (kind, body) = parse_header(payload)?;
         if kind == CommandKind::SendBatch {
-            let (offsets, auto_create_queues) = batch_offsets(body, COMMAND_HEADER_LEN)?;
-            let mut out = Vec::with_capacity(offsets.len());
-            for off in offsets {
+            let layout = batch_offsets(body, COMMAND_HEADER_LEN)?;
+            let mut out = Vec::with_capacity(layout.offsets.len());
+            for off in layout.offsets {
                 let view = MessageView::parse_trusted(&payload[off as usize..])
                     .map_err(|e| e.locate(SRC, u64::from(off)))?;
                 out.push(BatchMessage {
@@ -314,7 +335,8 @@ impl<'a> CommandView<'a> {
             }
             return Ok(CommandView::SendBatch {
                 messages: out,
-                auto_create_queues,
+                auto_create_queues: layout.auto_create_queues,
+                dedup: layout.dedup,
             });
         }
         let rebase = |e: StoreError| e.locate(SRC, COMMAND_HEADER_LEN as u64);
@@ -365,9 +387,11 @@ impl<'a> CommandView<'a> {
             CommandView::SendBatch {
                 messages,
                 auto_create_queues,
+                dedup,
             } => Command::SendBatch {
                 messages: messages.iter().map(|m| m.view.to_message()).collect(),
                 auto_create_queues: *auto_create_queues,
+                dedup: *dedup,
             },
             CommandView::CreateTopic(c) => Command::CreateTopic(c.clone()),
             CommandView::UpdateTopic(c) => Command::UpdateTopic(c.clone()),

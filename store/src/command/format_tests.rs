@@ -8,6 +8,7 @@ use crate::command::pop::Ack;
 use crate::command::pop::AckEntry;
 use crate::command::pop::ChangeInvisible;
 use crate::command::pop::Receive;
+use crate::dedup::DedupParams;
 use crate::message::format::encode as encode_message;
 use crate::message::message_id;
 use crate::message::Message;
@@ -34,6 +35,7 @@ fn all_commands() -> Vec<Command> {
         Command::SendBatch {
             messages: vec![msg(4)],
             auto_create_queues: Some(8),
+            dedup: None,
         },
         Command::CreateTopic(TopicConfig::new("orders", 8)),
         Command::UpdateTopic(TopicConfig {
@@ -89,6 +91,14 @@ fn all_commands() -> Vec<Command> {
             invisible_ms: 5_000,
             now_ms: 1_700_000_000_500,
         }),
+        Command::SendBatch {
+            messages: vec![msg(5), msg(6)],
+            auto_create_queues: None,
+            dedup: Some(DedupParams {
+                window_ms: 120_000,
+                max_entries: 100_000,
+            }),
+        },
     ]
 }
 
@@ -209,6 +219,7 @@ fn auto_create_flag_round_trips_and_zero_is_refused() {
     let c = Command::SendBatch {
         messages: vec![msg(1)],
         auto_create_queues: Some(16),
+        dedup: None,
     };
     let p = c.encode().expect("encode").0;
     assert_eq!(&p[20..24], &16u32.to_le_bytes());
@@ -224,8 +235,78 @@ fn auto_create_flag_round_trips_and_zero_is_refused() {
     let zero = Command::SendBatch {
         messages: vec![msg(1)],
         auto_create_queues: Some(0),
+        dedup: None,
     };
     assert!(zero.encode().is_err());
+}
+
+#[test]
+fn dedup_trailer_layout_and_old_batches_decode_without_it() {
+    let params = DedupParams {
+        window_ms: 0x0102_0304_0506_0708,
+        max_entries: 77,
+    };
+    let with = |dedup| Command::SendBatch {
+        messages: vec![msg(1), msg(2)],
+        auto_create_queues: None,
+        dedup,
+    };
+    // An entry as written before the trailer existed: header, count, auto-create, records.
+    let old = with(None).encode().expect("encode").0;
+    let records: usize = [msg(1), msg(2)].iter().map(encoded_len).sum();
+    assert_eq!(old.len(), BATCH_FIRST_RECORD_OFFSET + records);
+    let Command::SendBatch { dedup, .. } = Command::decode(&old).expect("old decodes") else {
+        panic!("batch expected")
+    };
+    assert_eq!(dedup, None);
+    // The trailer: 16 bytes after the last record; the records stay where they were.
+    let new = with(Some(params)).encode().expect("encode").0;
+    assert_eq!(new.len(), old.len() + 16);
+    assert_eq!(&new[16..old.len()], &old[16..]);
+    let t = &new[old.len()..];
+    assert_eq!(&t[..4], b"DDUP");
+    assert_eq!(&t[4..12], &params.window_ms.to_le_bytes());
+    assert_eq!(&t[12..16], &77u32.to_le_bytes());
+    assert_eq!(Command::decode(&new).expect("decode"), with(Some(params)));
+    assert_eq!(
+        record_offsets(&new).expect("offsets"),
+        record_offsets(&old).expect("offsets")
+    );
+    // Zero bounds are refused when encoding, and are corruption when decoding.
+    for bad in [
+        DedupParams {
+            window_ms: 0,
+            max_entries: 1,
+        },
+        DedupParams {
+            window_ms: 1,
+            max_entries: 0,
+        },
+    ] {
+        assert!(with(Some(bad)).encode().is_err());
+        let mut b = new.clone();
+        let at = old.len();
+        b[at + 4..at + 12].copy_from_slice(&bad.window_ms.to_le_bytes());
+        b[at + 12..at + 16].copy_from_slice(&bad.max_entries.to_le_bytes());
+        let crc = crc32fast::hash(&b[8..]);
+        b[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(CommandView::parse(&b)
+            .expect_err("zero bound")
+            .is_corruption());
+    }
+    // Bytes after the last record that are not a trailer are corruption.
+    for extra in [1usize, 15, 17] {
+        let mut b = old.clone();
+        b.extend(std::iter::repeat_n(0x44u8, extra));
+        let body_len = (b.len() - COMMAND_HEADER_LEN) as u32;
+        b[12..16].copy_from_slice(&body_len.to_le_bytes());
+        let crc = crc32fast::hash(&b[8..]);
+        b[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(
+            CommandView::parse(&b).expect_err("junk").is_corruption(),
+            "{extra}"
+        );
+    }
 }
 
 #[test]

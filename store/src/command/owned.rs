@@ -5,6 +5,7 @@
 use crate::command::pop::Ack;
 use crate::command::pop::ChangeInvisible;
 use crate::command::pop::Receive;
+use crate::dedup::DedupParams;
 use crate::message::Message;
 use crate::topic::TopicConfig;
 use crate::types::QueueId;
@@ -35,6 +36,9 @@ pub enum Command {
         messages: Vec<Message>,
         /// Queue count of a topic created on the fly, if allowed.
         auto_create_queues: Option<u32>,
+        /// The dedup window's bounds (the leader's settings), stamped when a message carries
+        /// an identity ([`crate::dedup`]); `None`: apply neither looks up nor remembers.
+        dedup: Option<DedupParams>,
     },
     /// Create a topic.
     CreateTopic(TopicConfig),
@@ -62,6 +66,7 @@ impl Command {
         Command::SendBatch {
             messages,
             auto_create_queues: None,
+            dedup: None,
         }
     }
 }

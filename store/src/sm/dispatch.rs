@@ -3,14 +3,20 @@
 //! Deterministic: the result depends only on the entry, its physical offset and the state
 //! (never on node-local configuration or clocks), so every replica computes the same queue
 //! offsets and the same responses. The pop commands go to [`crate::sm::receive`], which also
-//! reads committed records (exact tags) and names its one node-local input (retention). Idempotent: a message whose unit already sits in its queue
-//! keeps its queue offset and is answered with it (replay after a crash).
+//! reads committed records (exact tags) and names its one node-local input (retention).
+//! Idempotent: a message whose unit already sits in its queue keeps its queue offset and is
+//! answered with it (replay after a crash). A batch with a dedup trailer checks each
+//! identified message against the [`crate::dedup::DedupWindow`] first: a retry of a send
+//! still in the window is not dispatched and is answered with the original result.
 
 use raftmq_raft_log::format::payload_offset;
 use raftmq_raft_log::types::LogId;
 
 use crate::command::BatchMessage;
 use crate::command::CommandView;
+use crate::dedup::dedup_key;
+use crate::dedup::DedupParams;
+use crate::dedup::StoredSend;
 use crate::error::Result;
 use crate::limits::validate_topic_name;
 use crate::raft_types::ApplyResponse;
@@ -52,7 +58,16 @@ pub fn apply_normal(
         CommandView::SendBatch {
             messages,
             auto_create_queues,
-        } => apply_batch(st, entry_phys, &messages, auto_create_queues)?,
+            dedup,
+        } => {
+            let batch = Batch {
+                log_id,
+                entry_phys,
+                auto_create_queues,
+                dedup,
+            };
+            apply_batch(st, &batch, &messages)?
+        }
         CommandView::CreateTopic(cfg) => match st.topics.create(cfg.clone()) {
             Ok(()) => ApplyResponse::Topic(cfg),
             Err(e) => reject(RejectCode::TopicExists, e.to_string()),
@@ -66,6 +81,7 @@ pub fn apply_normal(
                 st.cqs.remove_topic(&topic)?;
                 st.offsets.remove_topic(&topic);
                 st.receive.remove_topic(&topic);
+                st.dedup.remove_topic(&topic);
                 ApplyResponse::TopicDeleted(topic)
             }
             Err(e) => reject(RejectCode::NoSuchTopic, e.to_string()),
@@ -130,13 +146,49 @@ fn check_batch(
     Ok(create)
 }
 
+/// A `SendBatch` entry's fields besides its messages.
+struct Batch {
+    log_id: LogId,
+    entry_phys: PhysOffset,
+    auto_create_queues: Option<u32>,
+    dedup: Option<DedupParams>,
+}
+
+/// The original result of `m` if it retries a send in the window (stamped batches only);
+/// else its dedup key, to remember it once dispatched.
+fn dedup_lookup(
+    st: &mut DispatchState,
+    params: Option<DedupParams>,
+    m: &BatchMessage<'_>,
+) -> std::result::Result<Option<String>, MessageAck> {
+    let Some(params) = params else {
+        return Ok(None);
+    };
+    let Some(key) = dedup_key(m.view.topic, &m.view.properties) else {
+        return Ok(None);
+    };
+    st.dedup.expire(m.view.store_timestamp_ms, params);
+    match st.dedup.get(&key) {
+        Some(s) => Err(MessageAck {
+            msg_id: s.phys_offset,
+            topic: m.view.topic.to_owned(),
+            queue_id: s.queue_id,
+            queue_offset: s.queue_offset,
+            phys_offset: s.phys_offset,
+            store_timestamp_ms: s.store_timestamp_ms,
+            duplicate_of: Some(s.log_id),
+        }),
+        None => Ok(Some(key)),
+    }
+}
+
 fn apply_batch(
     st: &mut DispatchState,
-    entry_phys: PhysOffset,
+    batch: &Batch,
     messages: &[BatchMessage<'_>],
-    auto_create_queues: Option<u32>,
 ) -> Result<ApplyResponse> {
-    let create = match check_batch(st, messages, auto_create_queues) {
+    let entry_phys = batch.entry_phys;
+    let create = match check_batch(st, messages, batch.auto_create_queues) {
         Ok(c) => c,
         Err(r) => return Ok(r),
     };
@@ -146,6 +198,18 @@ fn apply_batch(
     }
     let mut acks = Vec::with_capacity(messages.len());
     for m in messages {
+        let key = match dedup_lookup(st, batch.dedup, m) {
+            Ok(key) => key,
+            Err(original) => {
+                tracing::debug!(
+                    topic = m.view.topic,
+                    phys_offset = original.phys_offset.get(),
+                    "retried send answered from the dedup window"
+                );
+                acks.push(original);
+                continue;
+            }
+        };
         let unit = m.cq_unit(entry_phys);
         let (topic, queue_id) = (m.view.topic, m.view.queue_id);
         let cq = st.cqs.get_or_create(topic, queue_id)?;
@@ -170,6 +234,16 @@ fn apply_batch(
             phys_offset = unit.phys_offset.get(),
             "message dispatched"
         );
+        if let Some(key) = key {
+            let send = StoredSend {
+                queue_id,
+                queue_offset,
+                phys_offset: unit.phys_offset,
+                store_timestamp_ms: m.view.store_timestamp_ms,
+                log_id: batch.log_id,
+            };
+            st.dedup.insert(key, send);
+        }
         acks.push(MessageAck {
             msg_id: unit.phys_offset,
             topic: topic.to_owned(),
@@ -177,6 +251,7 @@ fn apply_batch(
             queue_offset,
             phys_offset: unit.phys_offset,
             store_timestamp_ms: m.view.store_timestamp_ms,
+            duplicate_of: None,
         });
     }
     tracing::debug!(

@@ -88,6 +88,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
         topics: st.topics.clone(),
         offsets: st.offsets.clone(),
         receive: st.receive.clone(),
+        dedup: st.dedup.clone(),
         dispatched_phys_end: st.dispatched_phys_end,
         log_end_phys,
         segment_bytes,

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::consume_queue::format::CQ_UNIT_LEN;
+use crate::dedup::DedupWindow;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::offsets::ConsumerOffsetTable;
@@ -100,6 +101,10 @@ pub struct Manifest {
     /// the format version stays 1.
     #[serde(default)]
     pub receive: ReceiveTable,
+    /// Dedup window of idempotent sends; absent in older manifests: read as empty (version 1
+    /// stays).
+    #[serde(default)]
+    pub dedup: DedupWindow,
     /// Physical end of the last dispatched normal entry.
     pub dispatched_phys_end: PhysOffset,
     /// Physical end of entry `last_log_id` (next append position), if the log holds it.
@@ -305,6 +310,7 @@ mod tests {
             topics,
             offsets: ConsumerOffsetTable::default(),
             receive: ReceiveTable::default(),
+            dedup: DedupWindow::default(),
             dispatched_phys_end: PhysOffset::new(4096 + 300),
             log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,
@@ -402,6 +408,12 @@ mod tests {
             .as_object_mut()
             .expect("object")
             .remove("receive")
+            .is_some());
+        // Nor a dedup window (manifests written before it existed).
+        assert!(json
+            .as_object_mut()
+            .expect("object")
+            .remove("dedup")
             .is_some());
         let old = serde_json::to_vec(&json).expect("json");
         assert_eq!(decode_manifest(&old).expect("decode"), m);

@@ -222,6 +222,7 @@ pub(crate) fn install(
         topics: m.topics.clone(),
         offsets: m.offsets.clone(),
         receive: m.receive.clone(),
+        dedup: m.dedup.clone(),
         dispatched_phys_end: m.dispatched_phys_end,
     });
     shared.checkpoint_locked(&mut st)?;

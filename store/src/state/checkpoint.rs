@@ -1,7 +1,7 @@
 //! The durable dispatch checkpoint: `<data_dir>/store-meta/checkpoint.json`.
 //!
 //! It records the replicated state as of `last_applied` (membership, topics, consumer
-//! offsets, pop state). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
+//! offsets, pop state, dedup window). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
 //! the ConsumeQueues and the index were flushed, so every entry up to `last_applied` is durable
 //! in the log and dispatched on disk. After a restart openraft re-applies the committed entries
 //! after `last_applied`; re-dispatch is idempotent.
@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::dedup::DedupWindow;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::mapped_file::sync_dir;
@@ -39,6 +40,10 @@ pub struct Checkpoint {
     /// Pop state (absent in checkpoints written before it existed: empty).
     #[serde(default)]
     pub receive: ReceiveTable,
+    /// Dedup window of idempotent sends (absent in checkpoints written before it existed:
+    /// empty).
+    #[serde(default)]
+    pub dedup: DedupWindow,
     /// Physical end of the last applied normal entry.
     pub dispatched_phys_end: PhysOffset,
 }

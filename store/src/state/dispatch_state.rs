@@ -2,6 +2,7 @@
 //! (writer) and the read handle (readers).
 
 use crate::consume_queue::ConsumeQueueSet;
+use crate::dedup::DedupWindow;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::index::IndexStore;
@@ -27,6 +28,8 @@ pub struct DispatchState {
     /// Replicated pop state. Invariant: for every group and queue in it, `offsets` holds
     /// the state's progress (kept in step by apply).
     pub receive: ReceiveTable,
+    /// Replicated dedup window of idempotent sends (see [`crate::dedup`]).
+    pub dedup: DedupWindow,
     /// Invariant: `last_applied >= checkpoint.last_applied`; every entry up to it is
     /// dispatched (its units are in the ConsumeQueues, maybe not yet flushed).
     pub last_applied: Option<LogId>,
@@ -49,6 +52,7 @@ impl DispatchState {
             topics: self.topics.clone(),
             offsets: self.offsets.clone(),
             receive: self.receive.clone(),
+            dedup: self.dedup.clone(),
             dispatched_phys_end: self.dispatched_phys_end,
         }
     }
@@ -61,6 +65,7 @@ impl DispatchState {
         self.topics = c.topics;
         self.offsets = c.offsets;
         self.receive = c.receive;
+        self.dedup = c.dedup;
         self.dispatched_phys_end = c.dispatched_phys_end;
         self.since_checkpoint = 0;
     }
@@ -94,6 +99,7 @@ impl DispatchState {
         }
         self.topics.validate()?;
         self.receive.validate()?;
+        self.dedup.validate()?;
         for (g, t, q, s) in self.receive.iter() {
             if self.offsets.get(g, t, q) != Some(s.progress()) {
                 return Err(StoreError::invalid(format!(

@@ -1,0 +1,150 @@
+//! Unit tests of the dedup window and of the identity properties.
+
+use std::collections::BTreeMap;
+
+use raftmq_raft_log::types::LogId;
+
+use super::*;
+use crate::types::PhysOffset;
+use crate::types::QueueId;
+use crate::types::QueueOffset;
+
+fn send(i: u64, ts: u64) -> StoredSend {
+    StoredSend {
+        queue_id: QueueId::new(1),
+        queue_offset: QueueOffset::new(i),
+        phys_offset: PhysOffset::new(1000 + i),
+        store_timestamp_ms: ts,
+        log_id: LogId::new_term_index(2, 10 + i),
+    }
+}
+
+const P: DedupParams = DedupParams {
+    window_ms: 100,
+    max_entries: 3,
+};
+
+fn key(i: u64) -> String {
+    dedup_key(
+        "t",
+        &[
+            (PRODUCER_ID_PROPERTY, "p"),
+            (SEQUENCE_PROPERTY, &i.to_string()),
+        ],
+    )
+    .expect("identity")
+}
+
+#[test]
+fn expiry_by_leader_time_and_cap_evict_oldest_first() {
+    let mut w = DedupWindow::default();
+    for i in 0..3 {
+        w.expire(i * 10, P);
+        w.insert(key(i), send(i, i * 10));
+    }
+    assert_eq!(w.get(&key(1)), Some(&send(1, 10)));
+    // Full: one more evicts the oldest only.
+    w.expire(30, P);
+    assert_eq!((w.len(), w.get(&key(0))), (2, None));
+    w.insert(key(3), send(3, 30));
+    // Time: at 110 the send of 10 is 100 ms old: gone; 20 and 30 stay.
+    w.expire(110, P);
+    assert_eq!(w.get(&key(1)), None);
+    assert_eq!(w.get(&key(2)), Some(&send(2, 20)));
+    assert_eq!(w.len(), 2);
+    w.validate_all().expect("valid");
+    // A leader clock that went back expires nothing.
+    w.expire(5, P);
+    assert_eq!(w.len(), 2);
+}
+
+#[test]
+fn serde_round_trip_keeps_order_and_lookups() {
+    let mut w = DedupWindow::default();
+    for i in 0..3 {
+        w.insert(key(i), send(i, i));
+    }
+    w.expire(
+        1000,
+        DedupParams {
+            window_ms: 999,
+            max_entries: 10,
+        },
+    );
+    let json = serde_json::to_string(&w).expect("json");
+    let back: DedupWindow = serde_json::from_str(&json).expect("parse");
+    assert_eq!(back, w);
+    back.validate_all().expect("valid");
+    assert_eq!(back.get(&key(2)), Some(&send(2, 2)));
+    assert_eq!(back.get(&key(0)), None);
+    assert!(serde_json::from_str::<DedupWindow>("{\"x\":1}").is_err());
+}
+
+#[test]
+fn remove_topic_forgets_only_that_topic() {
+    let mut w = DedupWindow::default();
+    let other = dedup_key("t2", &[(CLIENT_MESSAGE_ID_PROPERTY, "id1")]).expect("id");
+    w.insert(key(0), send(0, 0));
+    w.insert(other.clone(), send(1, 1));
+    w.insert(key(2), send(2, 2));
+    w.remove_topic("t");
+    assert_eq!(w.len(), 1);
+    assert!(w.get(&other).is_some());
+    w.validate_all().expect("valid");
+}
+
+#[test]
+fn keys_name_topic_kind_and_are_unambiguous() {
+    let pk = |t: &str, p: &str, s: &str| {
+        dedup_key(t, &[(PRODUCER_ID_PROPERTY, p), (SEQUENCE_PROPERTY, s)])
+    };
+    assert_ne!(pk("t", "ab", "1"), pk("t", "a", "b1"));
+    assert_ne!(pk("t", "p", "1"), pk("u", "p", "1"));
+    // A producer id without a sequence is no identity; UNIQ_KEY is, unless empty.
+    assert_eq!(dedup_key("t", &[(PRODUCER_ID_PROPERTY, "p")]), None);
+    assert_eq!(dedup_key("t", &[(CLIENT_MESSAGE_ID_PROPERTY, "")]), None);
+    let u = dedup_key("t", &[(CLIENT_MESSAGE_ID_PROPERTY, "1")]);
+    assert!(u.is_some());
+    assert_ne!(u, pk("t", "", "1"));
+    // Producer id and sequence win over UNIQ_KEY (properties sorted by name).
+    let both = dedup_key(
+        "t",
+        &[
+            (PRODUCER_ID_PROPERTY, "p"),
+            (SEQUENCE_PROPERTY, "1"),
+            (CLIENT_MESSAGE_ID_PROPERTY, "x"),
+        ],
+    );
+    assert_eq!(both, pk("t", "p", "1"));
+}
+
+#[test]
+fn identity_check_names_the_bad_property() {
+    let props = |p: Option<&str>, s: Option<&str>| {
+        let mut m = BTreeMap::new();
+        if let Some(p) = p {
+            m.insert(PRODUCER_ID_PROPERTY.to_string(), p.to_string());
+        }
+        if let Some(s) = s {
+            m.insert(SEQUENCE_PROPERTY.to_string(), s.to_string());
+        }
+        m
+    };
+    check_identity(&props(None, None)).expect("no identity");
+    check_identity(&props(Some("a1-b.c:d_e"), Some("18446744073709551615"))).expect("ok");
+    assert!(has_identity(&props(Some("a"), Some("0"))));
+    for (p, s, named) in [
+        (Some("a"), None, SEQUENCE_PROPERTY),
+        (None, Some("1"), PRODUCER_ID_PROPERTY),
+        (Some(""), Some("1"), PRODUCER_ID_PROPERTY),
+        (Some("a b"), Some("1"), PRODUCER_ID_PROPERTY),
+        (Some("a"), Some("01"), SEQUENCE_PROPERTY),
+        (Some("a"), Some("-1"), SEQUENCE_PROPERTY),
+        (Some("a"), Some("18446744073709551616"), SEQUENCE_PROPERTY),
+    ] {
+        let e = check_identity(&props(p, s)).expect_err("bad");
+        assert!(e.to_string().contains(named), "{e}");
+    }
+    let long = "x".repeat(MAX_PRODUCER_ID_BYTES + 1);
+    assert!(check_identity(&props(Some(&long), Some("1"))).is_err());
+}
