@@ -84,6 +84,7 @@ mod codec;
 pub mod command;
 pub mod config;
 pub mod consume_queue;
+pub mod disk_reserve;
 pub mod error;
 pub mod filter;
 pub mod hash;
