@@ -44,6 +44,8 @@ pub struct NodeCore {
     pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
     /// Client channels to other members (forwarding, status), by client address.
     pub channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+    /// Disk state: this node's refusal of appends, the other voters' reports (leader).
+    pub disk: crate::disk_guard::DiskGuard,
 }
 
 impl NodeCore {
@@ -150,5 +152,10 @@ impl GaugeSource for NodeCore {
 
     fn node_metrics(&self) -> &NodeMetrics {
         &self.metrics
+    }
+
+    fn disk_state(&self) -> Option<(f64, bool)> {
+        let usage = self.store.disk_usage().ok()?;
+        Some((usage, crate::disk_guard::local_full(self)))
     }
 }
