@@ -103,6 +103,12 @@ pub fn local_full(core: &NodeCore) -> bool {
     core.store.check_disk().is_err_and(|e| e.is_disk_full())
 }
 
+/// True if `voters` minus the `full` ones (the leader, checked before, is not among them)
+/// still form a majority.
+fn majority_has_room(voters: usize, full: usize) -> bool {
+    voters.saturating_sub(full) > voters / 2
+}
+
 /// Refuses a send before anything is proposed (see the module docs).
 pub fn check_send(core: &NodeCore) -> Result<(), NodeError> {
     core.store.check_disk()?;
@@ -114,8 +120,7 @@ pub fn check_send(core: &NodeCore) -> Result<(), NodeError> {
         .filter(|v| *v != core.node_id)
         .collect();
     let full = core.disk.full_peers(&others);
-    let majority = voters.len() / 2 + 1;
-    if voters.len() - full.len() < majority {
+    if !majority_has_room(voters.len(), full.len()) {
         return Err(NodeError::DiskFull(format!(
             "voters {full:?} of {} are above their disk-reject-ratio: no majority has room \
              to store the message",
@@ -187,5 +192,42 @@ pub async fn watch_voters(core: Arc<NodeCore>, mut stop: watch::Receiver<bool>) 
                 core.disk.record(s.node_id, s.disk_full);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_majority_with_room_is_needed() {
+        assert!(majority_has_room(1, 0));
+        assert!(majority_has_room(3, 1), "one full follower of three");
+        assert!(!majority_has_room(3, 2));
+        assert!(majority_has_room(5, 2));
+        assert!(!majority_has_room(5, 3));
+        assert!(!majority_has_room(4, 2), "two of four is no majority");
+        assert!(majority_has_room(4, 1));
+    }
+
+    #[test]
+    fn only_fresh_full_reports_count() {
+        let g = DiskGuard::default();
+        g.record(2, true);
+        g.record(3, false);
+        assert_eq!(g.full_peers(&[2, 3, 4]), vec![2]);
+        g.peers().insert(
+            2,
+            PeerDisk {
+                full: true,
+                at: Instant::now() - REPORT_TTL - Duration::from_millis(1),
+            },
+        );
+        assert!(
+            g.full_peers(&[2, 3]).is_empty(),
+            "a stale report is forgotten"
+        );
+        g.record(3, true);
+        assert_eq!(g.full_peers(&[3]), vec![3]);
     }
 }
