@@ -132,8 +132,16 @@ pub fn check_send(core: &NodeCore) -> Result<(), NodeError> {
 
 /// The peer service's append gate: `Some(reason)` while this node's disk is above
 /// `disk-reject-ratio` (appends carrying entries and snapshots are then refused), else None.
-pub fn append_gate(core: Arc<NodeCore>) -> impl Fn() -> Option<String> + Send + Sync + 'static {
-    move || match core.store.check_disk() {
+///
+/// It holds the core weakly: the peer server's connection tasks may outlive a stopped node
+/// for a while, and must not keep its store (and the `meta/` lock) open.
+pub fn append_gate(core: &Arc<NodeCore>) -> impl Fn() -> Option<String> + Send + Sync + 'static {
+    let core = Arc::downgrade(core);
+    move || core.upgrade().and_then(|core| refusal(&core))
+}
+
+fn refusal(core: &NodeCore) -> Option<String> {
+    match core.store.check_disk() {
         Ok(()) => {
             if core.disk.refusing.swap(false, Ordering::AcqRel) {
                 tracing::info!("disk below disk-reject-ratio again: taking entries, catching up");

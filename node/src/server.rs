@@ -246,7 +246,7 @@ fn serve(
     )
     .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
     .with_pre_vote_counter(core.metrics.leader_lost_pre_votes.clone())
-    .with_disk_gate(Arc::new(crate::disk_guard::append_gate(core.clone())))
+    .with_disk_gate(Arc::new(crate::disk_guard::append_gate(core)))
     .into_server(max);
     let client = ClientService::new(core.clone(), stop.clone()).into_server();
     let rocketmq = RocketMqService::new(core.clone(), stop.clone());
