@@ -47,6 +47,10 @@ pub struct NodeRow {
     pub lag: Option<u64>,
     /// Why it did not answer, if it did not.
     pub error: Option<String>,
+    /// Used share of its data dir's file system, 0..1.
+    pub disk_usage: Option<f64>,
+    /// True while its disk is above its disk-reject-ratio (it takes no entries).
+    pub disk_full: bool,
 }
 
 /// The whole cluster.
@@ -100,6 +104,8 @@ fn row_from(reply: &ClusterStatusReply, addr: &str) -> NodeRow {
         flushed: w.and_then(|w| w.flushed_index),
         committed: w.and_then(|w| w.committed_index),
         applied: w.and_then(|w| w.applied_index),
+        disk_usage: me.and_then(|m| m.disk_usage),
+        disk_full: me.is_some_and(|m| m.disk_full),
         ..NodeRow::default()
     }
 }
@@ -222,6 +228,15 @@ pub async fn wait_leader(m: &Manifest, timeout: Duration) -> anyhow::Result<Clus
     }
 }
 
+/// "42%", "95% FULL" (above its reject ratio: takes no entries) or "-".
+fn disk_cell(n: &NodeRow) -> String {
+    match (n.disk_usage, n.disk_full) {
+        (Some(u), full) => format!("{:.0}%{}", u * 100.0, if full { " FULL" } else { "" }),
+        (None, true) => "FULL".into(),
+        (None, false) => "-".into(),
+    }
+}
+
 impl ClusterView {
     /// The human table.
     pub fn render(&self) -> String {
@@ -240,6 +255,7 @@ impl ClusterView {
                     opt(n.committed),
                     opt(n.applied),
                     opt(n.lag),
+                    disk_cell(n),
                 ]
             })
             .collect();
@@ -261,6 +277,7 @@ impl ClusterView {
                 "COMMITTED",
                 "APPLIED",
                 "LAG",
+                "DISK",
             ],
             &rows,
         );
@@ -308,5 +325,18 @@ mod tests {
         assert_eq!(json["nodes"][0]["committed"], 12);
         assert!(json["nodes"][0]["pid"].is_null());
         assert!(view.render().contains("COMMITTED"));
+        assert_eq!(json["nodes"][0]["disk_full"], false);
+
+        let mut full = reply.clone();
+        full.members[1].disk_usage = Some(0.953);
+        full.members[1].disk_full = true;
+        let row = row_from(&full, "h:2");
+        assert_eq!(disk_cell(&row), "95% FULL");
+        assert!(ClusterView {
+            nodes: vec![row],
+            ..ClusterView::default()
+        }
+        .render()
+        .contains("95% FULL"));
     }
 }

@@ -47,6 +47,8 @@ pub struct NodeCore {
     pub channels: Mutex<HashMap<String, tonic::transport::Channel>>,
     /// Ends idle replication streams to followers stuck behind (the peer transport's).
     pub replication_kick: Arc<ReplicationKick>,
+    /// Disk state: this node's refusal of appends, the other voters' reports (leader).
+    pub disk: crate::disk_guard::DiskGuard,
 }
 
 impl NodeCore {
@@ -153,5 +155,10 @@ impl GaugeSource for NodeCore {
 
     fn node_metrics(&self) -> &NodeMetrics {
         &self.metrics
+    }
+
+    fn disk_state(&self) -> Option<(f64, bool)> {
+        let usage = self.store.disk_usage().ok()?;
+        Some((usage, crate::disk_guard::local_full(self)))
     }
 }

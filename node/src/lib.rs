@@ -34,6 +34,7 @@
 pub mod bootstrap;
 pub mod config;
 pub mod core;
+pub mod disk_guard;
 pub mod error;
 pub mod metrics;
 pub mod network;

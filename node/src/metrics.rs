@@ -31,6 +31,11 @@ pub trait GaugeSource {
     fn store_watermarks(&self) -> StoreWatermarks;
     /// The metrics the scrape renders.
     fn node_metrics(&self) -> &NodeMetrics;
+    /// Disk usage of the data dir (0..1) and whether it is above `disk-reject-ratio`; None
+    /// when unknown.
+    fn disk_state(&self) -> Option<(f64, bool)> {
+        None
+    }
 }
 
 impl<T: GaugeSource + ?Sized> GaugeSource for Arc<T> {
@@ -44,6 +49,10 @@ impl<T: GaugeSource + ?Sized> GaugeSource for Arc<T> {
 
     fn node_metrics(&self) -> &NodeMetrics {
         (**self).node_metrics()
+    }
+
+    fn disk_state(&self) -> Option<(f64, bool)> {
+        (**self).disk_state()
     }
 }
 
@@ -64,6 +73,8 @@ struct Gauges {
     role: Gauge,
     term: Gauge,
     leader_id: Gauge,
+    disk_usage: Gauge<f64, std::sync::atomic::AtomicU64>,
+    disk_full: Gauge,
 }
 
 /// The metrics of one node.
@@ -88,6 +99,8 @@ pub struct NodeMetrics {
     /// Messages answered from the dedup window: a retried idempotent send that was already
     /// stored (`raftmq_dedup_hits_total`).
     pub dedup_hits: Counter,
+    /// AppendEntries with entries (and snapshots) this node refused because its disk is full.
+    pub appends_refused_disk_full: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -118,6 +131,7 @@ impl NodeMetrics {
             leader_lost_pre_votes: Counter::default(),
             replication_kicks: Counter::default(),
             dedup_hits: Counter::default(),
+            appends_refused_disk_full: Counter::default(),
         };
         m.register();
         m
@@ -247,6 +261,21 @@ impl NodeMetrics {
             "Idle replication streams ended so a follower stuck behind the leader's log resumes",
             self.replication_kicks.clone(),
         );
+        r.register(
+            "disk_usage_ratio",
+            "Used share of the data dir's file system, 0..1 (as df computes it)",
+            g.disk_usage.clone(),
+        );
+        r.register(
+            "disk_full",
+            "1 while the disk is above disk-reject-ratio (no entries taken, no sends)",
+            g.disk_full.clone(),
+        );
+        r.register(
+            "appends_refused_disk_full",
+            "Appends and snapshots refused because the disk is above disk-reject-ratio",
+            self.appends_refused_disk_full.clone(),
+        );
     }
 
     /// One send finished after `elapsed`.
@@ -305,6 +334,10 @@ impl NodeMetrics {
         });
         g.term.set(as_i64(m.current_term));
         g.leader_id.set(m.current_leader.map_or(0, as_i64));
+        if let Some((usage, full)) = source.disk_state() {
+            g.disk_usage.set(usage);
+            g.disk_full.set(i64::from(full));
+        }
     }
 
     /// The Prometheus text of these metrics, the gauges refreshed now from `source`.

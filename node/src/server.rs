@@ -152,6 +152,9 @@ impl Node {
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
         ));
+        tasks.push(tokio::spawn(
+            crate::disk_guard::watch_voters(core.clone(), stop_rx.clone()).instrument(span.clone()),
+        ));
         if log.lost_commit_floor().is_some() {
             tasks.push(tokio::spawn(
                 crate::watchers::resume_elections_when_caught_up(
@@ -220,6 +223,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         round_robin: Default::default(),
         channels: Default::default(),
         replication_kick,
+        disk: Default::default(),
     });
     Ok((core, log))
 }
@@ -248,6 +252,7 @@ fn serve(
     )
     .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
     .with_pre_vote_counter(core.metrics.leader_lost_pre_votes.clone())
+    .with_disk_gate(Arc::new(crate::disk_guard::append_gate(core)))
     .into_server(max);
     let client = ClientService::new(core.clone(), stop.clone()).into_server();
     let rocketmq = RocketMqService::new(core.clone(), stop.clone());

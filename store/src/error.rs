@@ -170,6 +170,21 @@ impl StoreError {
     pub fn is_corruption(&self) -> bool {
         matches!(self, StoreError::Corruption { .. })
     }
+
+    /// True when the disk is full: [`StoreError::DiskFull`], or an I/O error with ENOSPC or
+    /// EDQUOT (a write that found no room). Such a write can succeed once space returns.
+    pub fn is_disk_full(&self) -> bool {
+        let no_room = |e: &std::io::Error| {
+            matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+                || e.kind() == std::io::ErrorKind::StorageFull
+        };
+        match self {
+            StoreError::DiskFull { .. } => true,
+            StoreError::Io { source, .. } => no_room(source),
+            StoreError::Log(raftmq_raft_log::error::LogError::DiskFull { .. }) => true,
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -87,6 +87,7 @@ pub mod command;
 pub mod config;
 pub mod consume_queue;
 pub mod dedup;
+pub mod disk_reserve;
 pub mod error;
 pub mod filter;
 pub mod hash;

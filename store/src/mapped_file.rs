@@ -106,7 +106,7 @@ fn map(file: &File, path: &Path) -> Result<MmapMut> {
 }
 
 /// Reserves `len` bytes of disk for `file`.
-fn preallocate(file: &mut File, path: &Path, len: u64) -> Result<()> {
+pub(crate) fn preallocate(file: &mut File, path: &Path, len: u64) -> Result<()> {
     use std::os::fd::AsRawFd;
     let off_len = libc::off_t::try_from(len)
         .map_err(|_| StoreError::invalid(format!("file length {len} too large")))?;

@@ -3,6 +3,7 @@
 //! ```text
 //! <data_dir>/
 //!   abort                         present while open (found at open = unclean shutdown)
+//!   disk-reserve                  preallocated room retention releases on a full disk
 //!   consumequeue/<topic>/<queue>/ ConsumeQueue files
 //!   index/                        IndexFiles
 //!   store-meta/checkpoint.json    dispatch checkpoint
@@ -21,6 +22,11 @@ use std::path::PathBuf;
 /// `<data_dir>/abort`.
 pub(crate) fn abort_path(data_dir: &Path) -> PathBuf {
     data_dir.join("abort")
+}
+
+/// `<data_dir>/disk-reserve` (see [`crate::disk_reserve`]).
+pub(crate) fn disk_reserve_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("disk-reserve")
 }
 
 /// `<data_dir>/consumequeue`.

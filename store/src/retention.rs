@@ -141,6 +141,16 @@ pub(crate) fn retention_plan(
     shared: &Shared,
     now_ms: TimestampMs,
 ) -> Result<Option<RetentionPlan>> {
+    retention_plan_upto(shared, now_ms, None)
+}
+
+/// [`retention_plan`] whose purge point is at most `covered` (a stored snapshot's last
+/// index), when given: such a plan needs no new snapshot.
+pub(crate) fn retention_plan_upto(
+    shared: &Shared,
+    now_ms: TimestampMs,
+    covered: Option<LogIndex>,
+) -> Result<Option<RetentionPlan>> {
     let log = &shared.log;
     let seg = log.config().segment_bytes;
     let w = log.watermarks();
@@ -151,7 +161,15 @@ pub(crate) fn retention_plan(
     let Some(cp_loc) = log.entry_location(LogIndex::of(&cp)) else {
         return Ok(None);
     };
-    let limit = PhysOffset::new(cp_loc.phys - cp_loc.phys % seg);
+    let mut limit = PhysOffset::new(cp_loc.phys - cp_loc.phys % seg);
+    if let Some(c) = covered {
+        // The purge point is the first entry of the segment at `below`: it is at most
+        // `covered` when that segment starts at or before the one holding `covered`.
+        let Some(c_loc) = log.entry_location(c.min(LogIndex::of(&cp))) else {
+            return Ok(None);
+        };
+        limit = limit.min(PhysOffset::new(c_loc.phys - c_loc.phys % seg));
+    }
     let over_clean = disk_usage(shared)? > shared.config.disk_clean_ratio;
     let reserved_ms = shared.config.file_reserved_hours * 3_600_000;
     let mut below = w.min_phys_offset;

@@ -245,6 +245,34 @@ impl Store {
         retention::retention_plan(&self.shared, now_ms)
     }
 
+    /// [`Store::retention_plan`] limited to what a stored snapshot up to `covered` already
+    /// covers: the purge point is at most `covered`, so the pass needs no new snapshot (the
+    /// order retention takes on a full disk).
+    pub fn retention_plan_covered(
+        &self,
+        now_ms: TimestampMs,
+        covered: crate::types::LogIndex,
+    ) -> Result<Option<RetentionPlan>> {
+        retention::retention_plan_upto(&self.shared, now_ms, Some(covered))
+    }
+
+    /// Makes the disk reserve whole (see [`crate::disk_reserve`]); the bytes it holds (0: the
+    /// disk had no room, logged).
+    pub fn ensure_disk_reserve(&self) -> Result<u64> {
+        crate::disk_reserve::ensure(&self.shared)
+    }
+
+    /// Deletes the disk reserve before retention writes (see [`crate::disk_reserve`]); the
+    /// bytes freed.
+    pub fn release_disk_reserve(&self) -> Result<u64> {
+        crate::disk_reserve::release(&self.shared)
+    }
+
+    /// Bytes the disk reserve holds now (0: none).
+    pub fn disk_reserve_bytes(&self) -> u64 {
+        crate::disk_reserve::reserved_bytes(&self.shared)
+    }
+
     /// Deletes what `plan` names: CommitLog segments (the log must be purged up to
     /// `plan.purge_upto` first), then ConsumeQueue and index units below the new minimum.
     pub fn apply_retention(&self, plan: &RetentionPlan) -> Result<()> {

@@ -64,6 +64,21 @@ where
     vote_guard: VoteGuard,
     /// When a leader was last heard; pre-votes when its stream breaks.
     contact: Arc<LeaderContact>,
+    /// `Some(reason)` while this node takes no entries (disk full, see `disk_guard`).
+    disk_gate: Option<DiskGate>,
+}
+
+/// Answers `Some(reason)` while the node must refuse entries and snapshots (its disk is full).
+pub type DiskGate = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// A request with entries (not a heartbeat) refused because `gate` says so.
+fn disk_refusal(gate: &Option<DiskGate>, entries: usize) -> Option<Status> {
+    if entries == 0 {
+        return None;
+    }
+    gate.as_ref()
+        .and_then(|g| g())
+        .map(Status::resource_exhausted)
 }
 
 /// Requests served by a [`PeerService`], by kind (for metrics and tests).
@@ -102,12 +117,20 @@ where
             stats: Arc::default(),
             vote_guard: VoteGuard::default(),
             contact: Arc::default(),
+            disk_gate: None,
         }
     }
 
     /// Turns on the vote guard: `floor` reads this node's lost-commit floor.
     pub fn with_lost_commit_floor(mut self, floor: FloorFn) -> Self {
         self.vote_guard = VoteGuard::new(floor);
+        self
+    }
+
+    /// Refuses AppendEntries with entries, and snapshots, with RESOURCE_EXHAUSTED while `gate`
+    /// answers a reason (heartbeats still pass); the leader backs off and sends again.
+    pub fn with_disk_gate(mut self, gate: DiskGate) -> Self {
+        self.disk_gate = Some(gate);
         self
     }
 
@@ -194,6 +217,9 @@ where
         self.fault_in(from).await?;
         self.stats.append_entries.fetch_add(1, Ordering::Relaxed);
         self.contact.heard();
+        if let Some(refusal) = disk_refusal(&self.disk_gate, rpc.entries.len()) {
+            return Err(refusal);
+        }
         let resp = self.raft.append_entries(rpc).await.map_err(raft_stopped)?;
         self.fault_out(from)?;
         reply("AppendEntriesResponse", &resp)
@@ -222,8 +248,10 @@ where
             contact.stream_lost(&raft, node_id, guard.clone())
         }));
         let heard = self.contact.clone();
+        let gate = self.disk_gate.clone();
         let requests = futures::stream::unfold(Some(input), move |input| {
             let slot = slot.clone();
+            let gate = gate.clone();
             let checker = checker.clone();
             let peer_in = peer_in.clone();
             let lost = lost.clone();
@@ -242,12 +270,16 @@ where
                             Err(status) => status,
                             Ok(()) => {
                                 heard.heard();
-                                peer_in.store(req.from_node_id, Ordering::Relaxed);
-                                checker
-                                    .stats
-                                    .stream_append_requests
-                                    .fetch_add(1, Ordering::Relaxed);
-                                return Some((rpc, Some(input)));
+                                if let Some(refusal) = disk_refusal(&gate, rpc.entries.len()) {
+                                    refusal
+                                } else {
+                                    peer_in.store(req.from_node_id, Ordering::Relaxed);
+                                    checker
+                                        .stats
+                                        .stream_append_requests
+                                        .fetch_add(1, Ordering::Relaxed);
+                                    return Some((rpc, Some(input)));
+                                }
                             }
                         },
                         Err(status) => status,
@@ -347,6 +379,9 @@ where
             header.codec,
         )?;
         self.fault_in(header.from_node_id).await?;
+        if let Some(refusal) = disk_refusal(&self.disk_gate, 1) {
+            return Err(refusal);
+        }
         let vote: Vote = codec::decode("Vote", &header.vote)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let meta: SnapshotMeta<CommittedLeaderId, NodeId, PeerNode> =

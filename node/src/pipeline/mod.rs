@@ -8,7 +8,8 @@
 //! Steps, in order:
 //! 1. validate, when the [`SubmitBatch`] is built ([`Pipeline::validate`]): message count,
 //!    then each message against the store limits (one call, `StoreLimits::check_message`);
-//! 2. refuse early, nothing proposed: shutting down, disk above the reject ratio;
+//! 2. refuse early, nothing proposed: shutting down, disk above the reject ratio (here, or on
+//!    so many voters that no majority has room: `disk_guard`);
 //! 3. choose queues and stamp the store time ([`queues`]);
 //! 4. encode one `SendBatch` entry and check its size (`StoreLimits::check_batch`); a batch
 //!    with an identified message (idempotent send) carries the dedup bounds of this leader's
@@ -167,8 +168,8 @@ impl Pipeline {
         if core.is_shutting_down() {
             return Err(refused(NodeError::ShuttingDown, batch));
         }
-        if let Err(e) = core.store.check_disk() {
-            return Err(refused(e.into(), batch));
+        if let Err(e) = crate::disk_guard::check_send(core) {
+            return Err(refused(e, batch));
         }
         let auto_create_queues = match queues::assign(core, &mut batch.messages, &batch.wanted) {
             Ok(a) => a,

@@ -79,10 +79,19 @@ pub fn own_status(core: &NodeCore, m: &RaftMetrics) -> pb::MemberStatus {
         watermarks: Some(own_watermarks(core, m)),
         replication_lag: None,
         error: String::new(),
+        disk_usage: core.store.disk_usage().ok(),
+        disk_full: crate::disk_guard::local_full(core),
     }
 }
 
-async fn peer_status(core: &NodeCore, id: u64, node: &PeerNode, voter: bool) -> pb::MemberStatus {
+/// `id`'s own status (its ClusterStatus answer with the local scope), or an UNREACHABLE
+/// entry naming the error.
+pub(crate) async fn peer_status(
+    core: &NodeCore,
+    id: u64,
+    node: &PeerNode,
+    voter: bool,
+) -> pb::MemberStatus {
     let unreachable = |error: String| pb::MemberStatus {
         node_id: id,
         raft_addr: node.raft_addr.clone(),

@@ -56,6 +56,16 @@ impl StateMachine {
 
     /// Applies one entry (the core of `apply`; also used by tests and benches).
     pub fn apply_entry(&self, entry: &LogEntry) -> Result<ApplyResponse> {
+        self.apply_entry_resuming(entry, &mut None)
+    }
+
+    /// [`StateMachine::apply_entry`] that can be called again after an error: `done` keeps
+    /// the entry's response once it is applied, so a failed checkpoint is retried alone.
+    fn apply_entry_resuming(
+        &self,
+        entry: &LogEntry,
+        done: &mut Option<ApplyResponse>,
+    ) -> Result<ApplyResponse> {
         if self.shared.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StoreError::invalid(format!(
                 "apply of {} after Store::close",
@@ -63,14 +73,55 @@ impl StateMachine {
             )));
         }
         let mut st = self.shared.state.write();
-        let resp = apply_locked(&self.shared, &mut st, entry)?;
+        let resp = match done.take() {
+            Some(r) => r,
+            None => apply_locked(&self.shared, &mut st, entry)?,
+        };
         // A replay must never start before a topic deletion whose files are already gone (the
         // queue's next incarnation would be on disk): checkpoint right after each one.
         let deleted = matches!(resp, ApplyResponse::TopicDeleted(_));
         if deleted || st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
-            self.shared.checkpoint_locked(&mut st)?;
+            if let Err(e) = self.shared.checkpoint_locked(&mut st) {
+                *done = Some(resp);
+                return Err(e);
+            }
         }
         Ok(resp)
+    }
+}
+
+/// How long apply waits before it tries an entry again that found the disk full.
+const DISK_FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl StateMachine {
+    /// [`StateMachine::apply_entry`], waiting while the disk is full: an ENOSPC in apply (a new
+    /// ConsumeQueue or index file, the checkpoint) would otherwise be a storage error that
+    /// stops the Raft core. Trying the entry again is a replay, which dispatch answers
+    /// identically (see [`crate::sm::dispatch`]); a checkpoint that failed after the entry
+    /// was applied is retried alone. Any other error is returned.
+    async fn apply_waiting_for_space(&self, entry: &LogEntry) -> Result<ApplyResponse> {
+        let (mut waited, mut done) = (0u32, None);
+        loop {
+            match self.apply_entry_resuming(entry, &mut done) {
+                Err(e) if e.is_disk_full() => {
+                    if waited == 0 {
+                        tracing::error!(log_index = entry.log_id.index, error = %e,
+                            "apply found the disk full; waiting for space (nothing lost)");
+                    }
+                    waited = waited.saturating_add(1);
+                    tokio::time::sleep(DISK_FULL_RETRY).await;
+                }
+                Ok(resp) if waited > 0 => {
+                    tracing::info!(
+                        log_index = entry.log_id.index,
+                        waited_ms = u64::from(waited) * DISK_FULL_RETRY.as_millis() as u64,
+                        "apply goes on: disk space returned"
+                    );
+                    return Ok(resp);
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -140,7 +191,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     break;
                 }
             };
-            match self.apply_entry(&entry) {
+            match self.apply_waiting_for_space(&entry).await {
                 Ok(resp) => {
                     if let Some(r) = responder {
                         r.send(resp);
