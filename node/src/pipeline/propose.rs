@@ -45,7 +45,7 @@ fn not_leader(core: &NodeCore) -> NodeError {
 async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeError> {
     loop {
         if core.is_shutting_down() {
-            return Err(NodeError::ShuttingDown);
+            return Err(stopping_refusal(core, deadline).await);
         }
         if !core.is_leader() {
             return Err(not_leader(core));
@@ -62,6 +62,26 @@ async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeErro
             )));
         }
         tokio::time::sleep(RETRY_STEP.min(deadline - now)).await;
+    }
+}
+
+/// What a write reaching a stopping node is told: while it hands leadership over, it waits
+/// (until `deadline`) for the new leader and names it (NOT_LEADER with its address: the client
+/// goes there at once); otherwise SHUTTING_DOWN. Nothing was proposed either way.
+async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
+    loop {
+        let (leader_id, leader_addr) = core.leader();
+        if leader_id.is_some_and(|l| l != core.node_id) && !leader_addr.is_empty() {
+            return NodeError::NotLeader {
+                leader_id,
+                leader_addr,
+            };
+        }
+        let now = Instant::now();
+        if !core.handing_over.load(std::sync::atomic::Ordering::Acquire) || now >= deadline {
+            return NodeError::ShuttingDown;
+        }
+        tokio::time::sleep(Duration::from_millis(2).min(deadline - now)).await;
     }
 }
 
