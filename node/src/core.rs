@@ -41,9 +41,9 @@ pub struct NodeCore {
     pub metrics: Arc<NodeMetrics>,
     /// Set when shutdown starts: new writes are refused (nothing proposed).
     pub shutting_down: AtomicBool,
-    /// Set while a stopping leader hands leadership over: a refused write waits for the new
-    /// leader and is told its address.
-    pub handing_over: AtomicBool,
+    /// While a stopping leader hands leadership over: the voter it hands it to (0: none; node
+    /// ids start at 1). A refused write waits for the new leader and is told its address.
+    pub handover_to: AtomicU64,
     /// Set by the check-quorum watcher while this leader has not heard from a quorum for an
     /// election timeout ([`crate::check_quorum`]): it then does not claim leadership.
     pub quorum: Arc<QuorumCheck>,

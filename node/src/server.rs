@@ -226,7 +226,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         store,
         metrics: Arc::new(NodeMetrics::new()),
         shutting_down: Default::default(),
-        handing_over: Default::default(),
+        handover_to: Default::default(),
         quorum: Default::default(),
         round_robin: Default::default(),
         channels: Default::default(),
@@ -395,12 +395,11 @@ impl NodeHandle {
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         let core = self.core.clone();
         let leading = core.is_leader();
-        core.handing_over.store(leading, Ordering::Release);
-        core.shutting_down.store(true, Ordering::Release);
         tracing::info!(node_id = core.node_id, leading, "shutting down");
         if leading {
             hand_over_leadership(&core).await;
-            core.handing_over.store(false, Ordering::Release);
+        } else {
+            core.shutting_down.store(true, Ordering::Release);
         }
         self.stop_tasks().await;
         core.store.close().context("closing the store")?;
@@ -438,16 +437,27 @@ impl NodeHandle {
 }
 
 /// Leader only: transfers leadership to the most caught-up voter and waits (bounded) for it.
+/// New writes are refused from the start (`shutting_down`); while the transfer runs they wait
+/// for the new leader and are redirected to it (`handover_to`, see `pipeline::propose`).
 async fn hand_over_leadership(core: &NodeCore) {
     let m = core.raft_metrics();
     let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-    let Some(to) = crate::service::admin::most_caught_up(core, &m, &voters) else {
+    let to = crate::service::admin::most_caught_up(core, &m, &voters);
+    core.handover_to.store(to.unwrap_or(0), Ordering::Release);
+    core.shutting_down.store(true, Ordering::Release);
+    let Some(to) = to else {
         return;
     };
+    let started = std::time::Instant::now();
     match crate::service::admin::transfer_leader(core, Some(to)).await {
-        Ok(l) => tracing::info!(to = l, "leadership handed over before shutdown"),
+        Ok(l) => tracing::info!(
+            to = l,
+            took_ms = started.elapsed().as_millis() as u64,
+            "leadership handed over before shutdown"
+        ),
         Err(e) => {
             tracing::warn!(to, error = %e, "leadership hand-over failed; shutting down anyway")
         }
     }
+    core.handover_to.store(0, Ordering::Release);
 }

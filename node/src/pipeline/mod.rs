@@ -162,7 +162,9 @@ impl Pipeline {
             unsent: keep.then_some(batch),
         };
         if core.is_shutting_down() {
-            return Err(refused(NodeError::ShuttingDown, batch));
+            let deadline = batch.arrived + core.config.send_timeout();
+            let refusal = propose::stopping_refusal(core, deadline).await;
+            return Err(refused(refusal, batch));
         }
         if let Err(e) = core.store.check_disk() {
             return Err(refused(e.into(), batch));

@@ -67,8 +67,12 @@ async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeErro
 
 /// What a write reaching a stopping node is told: while it hands leadership over, it waits
 /// (until `deadline`) for the new leader and names it (NOT_LEADER with its address: the client
-/// goes there at once); otherwise SHUTTING_DOWN. Nothing was proposed either way.
-async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
+/// goes there at once). Once this node has stepped down (it granted the transfer target's
+/// vote), the target is named even before this node hears from it as leader: a write reaching
+/// the target during its election waits there for the outcome. Otherwise SHUTTING_DOWN.
+/// Nothing was proposed either way.
+pub(crate) async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
+    use std::sync::atomic::Ordering;
     loop {
         let (leader_id, leader_addr) = core.leader();
         if leader_id.is_some_and(|l| l != core.node_id) && !leader_addr.is_empty() {
@@ -77,8 +81,27 @@ async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
                 leader_addr,
             };
         }
+        let target = core.handover_to.load(Ordering::Acquire);
+        if target == 0 {
+            return NodeError::ShuttingDown;
+        }
+        let (stepped_down, target_addr) = core.with_metrics(|m| {
+            let addr = m
+                .membership_config
+                .membership()
+                .get_node(&target)
+                .map(|n| n.client_addr.clone())
+                .unwrap_or_default();
+            (m.state != openraft::ServerState::Leader, addr)
+        });
+        if stepped_down && !target_addr.is_empty() {
+            return NodeError::NotLeader {
+                leader_id: Some(target),
+                leader_addr: target_addr,
+            };
+        }
         let now = Instant::now();
-        if !core.handing_over.load(std::sync::atomic::Ordering::Acquire) || now >= deadline {
+        if now >= deadline {
             return NodeError::ShuttingDown;
         }
         tokio::time::sleep(Duration::from_millis(2).min(deadline - now)).await;
