@@ -69,17 +69,22 @@ impl NodeCore {
     /// The leader this node knows, with its client address ("" if unknown). A leader that
     /// lost its quorum ([`QuorumCheck::is_lost`]) knows none.
     pub fn leader(&self) -> (Option<NodeId>, String) {
-        let quorum_lost = self.quorum.is_lost();
         self.with_metrics(|m| {
-            let leader = m
-                .current_leader
-                .filter(|&id| !(quorum_lost && id == self.node_id));
+            let leader = self.leader_in(m);
             let addr = leader
                 .and_then(|id| m.membership_config.membership().get_node(&id).cloned())
                 .map(|n: PeerNode| n.client_addr)
                 .unwrap_or_default();
             (leader, addr)
         })
+    }
+
+    /// The leader this node names in the metrics snapshot `m` (so that term and leader of one
+    /// answer come from the same moment): `m.current_leader`, unless that is this node and it
+    /// lost its quorum.
+    pub fn leader_in(&self, m: &RaftMetrics) -> Option<NodeId> {
+        m.current_leader
+            .filter(|&id| !(id == self.node_id && self.quorum.is_lost()))
     }
 
     /// True if this node is the leader right now (and has not lost its quorum).

@@ -80,7 +80,7 @@ pub fn own_status(core: &NodeCore, m: &RaftMetrics) -> pb::MemberStatus {
             .voter_ids()
             .any(|v| v == core.node_id),
         term: m.current_term,
-        leader_id: core.leader().0,
+        leader_id: core.leader_in(m),
         watermarks: Some(own_watermarks(core, m)),
         replication_lag: None,
         error: String::new(),
@@ -178,7 +178,7 @@ pub async fn cluster_status(core: &NodeCore, local_only: bool) -> pb::ClusterSta
     pb::ClusterStatusReply {
         cluster_id: core.config.cluster_id.clone(),
         responder_id: core.node_id,
-        leader_id: core.leader().0,
+        leader_id: core.leader_in(&m),
         term: m.current_term,
         members,
     }
