@@ -96,19 +96,25 @@ impl Manifest {
     }
 
     /// Under the directory's lock: re-reads the manifest from disk (when the file exists),
-    /// applies `change` to it and, if `change` succeeds, writes it back. `self` is then the
-    /// re-read manifest as `change` left it; an error of `change` leaves the file as it was.
+    /// applies `change` to it and, if `change` succeeds and changed it (or there was no file),
+    /// writes it back. `self` is then the re-read manifest as `change` left it; an error of
+    /// `change` leaves the file as it was.
     pub fn update<T>(
         &mut self,
         change: impl FnOnce(&mut Manifest) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let _lock = ManifestLock::acquire(&self.dir)?;
         let path = self.path();
-        if path.exists() {
+        let existed = path.exists();
+        if existed {
             *self = Self::load(&path)?;
         }
+        let before = self.clone();
         let out = change(self)?;
-        self.write_atomic()?;
+        // Nothing changed: no write (and no fsync) at all.
+        if !existed || *self != before {
+            self.write_atomic()?;
+        }
         Ok(out)
     }
 
