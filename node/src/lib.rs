@@ -17,7 +17,8 @@
 //!   and the `RaftPeer` gRPC service that feeds incoming requests into `openraft::Raft`).
 //! - [`bootstrap`] (initialise once / join as learner), [`retention`] (drives Raft purge and
 //!   segment deletion), [`metrics`] (Prometheus text at `/metrics`), [`check_quorum`] (a
-//!   leader cut off from its quorum stops claiming leadership).
+//!   leader cut off from its quorum stops claiming leadership), `handover` (a stopping leader
+//!   hands leadership over first).
 //!
 //! Data flow: a client's write arrives on the client service of any node; a follower forwards
 //! it once to the leader; the leader's [`pipeline`] validates it, checks it heard from a
@@ -37,6 +38,7 @@ pub mod check_quorum;
 pub mod config;
 pub mod core;
 pub mod error;
+mod handover;
 pub mod metrics;
 pub mod network;
 pub mod pipeline;

@@ -397,7 +397,7 @@ impl NodeHandle {
         let leading = core.is_leader();
         tracing::info!(node_id = core.node_id, leading, "shutting down");
         if leading {
-            hand_over_leadership(&core).await;
+            crate::handover::hand_over_leadership(&core).await;
         } else {
             core.shutting_down.store(true, Ordering::Release);
         }
@@ -434,30 +434,4 @@ impl NodeHandle {
             }
         }
     }
-}
-
-/// Leader only: transfers leadership to the most caught-up voter and waits (bounded) for it.
-/// New writes are refused from the start (`shutting_down`); while the transfer runs they wait
-/// for the new leader and are redirected to it (`handover_to`, see `pipeline::propose`).
-async fn hand_over_leadership(core: &NodeCore) {
-    let m = core.raft_metrics();
-    let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-    let to = crate::service::admin::most_caught_up(core, &m, &voters);
-    core.handover_to.store(to.unwrap_or(0), Ordering::Release);
-    core.shutting_down.store(true, Ordering::Release);
-    let Some(to) = to else {
-        return;
-    };
-    let started = std::time::Instant::now();
-    match crate::service::admin::transfer_leader(core, Some(to)).await {
-        Ok(l) => tracing::info!(
-            to = l,
-            took_ms = started.elapsed().as_millis() as u64,
-            "leadership handed over before shutdown"
-        ),
-        Err(e) => {
-            tracing::warn!(to, error = %e, "leadership hand-over failed; shutting down anyway")
-        }
-    }
-    core.handover_to.store(0, Ordering::Release);
 }
