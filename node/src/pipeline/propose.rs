@@ -67,8 +67,9 @@ async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeErro
 
 /// What a write reaching a stopping node is told: while it hands leadership over, it waits
 /// (until `deadline`) for the new leader and names it (NOT_LEADER with its address: the client
-/// goes there at once). Once this node has stepped down (it granted the transfer target's
-/// vote), the target is named even before this node hears from it as leader: a write reaching
+/// goes there at once). Once this node has stepped down for the transfer target (no longer
+/// leader, its vote is the target's), the target is named even before this node hears from it
+/// as leader: a write reaching
 /// the target during its election waits there for the outcome. Otherwise SHUTTING_DOWN.
 /// Nothing was proposed either way.
 pub(crate) async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
@@ -86,13 +87,17 @@ pub(crate) async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> Node
             return NodeError::ShuttingDown;
         }
         let (stepped_down, target_addr) = core.with_metrics(|m| {
+            use openraft::vote::RaftLeaderId;
             let addr = m
                 .membership_config
                 .membership()
                 .get_node(&target)
                 .map(|n| n.client_addr.clone())
                 .unwrap_or_default();
-            (m.state != openraft::ServerState::Leader, addr)
+            // Stepped down for the target: no longer leader, and its vote is the target's.
+            let for_target =
+                m.state != openraft::ServerState::Leader && *m.vote.leader_id().node_id() == target;
+            (for_target, addr)
         });
         if stepped_down && !target_addr.is_empty() {
             return NodeError::NotLeader {
