@@ -24,4 +24,4 @@ mod failover;
 pub mod locate;
 mod output;
 pub mod ports;
-mod status;
+pub mod status;

@@ -1,5 +1,10 @@
 //! Cluster status: every node asked for its own view, merged into one [`ClusterView`] (a table
 //! and JSON for `raftmq cluster status`); waiting until a node serves or a leader is agreed.
+//!
+//! The summary's leader is the one named at the highest term any node reports
+//! ([`summarize_leader`]): a leader cut off from the majority may still name itself at its old
+//! term, but once the majority moved on to a higher term its claim is stale. Every node whose
+//! own view differs from the summary is listed as a disagreement.
 
 use std::time::Duration;
 use std::time::Instant;
@@ -53,17 +58,51 @@ pub struct NodeRow {
     pub disk_full: bool,
 }
 
+/// What one node that answered believes: its term and the leader it knows.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct LeaderClaim {
+    /// The node that answered.
+    pub node_id: u64,
+    /// Its term.
+    pub term: u64,
+    /// The leader it knows at that term (None: none known, e.g. during an election).
+    pub leader_id: Option<u64>,
+}
+
 /// The whole cluster.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ClusterView {
     /// Cluster id as the nodes report it.
     pub cluster_id: Option<String>,
-    /// The leader, if a node that answered is leader.
+    /// The leader named at the highest term any node reports (None: no node at that term
+    /// knows one).
     pub leader_id: Option<u64>,
     /// Highest term seen.
     pub term: u64,
+    /// The answering nodes whose term or leader differs from the summary (e.g. a leader cut
+    /// off from the majority, still at its old term); empty when all agree.
+    pub disagreement: Vec<LeaderClaim>,
     /// Every node.
     pub nodes: Vec<NodeRow>,
+}
+
+/// The summary of the claims of every node that answered: the highest term, the leader named
+/// at that term (a node naming itself wins over one naming another, which can only lag
+/// behind it), and the claims that differ from that.
+pub fn summarize_leader(claims: &[LeaderClaim]) -> (u64, Option<u64>, Vec<LeaderClaim>) {
+    let term = claims.iter().map(|c| c.term).max().unwrap_or(0);
+    let at_top = claims.iter().filter(|c| c.term == term);
+    let leader = at_top
+        .clone()
+        .find(|c| c.leader_id == Some(c.node_id))
+        .or_else(|| at_top.clone().find(|c| c.leader_id.is_some()))
+        .and_then(|c| c.leader_id);
+    let disagreement = claims
+        .iter()
+        .filter(|c| c.term != term || c.leader_id != leader)
+        .cloned()
+        .collect();
+    (term, leader, disagreement)
 }
 
 /// Client options for status probes: fail fast.
@@ -118,17 +157,13 @@ pub async fn gather(targets: &[(Option<u64>, String)]) -> anyhow::Result<Cluster
     let replies =
         futures::future::join_all(addrs.iter().map(|a| client.cluster_status_from(a))).await;
     let mut view = ClusterView::default();
-    let mut leader_reply: Option<ClusterStatusReply> = None;
+    let mut answered: Vec<ClusterStatusReply> = Vec::new();
     for ((id, addr), reply) in targets.iter().zip(replies) {
         match reply {
             Ok(r) => {
-                view.term = view.term.max(r.term);
                 view.cluster_id.get_or_insert(r.cluster_id.clone());
-                if r.leader_id == Some(r.responder_id) {
-                    view.leader_id = Some(r.responder_id);
-                    leader_reply = Some(r.clone());
-                }
                 view.nodes.push(row_from(&r, addr));
+                answered.push(r);
             }
             Err(e) => view.nodes.push(NodeRow {
                 id: id.unwrap_or(0),
@@ -139,6 +174,18 @@ pub async fn gather(targets: &[(Option<u64>, String)]) -> anyhow::Result<Cluster
             }),
         }
     }
+    let claims: Vec<LeaderClaim> = answered
+        .iter()
+        .map(|r| LeaderClaim {
+            node_id: r.responder_id,
+            term: r.term,
+            leader_id: r.leader_id,
+        })
+        .collect();
+    (view.term, view.leader_id, view.disagreement) = summarize_leader(&claims);
+    let leader_reply = answered
+        .iter()
+        .find(|r| r.term == view.term && Some(r.responder_id) == view.leader_id);
     if let Some(l) = leader_reply {
         for row in &mut view.nodes {
             row.lag = l
@@ -259,12 +306,27 @@ impl ClusterView {
                 ]
             })
             .collect();
-        let head = format!(
+        let mut head = format!(
             "cluster {}  leader {}  term {}",
             self.cluster_id.as_deref().unwrap_or("?"),
             opt(self.leader_id),
             self.term
         );
+        if !self.disagreement.is_empty() {
+            let d: Vec<String> = self
+                .disagreement
+                .iter()
+                .map(|c| {
+                    format!(
+                        "node {} says leader {} at term {}",
+                        c.node_id,
+                        opt(c.leader_id),
+                        c.term
+                    )
+                })
+                .collect();
+            head.push_str(&format!("  (disagreement: {})", d.join("; ")));
+        }
         let t = table(
             &[
                 "ID",
@@ -317,6 +379,7 @@ mod tests {
             cluster_id: Some("c".into()),
             leader_id: Some(1),
             term: 3,
+            disagreement: vec![],
             nodes: vec![row],
         };
         let json = serde_json::to_value(&view).unwrap();
@@ -338,5 +401,79 @@ mod tests {
         }
         .render()
         .contains("95% FULL"));
+        assert!(!view.render().contains("disagreement"));
+    }
+
+    fn claim(node_id: u64, term: u64, leader_id: Option<u64>) -> LeaderClaim {
+        LeaderClaim {
+            node_id,
+            term,
+            leader_id,
+        }
+    }
+
+    #[test]
+    fn the_leader_of_the_highest_term_wins_over_a_stale_claim() {
+        // Node 1 led at term 3 and was cut off; nodes 2 and 3 elected node 2 at term 4. The
+        // stale leader answers first and names itself.
+        let claims = [
+            claim(1, 3, Some(1)),
+            claim(2, 4, Some(2)),
+            claim(3, 4, Some(2)),
+        ];
+        let (term, leader, disagreement) = summarize_leader(&claims);
+        assert_eq!((term, leader), (4, Some(2)));
+        assert_eq!(disagreement, vec![claim(1, 3, Some(1))]);
+        // Order does not matter, and a follower's word alone names the leader.
+        let claims = [claim(3, 4, Some(2)), claim(1, 3, Some(1))];
+        assert_eq!(summarize_leader(&claims).1, Some(2));
+    }
+
+    #[test]
+    fn no_leader_at_the_highest_term_means_no_leader() {
+        // An election at term 5 is under way; the old leader still names itself at term 4.
+        let claims = [claim(1, 4, Some(1)), claim(2, 5, None), claim(3, 5, None)];
+        let (term, leader, disagreement) = summarize_leader(&claims);
+        assert_eq!((term, leader), (5, None));
+        assert_eq!(disagreement, vec![claim(1, 4, Some(1))]);
+        // Everyone agrees: no disagreement; nobody answered: term 0, no leader.
+        let claims = [
+            claim(1, 2, Some(3)),
+            claim(2, 2, Some(3)),
+            claim(3, 2, Some(3)),
+        ];
+        assert_eq!(summarize_leader(&claims), (2, Some(3), vec![]));
+        assert_eq!(summarize_leader(&[]), (0, None, vec![]));
+    }
+
+    #[test]
+    fn the_leaders_own_word_wins_over_a_lagging_follower() {
+        // At the same term a follower may still name nobody or (never, by Raft) another node;
+        // the node naming itself is the leader and the others are the disagreement.
+        let claims = [
+            claim(2, 7, None),
+            claim(1, 7, Some(1)),
+            claim(3, 7, Some(1)),
+        ];
+        let (term, leader, disagreement) = summarize_leader(&claims);
+        assert_eq!((term, leader), (7, Some(1)));
+        assert_eq!(disagreement, vec![claim(2, 7, None)]);
+        let view = ClusterView {
+            cluster_id: Some("c".into()),
+            leader_id: leader,
+            term,
+            disagreement,
+            nodes: vec![],
+        };
+        let head = view.render();
+        assert!(
+            head.starts_with(
+                "cluster c  leader 1  term 7  (disagreement: node 2 says leader - at term 7)"
+            ),
+            "{head}"
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["disagreement"][0]["node_id"], 2);
+        assert!(json["disagreement"][0]["leader_id"].is_null());
     }
 }

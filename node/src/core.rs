@@ -1,5 +1,5 @@
 //! [`NodeCore`]: what every service and background task of one node shares: the config, the
-//! Raft handle, the store, the metrics, and the "shutting down" flag.
+//! Raft handle, the store, the metrics, the "shutting down" flag and the check-quorum mark.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -19,6 +19,7 @@ use raftmq_store::Store;
 use raftmq_store::StoreWatermarks;
 use raftmq_store::TypeConfig;
 
+use crate::check_quorum::QuorumCheck;
 use crate::config::NodeConfig;
 use crate::metrics::GaugeSource;
 use crate::metrics::NodeMetrics;
@@ -41,6 +42,12 @@ pub struct NodeCore {
     pub metrics: Arc<NodeMetrics>,
     /// Set when shutdown starts: new writes are refused (nothing proposed).
     pub shutting_down: AtomicBool,
+    /// While a stopping leader hands leadership over: the voter it hands it to (0: none; node
+    /// ids start at 1). A refused write waits for the new leader and is told its address.
+    pub handover_to: AtomicU64,
+    /// Set by the check-quorum watcher while this leader has not heard from a quorum for an
+    /// election timeout ([`crate::check_quorum`]): it then does not claim leadership.
+    pub quorum: Arc<QuorumCheck>,
     /// Round-robin counters of leader-chosen queues, per topic.
     pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
     /// Client channels to other members (forwarding, status), by client address.
@@ -64,23 +71,33 @@ impl NodeCore {
         f(&m)
     }
 
-    /// The leader this node knows, with its client address ("" if unknown).
+    /// The leader this node knows, with its client address ("" if unknown). A leader that
+    /// lost its quorum ([`QuorumCheck::is_lost`]) knows none.
     pub fn leader(&self) -> (Option<NodeId>, String) {
         self.with_metrics(|m| {
-            let addr = m
-                .current_leader
+            let leader = self.leader_in(m);
+            let addr = leader
                 .and_then(|id| m.membership_config.membership().get_node(&id).cloned())
                 .map(|n: PeerNode| n.client_addr)
                 .unwrap_or_default();
-            (m.current_leader, addr)
+            (leader, addr)
         })
     }
 
-    /// True if this node is the leader right now.
+    /// The leader this node names in the metrics snapshot `m` (so that term and leader of one
+    /// answer come from the same moment): `m.current_leader`, unless that is this node and it
+    /// lost its quorum.
+    pub fn leader_in(&self, m: &RaftMetrics) -> Option<NodeId> {
+        m.current_leader
+            .filter(|&id| !(id == self.node_id && self.quorum.is_lost()))
+    }
+
+    /// True if this node is the leader right now (and has not lost its quorum).
     pub fn is_leader(&self) -> bool {
-        self.with_metrics(|m| {
-            m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
-        })
+        !self.quorum.is_lost()
+            && self.with_metrics(|m| {
+                m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
+            })
     }
 
     /// True once shutdown has started.

@@ -16,7 +16,9 @@
 //! - [`network`]: the Raft transport between peers (openraft's `RaftNetworkFactory` over tonic,
 //!   and the `RaftPeer` gRPC service that feeds incoming requests into `openraft::Raft`).
 //! - [`bootstrap`] (initialise once / join as learner), [`retention`] (drives Raft purge and
-//!   segment deletion), [`metrics`] (Prometheus text at `/metrics`).
+//!   segment deletion), [`metrics`] (Prometheus text at `/metrics`), [`check_quorum`] (a
+//!   leader cut off from its quorum stops claiming leadership), `handover` (a stopping leader
+//!   hands leadership over first).
 //!
 //! Data flow: a client's write arrives on the client service of any node; a follower forwards
 //! it once to the leader; the leader's [`pipeline`] validates it, checks it heard from a
@@ -32,10 +34,12 @@
 //! empty.
 
 pub mod bootstrap;
+pub mod check_quorum;
 pub mod config;
 pub mod core;
 pub mod disk_guard;
 pub mod error;
+mod handover;
 pub mod metrics;
 pub mod network;
 pub mod pipeline;

@@ -8,7 +8,10 @@
 //!
 //! Graceful stop ([`NodeHandle::shutdown`]): refuse new writes (UNAVAILABLE, SHUTTING_DOWN,
 //! not applied) → if leader, transfer leadership to the most caught-up voter (bounded wait)
-//! → `raft.shutdown` → stop the servers → `Store::close` (flush, clear the abort marker) →
+//! (meanwhile a write reaching this node waits for the new leader and is answered NOT_LEADER
+//! with its address, so the client goes there at once; entries proposed before the stop commit
+//! on the new leader or are answered with an unknown outcome) → `raft.shutdown` → stop the
+//! servers → `Store::close` (flush, clear the abort marker) →
 //! `LogStore::close` (flush).
 
 use std::net::SocketAddr;
@@ -149,6 +152,17 @@ impl Node {
                 .instrument(span.clone()),
         ));
         tasks.push(tokio::spawn(
+            crate::check_quorum::watch(
+                core.raft.clone(),
+                core.node_id,
+                Duration::from_millis(core.config.election_timeout_max_ms),
+                Duration::from_millis(core.config.heartbeat_ms),
+                core.quorum.clone(),
+                stop_rx.clone(),
+            )
+            .instrument(span.clone()),
+        ));
+        tasks.push(tokio::spawn(
             crate::retention::run(core.clone(), RETENTION_INTERVAL, stop_rx.clone())
                 .instrument(span.clone()),
         ));
@@ -220,6 +234,8 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         store,
         metrics: Arc::new(NodeMetrics::new()),
         shutting_down: Default::default(),
+        handover_to: Default::default(),
+        quorum: Default::default(),
         round_robin: Default::default(),
         channels: Default::default(),
         replication_kick,
@@ -389,10 +405,12 @@ impl NodeHandle {
     /// Graceful shutdown (see the module docs).
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         let core = self.core.clone();
-        core.shutting_down.store(true, Ordering::Release);
-        tracing::info!(node_id = core.node_id, "shutting down");
-        if core.is_leader() {
-            hand_over_leadership(&core).await;
+        let leading = core.is_leader();
+        tracing::info!(node_id = core.node_id, leading, "shutting down");
+        if leading {
+            crate::handover::hand_over_leadership(&core).await;
+        } else {
+            core.shutting_down.store(true, Ordering::Release);
         }
         self.stop_tasks().await;
         core.store.close().context("closing the store")?;
@@ -425,21 +443,6 @@ impl NodeHandle {
             {
                 s.abort();
             }
-        }
-    }
-}
-
-/// Leader only: transfers leadership to the most caught-up voter and waits (bounded) for it.
-async fn hand_over_leadership(core: &NodeCore) {
-    let m = core.raft_metrics();
-    let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-    let Some(to) = crate::service::admin::most_caught_up(core, &m, &voters) else {
-        return;
-    };
-    match crate::service::admin::transfer_leader(core, Some(to)).await {
-        Ok(l) => tracing::info!(to = l, "leadership handed over before shutdown"),
-        Err(e) => {
-            tracing::warn!(to, error = %e, "leadership hand-over failed; shutting down anyway")
         }
     }
 }

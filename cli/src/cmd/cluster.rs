@@ -245,7 +245,7 @@ fn down(g: &Global, purge: bool) -> anyhow::Result<i32> {
         }
     }
     if purge {
-        std::fs::remove_dir_all(&m.dir)?;
+        local::purge(&m)?;
     }
     if g.json {
         print_json(&serde_json::json!({ "stopped": stopped, "purged": purge }))?;
@@ -355,8 +355,10 @@ async fn remove_node(g: &Global, id: u64) -> anyhow::Result<i32> {
     if let Ok(mut m) = g.manifest() {
         if m.node(id).is_ok() {
             local::stop(&mut m, id, local::Stop::Term)?;
-            m.nodes.retain(|n| n.id != id);
-            m.save()?;
+            m.update(|m| {
+                m.nodes.retain(|n| n.id != id);
+                Ok(())
+            })?;
         }
     }
     report(

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::lock::ManifestLock;
 use super::manifest::Manifest;
 use super::manifest::NodeEntry;
 use super::manifest::MANIFEST_FILE;
@@ -126,16 +127,19 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
 }
 
 /// Starts node `id` unless it runs already; records its pid. Returns whether it was started.
+/// The manifest stays locked from the check to the recorded pid, so two commands never
+/// start the same node twice nor lose each other's pids.
 pub fn start(m: &mut Manifest, id: u64, bin: &Path) -> anyhow::Result<bool> {
-    let node = m.node_mut(id)?;
-    if node.pid.is_some_and(process::is_running) {
-        return Ok(false);
-    }
-    wait_ports_free(node, Duration::from_secs(15));
-    let pid = process::spawn_node(bin, &node.config, &node.log)?;
-    node.pid = Some(pid);
-    m.save()?;
-    Ok(true)
+    m.update(|m| {
+        let node = m.node_mut(id)?;
+        if node.pid.is_some_and(process::is_running) {
+            return Ok(false);
+        }
+        wait_ports_free(node, Duration::from_secs(15));
+        let pid = process::spawn_node(bin, &node.config, &node.log)?;
+        node.pid = Some(pid);
+        Ok(true)
+    })
 }
 
 /// Waits until nothing listens on the node's addresses any more. A SIGKILLed process is
@@ -191,12 +195,16 @@ pub enum Stop {
     Term,
 }
 
-/// Stops node `id` and clears its pid. Returns false when it was not running.
+/// Stops node `id` and clears its pid. Returns false when it was not running. The manifest is
+/// locked only to read the pid and to clear it (if no other command recorded a new one
+/// meanwhile), not while the node shuts down.
 pub fn stop(m: &mut Manifest, id: u64, how: Stop) -> anyhow::Result<bool> {
-    let node = m.node_mut(id)?;
-    let Some(pid) = node.pid.filter(|&p| process::is_running(p)) else {
-        node.pid = None;
-        m.save()?;
+    let pid = m.update(|m| {
+        let node = m.node_mut(id)?;
+        node.pid = node.pid.filter(|&p| process::is_running(p));
+        Ok(node.pid)
+    })?;
+    let Some(pid) = pid else {
         return Ok(false);
     };
     match how {
@@ -213,9 +221,72 @@ pub fn stop(m: &mut Manifest, id: u64, how: Stop) -> anyhow::Result<bool> {
             }
         }
     }
-    node.pid = None;
-    m.save()?;
+    m.update(|m| {
+        let node = m.node_mut(id)?;
+        if node.pid == Some(pid) {
+            node.pid = None;
+        }
+        Ok(())
+    })?;
     Ok(true)
+}
+
+/// The nodes of `m` that run right now, with their pids: the manifest's pid when it is alive,
+/// and any `raftmq-node` process started with the node's config file (found in `/proc`, so a
+/// node whose pid the manifest lost is found too).
+pub fn running_nodes(m: &Manifest) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    for n in &m.nodes {
+        let mut pids: Vec<u32> = n
+            .pid
+            .filter(|&p| process::is_running(p))
+            .into_iter()
+            .collect();
+        for p in process::node_pids_with_config(&n.config) {
+            if !pids.contains(&p) {
+                pids.push(p);
+            }
+        }
+        out.extend(pids.into_iter().map(|p| (n.id, p)));
+    }
+    out
+}
+
+/// Deletes the cluster directory, unless a node of it still runs (see [`running_nodes`]):
+/// then it refuses, naming the node and its pid, and deletes nothing.
+pub fn purge(m: &Manifest) -> anyhow::Result<()> {
+    let _lock = ManifestLock::acquire(&m.dir)?;
+    let path = m.path();
+    let fresh = if path.exists() {
+        Manifest::load(&path)?
+    } else {
+        m.clone()
+    };
+    {
+        let m = &fresh;
+        let running = running_nodes(m);
+        if !running.is_empty() {
+            let list: Vec<String> = running
+                .iter()
+                .map(|(id, pid)| format!("node {id} (pid {pid})"))
+                .collect();
+            anyhow::bail!(
+                "not purging {}: {} still running; stop {} (e.g. `kill {}`) and run `raftmq \
+                 cluster down --purge` again",
+                m.dir.display(),
+                list.join(", "),
+                if running.len() == 1 { "it" } else { "them" },
+                running
+                    .iter()
+                    .map(|(_, p)| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+    // The lock file goes with the directory; the lock is released when `_lock` drops.
+    std::fs::remove_dir_all(&fresh.dir)
+        .with_context(|| format!("cannot delete {}", fresh.dir.display()))
 }
 
 /// Configures a node with a new id (above every id and every `node-N` directory) to join through `leader_client_addr`, and starts it.
@@ -250,8 +321,14 @@ pub fn add_node(
         Some(leader_client_addr.to_string()),
         flush,
     )?;
-    m.nodes.push(entry.clone());
-    m.save()?;
+    m.update(|m| {
+        anyhow::ensure!(
+            m.node(id).is_err(),
+            "node {id} was added by another command meanwhile; try again"
+        );
+        m.nodes.push(entry.clone());
+        Ok(())
+    })?;
     start(m, id, bin)?;
     Ok(m.node(id)?.clone())
 }

@@ -3,6 +3,11 @@
 //!
 //! Invariant: node ids are unique; `pid` is set only while the CLI believes the process runs
 //! (it is re-checked against the OS before use, see [`super::process::is_running`]).
+//!
+//! Concurrency: every change goes through [`Manifest::update`] (or [`Manifest::save`]), which
+//! holds the directory's [`ManifestLock`] across re-reading the file, changing it and writing
+//! it, so commands running at once never lose each other's pids. The file is replaced
+//! atomically: a temp file of this process, fsynced, renamed over it, the directory fsynced.
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -10,6 +15,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 use serde::Serialize;
+
+use super::lock::ManifestLock;
 
 /// File name of the manifest inside the cluster directory.
 pub const MANIFEST_FILE: &str = "cluster.toml";
@@ -81,15 +88,56 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Writes the manifest to `<dir>/cluster.toml` atomically (temp file, then rename).
+    /// Writes the manifest to `<dir>/cluster.toml` under the directory's lock, replacing
+    /// whatever is there (for a new cluster; changes to an existing one use [`Self::update`]).
     pub fn save(&self) -> anyhow::Result<()> {
+        let _lock = ManifestLock::acquire(&self.dir)?;
+        self.write_atomic()
+    }
+
+    /// Under the directory's lock: re-reads the manifest from disk (when the file exists),
+    /// applies `change` to it and, if `change` succeeds and changed it (or there was no file),
+    /// writes it back. `self` is then the re-read manifest as `change` left it; an error of
+    /// `change` leaves the file as it was.
+    pub fn update<T>(
+        &mut self,
+        change: impl FnOnce(&mut Manifest) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let _lock = ManifestLock::acquire(&self.dir)?;
+        let path = self.path();
+        let existed = path.exists();
+        if existed {
+            *self = Self::load(&path)?;
+        }
+        let before = self.clone();
+        let out = change(self)?;
+        // Nothing changed: no write (and no fsync) at all.
+        if !existed || *self != before {
+            self.write_atomic()?;
+        }
+        Ok(out)
+    }
+
+    /// Temp file (named after this process, so two writers never share one), fsync, rename
+    /// over `cluster.toml`, fsync of the directory. The caller holds the lock.
+    fn write_atomic(&self) -> anyhow::Result<()> {
+        use std::io::Write;
         self.validate()?;
         let path = self.path();
-        let tmp = self.dir.join(format!("{MANIFEST_FILE}.tmp"));
+        let tmp = self
+            .dir
+            .join(format!("{MANIFEST_FILE}.tmp.{}", std::process::id()));
         let text = toml::to_string(self).context("cannot encode the cluster manifest")?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut f = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &path)
             .with_context(|| format!("cannot replace {}", path.display()))?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("cannot fsync directory {}", self.dir.display()))?;
         Ok(())
     }
 
@@ -188,5 +236,45 @@ mod tests {
         let err = Manifest::load(&tmp.path().join("nope.toml")).unwrap_err();
         assert!(format!("{err:#}").contains("raftmq cluster up"));
         assert!(sample(tmp.path()).node(9).is_err());
+    }
+
+    #[test]
+    fn update_rereads_the_file_so_a_stale_copy_loses_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = sample(tmp.path());
+        a.save().unwrap();
+        // Two commands loaded the same file; each records the pid of the node it started.
+        let mut b = a.clone();
+        a.update(|m| {
+            m.node_mut(2)?.pid = Some(7002);
+            Ok(())
+        })
+        .unwrap();
+        b.update(|m| {
+            m.node_mut(3)?.pid = Some(7003);
+            Ok(())
+        })
+        .unwrap();
+        let back = Manifest::load(&a.path()).unwrap();
+        assert_eq!(back.node(2).unwrap().pid, Some(7002));
+        assert_eq!(back.node(3).unwrap().pid, Some(7003));
+        assert_eq!(back, b);
+        // A failed change writes nothing.
+        let err = b.update(|m| -> anyhow::Result<()> {
+            m.node_mut(1)?.pid = None;
+            anyhow::bail!("no")
+        });
+        assert!(err.is_err());
+        assert_eq!(
+            Manifest::load(&a.path()).unwrap().node(1).unwrap().pid,
+            Some(1001)
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 }

@@ -79,6 +79,29 @@ pub fn is_running(pid: u32) -> bool {
     !zombie && is_node
 }
 
+/// Pids of the live `raftmq-node` processes whose command line names `config` (as
+/// [`spawn_node`] passes it: `--config <config>`), found by reading `/proc/*/cmdline`. Empty
+/// where `/proc` does not exist.
+pub fn node_pids_with_config(config: &Path) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = config.as_os_str().as_encoded_bytes();
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let mut args = cmdline.split(|&b| b == 0);
+            let is_node = args
+                .next()
+                .is_some_and(|a0| String::from_utf8_lossy(a0).contains(NODE.name));
+            is_node && args.any(|a| a == want) && is_running(pid)
+        })
+        .collect()
+}
+
 /// Sends `signal` (e.g. `libc::SIGTERM`) to `pid`.
 pub fn signal(pid: u32, signal: libc::c_int) -> anyhow::Result<()> {
     let p = libc::pid_t::try_from(pid).context("pid out of range")?;
@@ -143,5 +166,11 @@ mod tests {
         assert!(!is_running(std::process::id()));
         assert!(!is_running(u32::MAX));
         signal(i32::MAX as u32, 0).unwrap();
+    }
+
+    #[test]
+    fn no_node_runs_with_a_config_nobody_uses() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(node_pids_with_config(&tmp.path().join("node.toml")).is_empty());
     }
 }

@@ -166,7 +166,9 @@ impl Pipeline {
             unsent: keep.then_some(batch),
         };
         if core.is_shutting_down() {
-            return Err(refused(NodeError::ShuttingDown, batch));
+            let deadline = batch.arrived + core.config.send_timeout();
+            let refusal = propose::stopping_refusal(core, deadline).await;
+            return Err(refused(refusal, batch));
         }
         if let Err(e) = crate::disk_guard::check_send(core) {
             return Err(refused(e, batch));

@@ -45,7 +45,7 @@ fn not_leader(core: &NodeCore) -> NodeError {
 async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeError> {
     loop {
         if core.is_shutting_down() {
-            return Err(NodeError::ShuttingDown);
+            return Err(stopping_refusal(core, deadline).await);
         }
         if !core.is_leader() {
             return Err(not_leader(core));
@@ -62,6 +62,54 @@ async fn await_quorum(core: &NodeCore, deadline: Instant) -> Result<(), NodeErro
             )));
         }
         tokio::time::sleep(RETRY_STEP.min(deadline - now)).await;
+    }
+}
+
+/// What a write reaching a stopping node is told: while it hands leadership over, it waits
+/// (until `deadline`) for the new leader and names it (NOT_LEADER with its address: the client
+/// goes there at once). Once this node has stepped down for the transfer target (no longer
+/// leader, its vote is the target's), the target is named even before this node hears from it
+/// as leader: a write reaching
+/// the target during its election waits there for the outcome. Otherwise SHUTTING_DOWN.
+/// Nothing was proposed either way.
+pub(crate) async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> NodeError {
+    use std::sync::atomic::Ordering;
+    loop {
+        let (leader_id, leader_addr) = core.leader();
+        if leader_id.is_some_and(|l| l != core.node_id) && !leader_addr.is_empty() {
+            return NodeError::NotLeader {
+                leader_id,
+                leader_addr,
+            };
+        }
+        let target = core.handover_to.load(Ordering::Acquire);
+        if target == 0 {
+            return NodeError::ShuttingDown;
+        }
+        let (stepped_down, target_addr) = core.with_metrics(|m| {
+            use openraft::vote::RaftLeaderId;
+            let addr = m
+                .membership_config
+                .membership()
+                .get_node(&target)
+                .map(|n| n.client_addr.clone())
+                .unwrap_or_default();
+            // Stepped down for the target: no longer leader, and its vote is the target's.
+            let for_target =
+                m.state != openraft::ServerState::Leader && *m.vote.leader_id().node_id() == target;
+            (for_target, addr)
+        });
+        if stepped_down && !target_addr.is_empty() {
+            return NodeError::NotLeader {
+                leader_id: Some(target),
+                leader_addr: target_addr,
+            };
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return NodeError::ShuttingDown;
+        }
+        tokio::time::sleep(Duration::from_millis(2).min(deadline - now)).await;
     }
 }
 

@@ -6,7 +6,8 @@
 //! parallel). A member that does not answer is listed with role UNREACHABLE and the error.
 //! `replication_lag` is the leader's last log index minus the member's matched index when the
 //! answering node is the leader (openraft replication metrics); otherwise it is the leader's
-//! reported appended index minus the member's appended index.
+//! reported appended index minus the member's appended index. A leader that lost its quorum
+//! ([`crate::check_quorum`]) reports itself as a follower that knows no leader.
 
 use std::time::Duration;
 
@@ -68,14 +69,18 @@ pub fn own_status(core: &NodeCore, m: &RaftMetrics) -> pb::MemberStatus {
         node_id: core.node_id,
         raft_addr: me.raft_addr,
         client_addr: me.client_addr,
-        role: role(m.state) as i32,
+        role: if core.quorum.is_lost() {
+            pb::Role::Follower as i32
+        } else {
+            role(m.state) as i32
+        },
         voter: m
             .membership_config
             .membership()
             .voter_ids()
             .any(|v| v == core.node_id),
         term: m.current_term,
-        leader_id: m.current_leader,
+        leader_id: core.leader_in(m),
         watermarks: Some(own_watermarks(core, m)),
         replication_lag: None,
         error: String::new(),
@@ -182,7 +187,7 @@ pub async fn cluster_status(core: &NodeCore, local_only: bool) -> pb::ClusterSta
     pb::ClusterStatusReply {
         cluster_id: core.config.cluster_id.clone(),
         responder_id: core.node_id,
-        leader_id: m.current_leader,
+        leader_id: core.leader_in(&m),
         term: m.current_term,
         members,
     }
