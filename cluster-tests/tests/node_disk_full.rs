@@ -198,6 +198,16 @@ async fn full_follower_refuses_appends_and_catches_up_by_itself() {
         appended(f) >= appended(l) && applied(f) >= last
     })
     .await;
+    // The leader's own view of the follower (openraft's matched index, the LAG column of
+    // `cluster status`) reaches the end of its log too, with no send to nudge it.
+    wait_for("the leader sees the follower at its last index", 30, || {
+        l.core().with_metrics(|m| {
+            let end = m.last_log_index.unwrap_or(0);
+            let matched = m.replication.as_ref().and_then(|r| r.get(&full).cloned());
+            matched.flatten().is_some_and(|id| id.index >= end)
+        })
+    })
+    .await;
     assert_running_follower(f);
     assert_eq!(metric(f, "raftmq_disk_full"), 0.0);
     let end = Instant::now() + Duration::from_secs(10);
