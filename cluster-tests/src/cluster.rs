@@ -116,6 +116,35 @@ impl TestCluster {
             .expect("node is running")
     }
 
+    /// Every message of `topic` stored on running node `id`, queue by queue in offset order,
+    /// read from its store directly.
+    pub fn stored_messages(&self, id: u64, topic: &str) -> Vec<raftmq_store::StoredMessage> {
+        let store = self.node(id).store();
+        let queues = store.topic(topic).expect("topic exists").read_queue_count;
+        let mut out = Vec::new();
+        for q in 0..queues {
+            let mut offset = raftmq_store::types::QueueOffset::ZERO;
+            loop {
+                let r = store
+                    .pull(&raftmq_store::PullRequest {
+                        topic: topic.into(),
+                        queue_id: raftmq_store::types::QueueId::new(q),
+                        offset,
+                        max_count: 64,
+                        max_bytes: 1 << 20,
+                        tag_expr: "*".into(),
+                    })
+                    .expect("pull");
+                if r.messages.is_empty() {
+                    break;
+                }
+                out.extend(r.messages);
+                offset = r.next_offset;
+            }
+        }
+        out
+    }
+
     /// Whether node `id` is running.
     pub fn is_up(&self, id: u64) -> bool {
         self.nodes[id as usize - 1].is_some()

@@ -12,36 +12,12 @@ use raftmq_client::proto::Message;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::rocketmq::v2 as rmq;
 use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
-use raftmq_store::types::QueueId;
-use raftmq_store::types::QueueOffset;
-use raftmq_store::PullRequest;
 
 /// Bodies of every stored message of `topic` on node `id`, with how often each is stored.
 fn stored_bodies(c: &TestCluster, id: u64, topic: &str) -> HashMap<Vec<u8>, usize> {
-    let store = c.node(id).store();
-    let queues = store.topic(topic).expect("topic exists").read_queue_count;
     let mut out = HashMap::new();
-    for q in 0..queues {
-        let mut offset = QueueOffset::ZERO;
-        loop {
-            let r = store
-                .pull(&PullRequest {
-                    topic: topic.into(),
-                    queue_id: QueueId::new(q),
-                    offset,
-                    max_count: 64,
-                    max_bytes: 1 << 20,
-                    tag_expr: "*".into(),
-                })
-                .expect("pull");
-            if r.messages.is_empty() {
-                break;
-            }
-            for m in r.messages {
-                *out.entry(m.message.body).or_default() += 1;
-            }
-            offset = r.next_offset;
-        }
+    for m in c.stored_messages(id, topic) {
+        *out.entry(m.message.body).or_default() += 1;
     }
     out
 }

@@ -15,9 +15,6 @@ use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::NodeConfig;
 use raftmq_proto::rocketmq::v2 as rmq;
 use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
-use raftmq_store::types::QueueId;
-use raftmq_store::types::QueueOffset;
-use raftmq_store::PullRequest;
 use rocketmq::model::common::FilterExpression;
 use rocketmq::model::common::FilterType;
 use rocketmq::model::message::MessageBuilder;
@@ -36,40 +33,19 @@ type Kept = (String, Vec<String>, BTreeMap<String, String>, Vec<u8>);
 
 /// Every stored message of `topic` on node `id`, by client message id.
 fn stored(c: &TestCluster, id: u64, topic: &str) -> HashMap<String, Kept> {
-    let store = c.node(id).store();
-    let queues = store.topic(topic).expect("topic exists").read_queue_count;
     let mut out = HashMap::new();
-    for q in 0..queues {
-        let mut offset = QueueOffset::ZERO;
-        loop {
-            let r = store
-                .pull(&PullRequest {
-                    topic: topic.into(),
-                    queue_id: QueueId::new(q),
-                    offset,
-                    max_count: 32,
-                    max_bytes: 1 << 20,
-                    tag_expr: "*".into(),
-                })
-                .expect("pull");
-            if r.messages.is_empty() {
-                break;
-            }
-            for m in r.messages {
-                let m = m.message;
-                let id = m
-                    .properties
-                    .get("UNIQ_KEY")
-                    .cloned()
-                    .expect("client message id stored");
-                assert!(
-                    out.insert(id.clone(), (m.tags, m.keys, m.properties, m.body))
-                        .is_none(),
-                    "message {id} stored twice on node {id}"
-                );
-            }
-            offset = r.next_offset;
-        }
+    for m in c.stored_messages(id, topic) {
+        let m = m.message;
+        let id = m
+            .properties
+            .get("UNIQ_KEY")
+            .cloned()
+            .expect("client message id stored");
+        assert!(
+            out.insert(id.clone(), (m.tags, m.keys, m.properties, m.body))
+                .is_none(),
+            "message {id} stored twice on node {id}"
+        );
     }
     out
 }
