@@ -10,7 +10,7 @@ use tonic::Status;
 
 use super::codec;
 use super::fault::PeerFaults;
-use super::server::PeerServiceStats;
+use super::server_parts::PeerServiceStats;
 
 /// The addressing checks of this node, detached from the service so streams can own it.
 #[derive(Clone)]

@@ -1,6 +1,5 @@
 //! Server side of the peer transport: the `RaftPeer` gRPC service feeding `openraft::Raft`.
 
-use std::fmt::Display;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -25,7 +24,6 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
-use serde::Serialize;
 use tonic::Request;
 use tonic::Response;
 use tonic::Status;
@@ -38,6 +36,11 @@ use super::codec;
 use super::fault::PeerFaults;
 use super::leader_contact::LeaderContact;
 use super::leader_contact::StreamEnd;
+use super::server_parts::disk_refusal;
+use super::server_parts::raft_stopped;
+use super::server_parts::reply;
+use super::server_parts::DiskGate;
+use super::server_parts::PeerServiceStats;
 use super::snapshot::SnapshotSink;
 use super::vote_guard::FloorFn;
 use super::vote_guard::VoteGuard;
@@ -66,36 +69,6 @@ where
     contact: Arc<LeaderContact>,
     /// `Some(reason)` while this node takes no entries (disk full, see `disk_guard`).
     disk_gate: Option<DiskGate>,
-}
-
-/// Answers `Some(reason)` while the node must refuse entries and snapshots (its disk is full).
-pub type DiskGate = Arc<dyn Fn() -> Option<String> + Send + Sync>;
-
-/// A request with entries (not a heartbeat) refused because `gate` says so.
-fn disk_refusal(gate: &Option<DiskGate>, entries: usize) -> Option<Status> {
-    if entries == 0 {
-        return None;
-    }
-    gate.as_ref()
-        .and_then(|g| g())
-        .map(Status::resource_exhausted)
-}
-
-/// Requests served by a [`PeerService`], by kind (for metrics and tests).
-#[derive(Debug, Default)]
-pub struct PeerServiceStats {
-    /// Unary AppendEntries calls.
-    pub append_entries: AtomicU64,
-    /// AppendEntries requests received over StreamAppend streams.
-    pub stream_append_requests: AtomicU64,
-    /// Vote and PreVote calls.
-    pub votes: AtomicU64,
-    /// Snapshot chunks received.
-    pub snapshot_chunks: AtomicU64,
-    /// Snapshots installed.
-    pub snapshots_installed: AtomicU64,
-    /// Requests refused (cluster id, node id, codec or decoding).
-    pub refused: AtomicU64,
 }
 
 impl<C, SM, K> PeerService<C, SM, K>
@@ -188,16 +161,6 @@ where
     ) -> Result<T, Status> {
         self.checker().decode(what, req)
     }
-}
-
-fn reply<T: Serialize>(what: &'static str, value: &T) -> Result<Response<RaftReply>, Status> {
-    let payload = codec::encode(what, value).map_err(|e| Status::internal(e.to_string()))?;
-    Ok(Response::new(RaftReply { payload }))
-}
-
-/// Raft refused to process a request (it has stopped): the peer should back off.
-fn raft_stopped(e: impl Display) -> Status {
-    Status::unavailable(format!("raft is not running on this node: {e}"))
 }
 
 #[tonic::async_trait]
