@@ -90,6 +90,7 @@ pub mod dedup;
 pub mod disk_reserve;
 pub mod error;
 pub mod filter;
+mod fs_space;
 pub mod hash;
 pub mod index;
 pub mod limits;

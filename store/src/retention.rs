@@ -77,20 +77,8 @@ pub(crate) fn disk_usage(shared: &Shared) -> Result<f64> {
     if let Some(u) = *shared.disk_usage_override.lock() {
         return Ok(u);
     }
-    let path = &shared.data_dir;
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| StoreError::invalid("data dir path contains NUL"))?;
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out pointer.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
-    if rc != 0 {
-        return Err(StoreError::io(
-            "statvfs",
-            path,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(usage_ratio(s.f_blocks, s.f_bfree, s.f_bavail))
+    let s = crate::fs_space::statvfs(&shared.data_dir)?;
+    Ok(usage_ratio(s.blocks, s.free, s.available))
 }
 
 /// [`Store::disk_usage`](crate::Store::disk_usage), reusing an answer younger than

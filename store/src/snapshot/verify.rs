@@ -5,7 +5,8 @@
 //!
 //! Checked, in this order, none of it trusting the bytes: magic and manifest length, the
 //! manifest's own consistency (queue ranges, segment size, segments aligned, contiguous, full
-//! but the last, ending at the snapshot's log end), the prefix CRC, the total length, each
+//! but the last, ending at the snapshot's log end; a snapshot of an entry has segments and a
+//! log end, one of no entry neither), the prefix CRC, the total length, each
 //! segment's CRC, and that every ConsumeQueue unit decodes and points inside the segments.
 
 use crate::consume_queue::format::CQ_UNIT_LEN;
@@ -74,11 +75,36 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
             ));
         }
     }
+    check_extent(m).map_or(Ok(()), bad)?;
     let seg_end = m.segments.last().map(|s| s.end());
     match (seg_end, m.log_end_phys) {
-        (None, _) => Ok(()),
+        (None, None) => Ok(()),
         (Some(e), Some(end)) if e == end => Ok(()),
         (e, end) => bad(format!("segments end at {e:?}, the log end is {end:?}")),
+    }
+}
+
+/// What is wrong, if anything, with what the manifest says it covers: a snapshot of some
+/// entry must carry the log up to it (segments, log end) and a snapshot of no entry nothing;
+/// units need segments to point into and the dispatched end lies inside the log.
+fn check_extent(m: &Manifest) -> Option<String> {
+    let has_units = m.units_bytes() > 0;
+    match (m.last_log_id, m.log_end_phys, m.segments.is_empty()) {
+        (Some(last), end, true) => Some(format!(
+            "it ends at entry {last} but holds no segments (log end {end:?}): no log to \
+             install"
+        )),
+        (Some(last), None, false) => Some(format!(
+            "it ends at entry {last} and holds segments but names no log end"
+        )),
+        (None, end, no_segments) if end.is_some() || !no_segments || has_units => Some(
+            "it covers no entry but holds segments, units or a log end".to_owned(),
+        ),
+        _ if m.log_end_phys.is_some_and(|e| m.dispatched_phys_end > e) => Some(format!(
+            "its dispatched end {} lies past its log end {:?}",
+            m.dispatched_phys_end, m.log_end_phys
+        )),
+        _ => None,
     }
 }
 
