@@ -64,6 +64,18 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A configured bound on a resource (topics, bytes, waiters) would be passed; the request
+    /// is refused and nothing changed.
+    #[error("limit reached: {what}; {setting} is {max}")]
+    LimitReached {
+        /// What the request would exceed, e.g. `"10000 topics exist"`.
+        what: String,
+        /// The kebab-case setting that sets the bound.
+        setting: &'static str,
+        /// Its value.
+        max: u64,
+    },
+
     /// The disk is (nearly) full; writes are refused.
     #[error("disk full: {reason}")]
     DiskFull {

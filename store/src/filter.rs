@@ -10,7 +10,13 @@ use std::collections::HashSet;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::hash::tag_hash;
+use crate::limits::quote;
 use crate::types::TagHash;
+
+/// Longest tag expression. Hard-coded rather than a setting: a subscription names a few tags
+/// of at most `max-tag-bytes` each, and this bounds the set a pull or receive builds from
+/// client input.
+pub const MAX_TAG_EXPRESSION_BYTES: usize = 64 << 10;
 
 /// A parsed tag expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +37,13 @@ impl TagFilter {
     /// non-empty, contain no whitespace and no `|`, and must not be `*` (which is allowed only as
     /// the whole expression).
     pub fn parse(expr: &str) -> Result<Self> {
+        if expr.len() > MAX_TAG_EXPRESSION_BYTES {
+            return Err(StoreError::invalid(format!(
+                "tag expression {} is {} bytes; at most {MAX_TAG_EXPRESSION_BYTES} allowed",
+                quote(expr),
+                expr.len()
+            )));
+        }
         let trimmed = expr.trim();
         if trimmed.is_empty() || trimmed == "*" {
             return Ok(TagFilter::All);
@@ -40,7 +53,8 @@ impl TagFilter {
             let tag = part.trim();
             let bad = |why: String| {
                 StoreError::invalid(format!(
-                    "tag expression '{expr}': tag #{i} {why}; expected '*' or 'TagA || TagB'"
+                    "tag expression {}: tag #{i} {why}; expected '*' or 'TagA || TagB'",
+                    quote(expr)
                 ))
             };
             if tag.is_empty() {
@@ -50,7 +64,7 @@ impl TagFilter {
                 return Err(bad("is '*', which is only valid alone".into()));
             }
             if let Some(c) = tag.chars().find(|c| c.is_whitespace() || *c == '|') {
-                return Err(bad(format!("'{tag}' contains {c:?}")));
+                return Err(bad(format!("{} contains {c:?}", quote(tag))));
             }
             tags.insert(tag.to_owned());
         }

@@ -121,6 +121,7 @@ pub use raft_types::LogStore;
 pub use raft_types::MessageAck;
 pub use raft_types::RejectCode;
 pub use raft_types::TypeConfig;
+pub use read::KeyQueryResult;
 pub use read::PullRequest;
 pub use read::PullResult;
 pub use read::PullStatus;

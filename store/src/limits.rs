@@ -49,6 +49,19 @@ const RESERVED_TOPICS: [&str; 5] = [
 ];
 const RESERVED_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
 
+/// Most characters of client input an error message quotes (see [`quote`]).
+pub const QUOTE_MAX_CHARS: usize = 64;
+
+/// `input` quoted for an error message: `'input'`, or, past [`QUOTE_MAX_CHARS`] characters,
+/// its first ones and its size (`'abc...' (60000000 bytes)`), so a message never echoes
+/// unbounded client input. Every error text that quotes client input goes through here.
+pub fn quote(input: &str) -> String {
+    match input.char_indices().nth(QUOTE_MAX_CHARS) {
+        None => format!("'{input}'"),
+        Some((cut, _)) => format!("'{}...' ({} bytes)", &input[..cut], input.len()),
+    }
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')
 }
@@ -57,15 +70,17 @@ fn validate_name(kind: &str, name: &str, max_len: usize) -> Result<()> {
     if name.is_empty() {
         return Err(StoreError::invalid(format!("{kind} name is empty")));
     }
-    if let Some((pos, c)) = name.chars().enumerate().find(|(_, c)| !is_name_char(*c)) {
-        return Err(StoreError::invalid(format!(
-            "{kind} name '{name}' contains {c:?} at position {pos}; allowed: {ALLOWED_DESC}"
-        )));
-    }
     if name.len() > max_len {
         return Err(StoreError::invalid(format!(
-            "{kind} name '{name}' is {} characters; at most {max_len} allowed",
+            "{kind} name {} is {} characters; at most {max_len} allowed",
+            quote(name),
             name.len()
+        )));
+    }
+    if let Some((pos, c)) = name.chars().enumerate().find(|(_, c)| !is_name_char(*c)) {
+        return Err(StoreError::invalid(format!(
+            "{kind} name {} contains {c:?} at position {pos}; allowed: {ALLOWED_DESC}",
+            quote(name)
         )));
     }
     Ok(())
@@ -85,12 +100,14 @@ pub fn validate_user_topic_name(name: &str) -> Result<()> {
         .find(|p| name.starts_with(*p))
     {
         return Err(StoreError::invalid(format!(
-            "topic name '{name}' starts with the reserved system prefix '{p}'"
+            "topic name {} starts with the reserved system prefix '{p}'",
+            quote(name)
         )));
     }
     if RESERVED_TOPICS.contains(&name) {
         return Err(StoreError::invalid(format!(
-            "topic name '{name}' is a reserved system topic"
+            "topic name {} is a reserved system topic",
+            quote(name)
         )));
     }
     Ok(())
@@ -101,7 +118,8 @@ pub fn validate_group_name(name: &str) -> Result<()> {
     validate_name("group", name, MAX_GROUP_NAME_LEN)?;
     if name.starts_with(RESERVED_GROUP_PREFIX) {
         return Err(StoreError::invalid(format!(
-            "group name '{name}' starts with the reserved system prefix '{RESERVED_GROUP_PREFIX}'"
+            "group name {} starts with the reserved system prefix '{RESERVED_GROUP_PREFIX}'",
+            quote(name)
         )));
     }
     Ok(())
@@ -148,6 +166,11 @@ pub struct StoreLimits {
     pub max_batch_bytes: u32,
     /// Most queues a topic may have (read or write). Default 1024; range 1 ..= 65535.
     pub max_queues_per_topic: u32,
+    /// Most topics (user and system together); creating one more, explicitly or by a first
+    /// send, is refused RESOURCE_EXHAUSTED. Bounds the topic table, the offset table (offsets
+    /// are only committed for existing queues) and the ConsumeQueue files. Default 10000;
+    /// range 1 ..= 1000000.
+    pub max_topics: u32,
 }
 
 impl Default for StoreLimits {
@@ -164,6 +187,7 @@ impl Default for StoreLimits {
             max_batch_messages: 1024,
             max_batch_bytes: 16 << 20,
             max_queues_per_topic: 1024,
+            max_topics: 10_000,
         }
     }
 }
@@ -230,6 +254,7 @@ impl StoreLimits {
             256 << 20,
         )?;
         check_range("max-queues-per-topic", self.max_queues_per_topic, 1, 65535)?;
+        check_range("max-topics", self.max_topics, 1, 1_000_000)?;
         Ok(())
     }
 
@@ -296,13 +321,13 @@ impl StoreLimits {
                 return Err(StoreError::invalid("a property name is empty"));
             }
             too_big(
-                format_args!("property name '{k}'"),
+                format_args!("property name {}", quote(k)),
                 k.len(),
                 "max-property-name-bytes",
                 self.max_property_name_bytes,
             )?;
             too_big(
-                format_args!("value of property '{k}'"),
+                format_args!("value of property {}", quote(k)),
                 v.len(),
                 "max-property-value-bytes",
                 self.max_property_value_bytes,
@@ -335,6 +360,19 @@ impl StoreLimits {
             "max-batch-bytes",
             self.max_batch_bytes,
         )
+    }
+
+    /// Refuses a new topic when `existing` topics are there already (`max-topics`): a
+    /// [`StoreError::LimitReached`].
+    pub fn check_new_topic(&self, existing: usize) -> Result<()> {
+        if existing >= self.max_topics as usize {
+            return Err(StoreError::LimitReached {
+                what: format!("{existing} topics exist"),
+                setting: "max-topics",
+                max: u64::from(self.max_topics),
+            });
+        }
+        Ok(())
     }
 
     /// Checks a topic's queue counts.

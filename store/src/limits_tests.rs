@@ -176,3 +176,57 @@ fn check_batch_and_queues() {
     assert!(l.check_queue_count("write queue count", 0).is_err());
     l.check_queue_count("write queue count", 8).expect("ok");
 }
+
+#[test]
+fn errors_quote_client_input_bounded() {
+    assert_eq!(quote("orders"), "'orders'");
+    let huge = "a".repeat(60 << 20);
+    let q = quote(&huge);
+    assert!(q.len() < 100, "{q}");
+    assert!(q.ends_with("...' (62914560 bytes)"), "{q}");
+    // Multi-byte input is cut on a character boundary.
+    let wide = "é".repeat(100);
+    assert_eq!(quote(&wide), format!("'{}...' (200 bytes)", "é".repeat(64)));
+    for e in [
+        validate_topic_name(&huge).expect_err("too long"),
+        validate_group_name(&format!("{huge} ")).expect_err("too long"),
+        validate_topic_name(&format!("{} x", "a".repeat(100))).expect_err("bad char"),
+        crate::filter::TagFilter::parse(&huge).expect_err("too long an expression"),
+        crate::filter::TagFilter::parse(&format!("{} || *", "a".repeat(1000)))
+            .expect_err("bad tag"),
+    ] {
+        let m = e.to_string();
+        assert!(
+            m.len() < 400,
+            "{} bytes: {}",
+            m.len(),
+            &m[..400.min(m.len())]
+        );
+    }
+}
+
+#[test]
+fn topic_count_is_bounded() {
+    let l = StoreLimits {
+        max_topics: 2,
+        ..StoreLimits::default()
+    };
+    l.check_new_topic(1).expect("room for one more");
+    let e = l.check_new_topic(2).expect_err("full");
+    assert!(matches!(
+        e,
+        StoreError::LimitReached {
+            setting: "max-topics",
+            max: 2,
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("max-topics is 2"), "{e}");
+    assert_eq!(StoreLimits::default().max_topics, 10_000);
+    let bad = StoreLimits {
+        max_topics: 0,
+        ..StoreLimits::default()
+    };
+    let e = bad.validate().expect_err("zero topics");
+    assert!(e.to_string().contains("max-topics"), "{e}");
+}

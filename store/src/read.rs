@@ -273,7 +273,13 @@ pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMes
             shared.log.watermarks().min_phys_offset,
         )
     };
-    // `msg_id` comes from a client: any u64, so the end of its record is computed checked.
+    // `msg_id` comes from a client: any u64, so the end of its record is computed checked;
+    // one whose smallest record would end past 2^64 is refused as such.
+    if msg_id.checked_advance(MESSAGE_MIN_LEN as u64).is_none() {
+        return Err(StoreError::invalid(format!(
+            "{msg_id} cannot be a message id: a record there would end past 2^64"
+        )));
+    }
     let fits = |len: u64| msg_id.checked_advance(len).is_some_and(|e| e <= end);
     if msg_id < min || !fits(MESSAGE_MIN_LEN as u64) {
         return Err(not_found());
@@ -301,23 +307,34 @@ pub(crate) fn get_by_id(shared: &Shared, msg_id: PhysOffset) -> Result<StoredMes
     })
 }
 
+/// A key query's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyQueryResult {
+    /// The messages found, newest first.
+    pub messages: Vec<StoredMessage>,
+    /// True when a further message matched but did not fit the byte budget.
+    pub truncated: bool,
+}
+
 /// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
-/// most `max`. Index candidates are checked against the record (hash collisions and other
-/// topics are filtered out).
+/// most `max` and at most `max_bytes` of records (the first one always fits; one that would
+/// pass the budget ends the answer with `truncated`). Index candidates are checked against
+/// the record (hash collisions and other topics are filtered out).
 pub(crate) fn query_by_key(
     shared: &Shared,
     topic: &str,
     key: &str,
-    begin_ms: u64,
-    end_ms: u64,
+    range: (u64, u64),
     max: usize,
-) -> Result<Vec<StoredMessage>> {
+    max_bytes: u64,
+) -> Result<KeyQueryResult> {
     let candidates = {
         let st = shared.state.read();
         st.index
-            .query(key, begin_ms, end_ms, max.saturating_mul(4).max(64))
+            .query(key, range.0, range.1, max.saturating_mul(4).max(64))
     };
     let mut out = Vec::new();
+    let mut bytes = 0u64;
     for phys in candidates {
         if out.len() >= max {
             break;
@@ -328,8 +345,19 @@ pub(crate) fn query_by_key(
             Err(e) => return Err(e),
         };
         if m.message.topic == topic && m.message.keys.iter().any(|k| k == key) {
+            let size = u64::from(m.store_size);
+            if !out.is_empty() && bytes.saturating_add(size) > max_bytes {
+                return Ok(KeyQueryResult {
+                    messages: out,
+                    truncated: true,
+                });
+            }
+            bytes = bytes.saturating_add(size);
             out.push(m);
         }
     }
-    Ok(out)
+    Ok(KeyQueryResult {
+        messages: out,
+        truncated: false,
+    })
 }

@@ -19,6 +19,7 @@ use crate::paths::incoming_dir;
 use crate::paths::snapshots_dir;
 use crate::raft_types::LogStore;
 use crate::read;
+use crate::read::KeyQueryResult;
 use crate::read::PullRequest;
 use crate::read::PullResult;
 use crate::read::StoredMessage;
@@ -93,6 +94,11 @@ impl Store {
     /// A topic's config.
     pub fn topic(&self, name: &str) -> Option<TopicConfig> {
         self.shared.state.read().topics.get(name).cloned()
+    }
+
+    /// How many topics exist.
+    pub fn topic_count(&self) -> usize {
+        self.shared.state.read().topics.len()
     }
 
     /// All topics, by name.
@@ -206,8 +212,7 @@ impl Store {
     }
 
     /// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
-    /// most `max`. Index candidates are checked against the record (hash collisions and other
-    /// topics are filtered out).
+    /// most `max`, with no byte budget (see [`query_by_key_within`](Self::query_by_key_within)).
     pub fn query_by_key(
         &self,
         topic: &str,
@@ -216,7 +221,23 @@ impl Store {
         end_ms: u64,
         max: usize,
     ) -> Result<Vec<StoredMessage>> {
-        read::query_by_key(&self.shared, topic, key, begin_ms, end_ms, max)
+        let r = read::query_by_key(&self.shared, topic, key, (begin_ms, end_ms), max, u64::MAX);
+        Ok(r?.messages)
+    }
+
+    /// Messages of `topic` with key `key` stored in `[begin_ms, end_ms]`, newest first, at
+    /// most `max` and at most `max_bytes` of records (the first always fits; `truncated`
+    /// says a further match did not). Index candidates are checked against the record (hash
+    /// collisions and other topics are filtered out).
+    pub fn query_by_key_within(
+        &self,
+        topic: &str,
+        key: &str,
+        (begin_ms, end_ms): (u64, u64),
+        max: usize,
+        max_bytes: u64,
+    ) -> Result<KeyQueryResult> {
+        read::query_by_key(&self.shared, topic, key, (begin_ms, end_ms), max, max_bytes)
     }
 
     /// Disk usage of the data dir's file system, 0..1 (statvfs), computed as `df` shows it.

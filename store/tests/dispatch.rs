@@ -369,6 +369,26 @@ fn key_query_with_forced_collisions_and_get_by_id() {
             .len(),
         3
     );
+    // A byte budget stops the answer and says so; the first message always fits.
+    let all = n
+        .store
+        .query_by_key_within("t", "even", (0, u64::MAX), 100, u64::MAX)
+        .expect("query");
+    assert_eq!((all.messages.len(), all.truncated), (20, false));
+    let three: u64 = all.messages[..3]
+        .iter()
+        .map(|m| u64::from(m.store_size))
+        .sum();
+    let within = n
+        .store
+        .query_by_key_within("t", "even", (0, u64::MAX), 100, three)
+        .expect("query");
+    assert_eq!((within.messages.len(), within.truncated), (3, true));
+    let one = n
+        .store
+        .query_by_key_within("t", "even", (0, u64::MAX), 100, 1)
+        .expect("query");
+    assert_eq!((one.messages.len(), one.truncated), (1, true));
     let m = &r[0];
     let again = n.store.get_by_id(m.msg_id).expect("by id");
     assert_eq!(again.message, m.message);
@@ -381,10 +401,16 @@ fn key_query_with_forced_collisions_and_get_by_id() {
         n.store.get_by_id(PhysOffset::new(u64::MAX / 2)),
         Err(StoreError::NotFound { .. })
     ));
-    assert!(matches!(
-        n.store.get_by_id(PhysOffset::new(u64::MAX - 1)),
-        Err(StoreError::NotFound { .. })
-    ));
+    // An id whose record would end past 2^64 cannot be a message: a clear refusal, no
+    // overflow.
+    for id in [u64::MAX - 1, u64::MAX] {
+        let e = n
+            .store
+            .get_by_id(PhysOffset::new(id))
+            .expect_err("cannot be an id");
+        assert!(matches!(e, StoreError::InvalidArgument { .. }), "{e:?}");
+        assert!(e.to_string().contains("cannot be a message id"), "{e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,4 +446,35 @@ async fn long_poll_wakes_on_dispatch_and_times_out() {
     let items = futures::stream::iter(vec![Ok((e, None))]);
     n.sm.apply(items).await.expect("apply");
     assert!(waiter.await.expect("join"));
+}
+
+#[test]
+fn offsets_are_committed_only_for_existing_queues() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut n = open_node(d.path(), small_config(), 64 * 1024);
+    n.create_topic("t", 2);
+    let commit = |topic: &str, q: u32| {
+        Command::CommitOffset(CommitOffset {
+            group: "g".into(),
+            topic: topic.into(),
+            queue_id: QueueId::new(q),
+            offset: QueueOffset::new(1),
+        })
+    };
+    for (topic, q, code) in [
+        ("nope", 0, RejectCode::NoSuchTopic),
+        ("t", 2, RejectCode::NoSuchQueue),
+    ] {
+        let r = n.propose(&commit(topic, q));
+        assert!(
+            matches!(r, ApplyResponse::Rejected { code: c, .. } if c == code),
+            "{topic}/{q}: {r:?}"
+        );
+        assert_eq!(n.store.fetch_offset("g", topic, QueueId::new(q)), None);
+    }
+    assert_eq!(n.propose(&commit("t", 1)), ApplyResponse::OffsetCommitted);
+    assert_eq!(
+        n.store.fetch_offset("g", "t", QueueId::new(1)),
+        Some(QueueOffset::new(1))
+    );
 }

@@ -15,6 +15,12 @@ use crate::mapped_file::MappedFile;
 use crate::types::PhysOffset;
 use crate::types::TimestampMs;
 
+/// Most index units one key query reads, over all files (units of other keys sharing a slot
+/// count too). Hard-coded: a query answers at most 1024 messages from 4x as many candidates,
+/// and the slots keep chains short (units per slot is about units / slots), so only a
+/// degenerate chain reaches it; it bounds what one client call costs under the state lock.
+pub(crate) const MAX_WALK_STEPS: u32 = 1 << 16;
+
 /// One IndexFile.
 #[derive(Debug)]
 pub(crate) struct IndexFile {
@@ -141,12 +147,15 @@ impl IndexFile {
         self.write_header();
     }
 
-    /// Walks the chain of `hash` newest first, calling `f(unit)` until it returns false.
-    /// Stops at a link that does not point to an older unit (corruption guard: no loops).
-    fn walk(&self, hash: u64, mut f: impl FnMut(&IndexUnit) -> bool) {
+    /// Walks the chain of `hash` newest first, calling `f(unit)` until it returns false or
+    /// `steps` units (of any key sharing the slot) were read; each read takes one from
+    /// `steps`. Stops at a link that does not point to an older unit (corruption guard: no
+    /// loops).
+    fn walk(&self, hash: u64, steps: &mut u32, mut f: impl FnMut(&IndexUnit) -> bool) {
         let mut n = self.slot(self.slot_of(hash));
         let mut bound = self.header.unit_count + 1;
-        while n != 0 && n < bound {
+        while n != 0 && n < bound && *steps > 0 {
+            *steps -= 1;
             let u = self.unit(n);
             if u.key_hash == hash && !f(&u) {
                 return;
@@ -157,30 +166,44 @@ impl IndexFile {
     }
 
     /// Appends to `out` (newest first) the physical offsets of units with `hash` stored in
-    /// `[begin_ts, end_ts]`, until `out` holds `max` entries.
+    /// `[begin_ts, end_ts]`, until `out` holds `max` entries, `steps` units were read (see
+    /// [`walk`](Self::walk)), or the chain reaches a unit of any key stored before
+    /// `begin_ts`: units are appended in store-time order, so nothing older can match (as
+    /// RocketMQ's IndexFile walk; a leader whose clock lagged its predecessor's may have
+    /// stamped a few milliseconds out of order).
     pub(crate) fn query(
         &self,
         hash: u64,
-        begin_ts: TimestampMs,
-        end_ts: TimestampMs,
+        range: (TimestampMs, TimestampMs),
         max: usize,
+        steps: &mut u32,
         out: &mut Vec<PhysOffset>,
     ) {
+        let (begin_ts, end_ts) = range;
         let base = self.header.begin_ts_ms;
-        self.walk(hash, |u| {
+        let mut n = self.slot(self.slot_of(hash));
+        let mut bound = self.header.unit_count + 1;
+        while n != 0 && n < bound && *steps > 0 && out.len() < max {
+            *steps -= 1;
+            let u = self.unit(n);
             let ts = base.saturating_add(u64::from(u.time_delta_ms));
-            if ts >= begin_ts && ts <= end_ts && out.last() != Some(&u.phys_offset) {
+            if ts < begin_ts {
+                return;
+            }
+            if u.key_hash == hash && ts <= end_ts && out.last() != Some(&u.phys_offset) {
                 out.push(u.phys_offset);
             }
-            out.len() < max
-        });
+            bound = n;
+            n = u.prev;
+        }
     }
 
     /// True if a unit `(hash, phys)` exists among the units at `phys` (`phys` must be the file's
     /// `end_phys`: only the newest units are looked at).
     pub(crate) fn contains_at_end(&self, hash: u64, phys: PhysOffset) -> bool {
         let mut found = false;
-        self.walk(hash, |u| {
+        let mut steps = MAX_WALK_STEPS;
+        self.walk(hash, &mut steps, |u| {
             found = u.phys_offset == phys;
             !found && u.phys_offset >= phys
         });

@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::hash::key_hash;
 use crate::index::config::IndexConfig;
 use crate::index::file::IndexFile;
+use crate::index::file::MAX_WALK_STEPS;
 use crate::mapped_file::list_numbered_files;
 use crate::mapped_file::sync_dir;
 use crate::types::PhysOffset;
@@ -156,15 +157,16 @@ impl IndexStore {
     ) -> Vec<PhysOffset> {
         let hash = (self.hasher)(key);
         let mut out = Vec::new();
+        let mut steps = MAX_WALK_STEPS;
         for f in self.files.iter().rev() {
-            if out.len() >= max {
+            if out.len() >= max || steps == 0 {
                 break;
             }
             let h = f.header();
             if h.unit_count == 0 || h.end_ts_ms < begin_ts || h.begin_ts_ms > end_ts {
                 continue;
             }
-            f.query(hash, begin_ts, end_ts, max, &mut out);
+            f.query(hash, (begin_ts, end_ts), max, &mut steps, &mut out);
         }
         out
     }

@@ -351,3 +351,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_walk_stops_at_the_time_range_and_at_its_step_bound() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut s = IndexStore::open(d.path(), cfg(16, 5000)).expect("open");
+    for i in 0..2000u64 {
+        s.put_at("k", 100 + i, 10_000 + i).expect("put");
+    }
+    let f = s.files.last().expect("one file");
+    let hash = (s.hasher)("k");
+    let (mut steps, mut out) = (MAX_WALK_STEPS, Vec::new());
+    f.query(hash, (11_990, 11_999), 100, &mut steps, &mut out);
+    assert_eq!(out.len(), 10);
+    // 10 matches, then the first unit before the range ends the walk.
+    assert_eq!(MAX_WALK_STEPS - steps, 11, "walked past the time range");
+    let (mut steps, mut out) = (25, Vec::new());
+    f.query(hash, (0, u64::MAX), 1000, &mut steps, &mut out);
+    assert_eq!((out.len(), steps), (25, 0), "the step bound holds");
+    // The bound spans files: a query never reads more than MAX_WALK_STEPS units.
+    assert_eq!(s.query_raw("k", 0, u64::MAX, 5000).len(), 2000);
+}

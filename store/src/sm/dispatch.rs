@@ -86,11 +86,23 @@ pub fn apply_normal(
             }
             Err(e) => reject(RejectCode::NoSuchTopic, e.to_string()),
         },
-        CommandView::CommitOffset(c) => {
-            st.offsets.commit(&c);
-            st.receive.remove_queue(&c.group, &c.topic, c.queue_id);
-            ApplyResponse::OffsetCommitted
-        }
+        // Only for an existing queue (the leader checked; the topic may have gone since):
+        // the offset table never holds client-chosen names of nothing.
+        CommandView::CommitOffset(c) => match st.topics.get(&c.topic) {
+            None => reject(
+                RejectCode::NoSuchTopic,
+                format!("topic '{}' does not exist", c.topic),
+            ),
+            Some(t) if !c.queue_id.is_below(t.queue_count()) => reject(
+                RejectCode::NoSuchQueue,
+                format!("queue {} of topic '{}' does not exist", c.queue_id, c.topic),
+            ),
+            Some(_) => {
+                st.offsets.commit(&c);
+                st.receive.remove_queue(&c.group, &c.topic, c.queue_id);
+                ApplyResponse::OffsetCommitted
+            }
+        },
         CommandView::Receive(r) => apply_receive(st, log, log_id, entry_phys, &r)?,
         CommandView::Ack(a) => apply_ack(st, &a),
         CommandView::ChangeInvisible(c) => apply_change_invisible(st, log_id, &c),

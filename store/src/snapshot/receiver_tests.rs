@@ -49,7 +49,11 @@ fn an_unfinished_transfer_removes_its_file() {
     let e = rx.write_chunk(&mut p, 7, b"x").expect_err("gap");
     assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     drop(p);
-    assert_eq!(files(&d.path().join("in")), 0, "dropped partial left its file");
+    assert_eq!(
+        files(&d.path().join("in")),
+        0,
+        "dropped partial left its file"
+    );
 }
 
 #[test]
@@ -58,7 +62,9 @@ fn the_cap_is_checked_as_bytes_arrive_and_names_the_setting() {
     let rx = SnapshotReceiver::new(d.path().join("in"), 10, SEGMENT);
     let mut p = rx.begin().expect("begin");
     rx.write_chunk(&mut p, 0, &[0; 6]).expect("within the cap");
-    let e = rx.write_chunk(&mut p, 6, &[0; 5]).expect_err("past the cap");
+    let e = rx
+        .write_chunk(&mut p, 6, &[0; 5])
+        .expect_err("past the cap");
     assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
     assert!(e.to_string().contains("max-snapshot-bytes"), "{e}");
     drop(p);
@@ -75,7 +81,11 @@ fn the_default_cap_is_half_the_free_space() {
         .available_bytes;
     // Free space moves a little meanwhile; the cap is about half of it, far below 64 TiB.
     assert!(p.cap <= free / 2 + (64 << 20), "cap {} free {free}", p.cap);
-    assert!(p.cap >= free / 2 - (64 << 20).min(free / 2), "cap {}", p.cap);
+    assert!(
+        p.cap >= free / 2 - (64 << 20).min(free / 2),
+        "cap {}",
+        p.cap
+    );
 }
 
 #[test]
@@ -93,7 +103,9 @@ fn a_snapshot_of_an_entry_without_segments_fails_verify() {
     let e = rx.verify(f, None).expect_err("a log end without an entry");
     assert!(e.to_string().contains("covers no entry"), "{e}");
     let f = receive(&rx, &no_segments(None, None));
-    let ok = rx.verify(f, None).expect("the empty snapshot is consistent");
+    let ok = rx
+        .verify(f, None)
+        .expect("the empty snapshot is consistent");
     drop(rx.leftover(&ok));
     assert_eq!(files(&d.path().join("in")), 0, "leftover not removed");
 }

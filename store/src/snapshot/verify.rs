@@ -97,9 +97,9 @@ fn check_extent(m: &Manifest) -> Option<String> {
         (Some(last), None, false) => Some(format!(
             "it ends at entry {last} and holds segments but names no log end"
         )),
-        (None, end, no_segments) if end.is_some() || !no_segments || has_units => Some(
-            "it covers no entry but holds segments, units or a log end".to_owned(),
-        ),
+        (None, end, no_segments) if end.is_some() || !no_segments || has_units => {
+            Some("it covers no entry but holds segments, units or a log end".to_owned())
+        }
         _ if m.log_end_phys.is_some_and(|e| m.dispatched_phys_end > e) => Some(format!(
             "its dispatched end {} lies past its log end {:?}",
             m.dispatched_phys_end, m.log_end_phys
