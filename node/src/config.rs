@@ -149,9 +149,26 @@ pub struct NodeConfig {
     /// Queue count of auto-created topics (RocketMQ's defaultTopicQueueNums).
     /// Default 4; range 1..=1024.
     pub default_queue_count: u32,
+    /// Most bytes of one incoming snapshot transfer; past it the transfer is refused
+    /// RESOURCE_EXHAUSTED as its bytes arrive, its file removed (the leader sends again).
+    /// 0: half the space available on the data dir's file system when a transfer begins
+    /// (installing stages the segments a second time). Default 0; 0 or 1048576
+    /// (1 MiB)..=1125899906842624 (1 PiB).
+    pub max_snapshot_bytes: u64,
+    /// Most long polls waiting at once on this node (raftmq Pull and RocketMQ Receive
+    /// together); past it a call that would wait answers at once: Pull with
+    /// RESOURCE_EXHAUSTED, Receive with TOO_MANY_REQUESTS, both naming this setting.
+    /// Default 4096; range 0..=1000000 (0: no call waits).
+    pub max_long_poll_waiters: u32,
+    /// Most message bytes one SendStream holds taken in and unanswered (requests refused as
+    /// invalid count until their answer leaves); further requests wait in the transport and
+    /// HTTP/2 flow control pushes back on the client. A stream with nothing in flight always
+    /// takes one message. Default 67108864 (64 MiB); range 1048576..=4294967296 (4 GiB).
+    pub max_stream_inflight_bytes: u64,
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
     /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits
-    /// `max-message-bytes`, `max-batch-messages`, `max-batch-bytes` (see [`StoreConfig`] and
+    /// `max-message-bytes`, `max-batch-messages`, `max-batch-bytes`, `max-topics`,
+    /// `max-queues-per-topic` (see [`StoreConfig`] and
     /// [`StoreLimits`](raftmq_store::limits::StoreLimits)). Its other fields are not read from
     /// the file and keep their defaults. On a node, max-batch-bytes also bounds the entries a
     /// SendStream groups.
@@ -187,6 +204,9 @@ impl Default for NodeConfig {
             replication_timeout_ms: 1000,
             topic_auto_create: true,
             default_queue_count: 4,
+            max_snapshot_bytes: 0,
+            max_long_poll_waiters: 4096,
+            max_stream_inflight_bytes: 64 << 20,
             store: StoreConfig::default(),
             log_level: "info".into(),
         }

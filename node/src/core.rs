@@ -56,6 +56,8 @@ pub struct NodeCore {
     pub replication_kick: Arc<ReplicationKick>,
     /// Disk state: this node's refusal of appends, the other voters' reports (leader).
     pub disk: crate::disk_guard::DiskGuard,
+    /// Long polls waiting now, against `max-long-poll-waiters`.
+    pub long_polls: crate::long_poll::LongPolls,
 }
 
 impl NodeCore {

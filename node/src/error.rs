@@ -13,6 +13,7 @@
 //! | unsafe admin request (last voter, not a learner) | FAILED_PRECONDITION | - | yes |
 //! | offset outside a queue | OUT_OF_RANGE | - | - |
 //! | disk above the reject ratio | RESOURCE_EXHAUSTED | DISK_FULL | yes |
+//! | a configured limit (`max-topics`, long-poll waiters, ...) | RESOURCE_EXHAUSTED | UNSPECIFIED | yes |
 //! | not the leader, not forwarded | UNAVAILABLE | NOT_LEADER + hint | yes |
 //! | forwarding could not connect | UNAVAILABLE | FORWARD_FAILED + hint | yes |
 //! | no quorum heard before proposing | UNAVAILABLE | NO_QUORUM | yes |
@@ -25,6 +26,7 @@
 use raftmq_proto::v1::ErrorDetail;
 use raftmq_proto::v1::ErrorReason;
 use raftmq_raft_log::types::NodeId;
+use raftmq_store::limits::quote;
 use raftmq_store::RejectCode;
 use raftmq_store::StoreError;
 use tonic::Code;
@@ -40,8 +42,8 @@ pub enum NodeError {
     /// deadline change, already acked, never handed out, or not a receipt handle at all).
     #[error("invalid receipt handle: {0}")]
     InvalidReceiptHandle(String),
-    /// A topic does not exist (and may not be auto-created).
-    #[error("topic '{0}' does not exist")]
+    /// A topic does not exist (and may not be auto-created). The name is quoted bounded.
+    #[error("topic {} does not exist", quote(.0))]
     TopicNotFound(String),
     /// Something else named does not exist (message, node).
     #[error("{0}")]
@@ -143,6 +145,10 @@ fn store_status(e: &StoreError) -> (Code, Option<ErrorDetail>) {
         StoreError::DiskFull { .. } => (
             Code::ResourceExhausted,
             Some(detail(ErrorReason::DiskFull, true)),
+        ),
+        StoreError::LimitReached { .. } => (
+            Code::ResourceExhausted,
+            Some(detail(ErrorReason::Unspecified, true)),
         ),
         StoreError::Corruption { .. } => (Code::DataLoss, None),
         _ => (Code::Internal, None),
@@ -253,6 +259,15 @@ mod tests {
                 Code::ResourceExhausted,
                 Some(true),
             ),
+            (
+                NodeError::Store(StoreError::LimitReached {
+                    what: "2 topics exist".into(),
+                    setting: "max-topics",
+                    max: 2,
+                }),
+                Code::ResourceExhausted,
+                Some(true),
+            ),
         ];
         for (err, code, not_applied) in cases {
             let s = to_status(err, 1);
@@ -270,5 +285,13 @@ mod tests {
         );
         let d = raftmq_proto::error_detail(&s).expect("detail");
         assert_eq!((d.leader_id, d.not_applied), (Some(2), true));
+    }
+
+    #[test]
+    fn client_input_is_quoted_bounded() {
+        let huge = "t".repeat(60 << 20);
+        let s = to_status(NodeError::TopicNotFound(huge), 1);
+        assert!(s.message().len() < 200, "{} bytes", s.message().len());
+        assert!(s.message().contains("(62914560 bytes)"), "{}", s.message());
     }
 }

@@ -40,6 +40,7 @@ pub mod core;
 pub mod disk_guard;
 pub mod error;
 mod handover;
+pub mod long_poll;
 pub mod metrics;
 pub mod network;
 pub mod pipeline;

@@ -227,6 +227,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)
         .await
         .context("cannot start raft")?;
+    let long_polls = crate::long_poll::LongPolls::new(config.max_long_poll_waiters);
     let core = Arc::new(NodeCore {
         node_id,
         config,
@@ -240,6 +241,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         channels: Default::default(),
         replication_kick,
         disk: Default::default(),
+        long_polls,
     });
     Ok((core, log))
 }
@@ -259,7 +261,7 @@ fn serve(
     span: &tracing::Span,
 ) -> Vec<JoinHandle<()>> {
     let max = usize::try_from(core.config.grpc_max_message_bytes).unwrap_or(usize::MAX);
-    let snapshot_max = core.config.log.segment_bytes.saturating_mul(1 << 16);
+    let snapshot_max = core.config.max_snapshot_bytes;
     let peer = PeerService::new(
         core.raft.clone(),
         core.node_id,

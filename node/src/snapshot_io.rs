@@ -5,6 +5,7 @@
 use std::io;
 
 use raftmq_raft_log::types::LogId;
+use raftmq_store::snapshot::receiver::Leftover;
 use raftmq_store::snapshot::PartialSnapshot;
 use raftmq_store::SnapshotFile;
 use raftmq_store::SnapshotReceiver;
@@ -23,6 +24,11 @@ pub struct FileSnapshotSink(pub SnapshotReceiver);
 
 impl SnapshotSink<SnapshotFile> for FileSnapshotSink {
     type Partial = PartialSnapshot;
+    type Leftover = Leftover;
+
+    fn leftover(&self, data: &SnapshotFile) -> Leftover {
+        self.0.leftover(data)
+    }
 
     async fn begin(&self) -> io::Result<PartialSnapshot> {
         self.0.begin()

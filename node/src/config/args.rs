@@ -117,6 +117,22 @@ pub struct NodeArgs {
     /// Queues of an auto-created topic. [default 4; 1..=1024]
     #[arg(long)]
     pub default_queue_count: Option<u32>,
+    /// Most topics; one more is refused. [default 10000; 1..=1000000]
+    #[arg(long)]
+    pub max_topics: Option<u32>,
+    /// Most queues of one topic. [default 1024; 1..=65535]
+    #[arg(long)]
+    pub max_queues_per_topic: Option<u32>,
+    /// Largest incoming snapshot, bytes; 0 = half the free disk space. [default 0; 0 or
+    /// 1 MiB..=1 PiB]
+    #[arg(long)]
+    pub max_snapshot_bytes: Option<u64>,
+    /// Most long polls (Pull, RocketMQ Receive) waiting at once. [default 4096; 0..=1000000]
+    #[arg(long)]
+    pub max_long_poll_waiters: Option<u32>,
+    /// Most unanswered message bytes of one SendStream. [default 64 MiB; 1 MiB..=4 GiB]
+    #[arg(long)]
+    pub max_stream_inflight_bytes: Option<u64>,
     /// Segment retention, hours. [default 72; 1..=87600]
     #[arg(long)]
     pub file_reserved_hours: Option<u64>,
@@ -203,6 +219,9 @@ impl NodeArgs {
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);
         override_fields!(self => cfg.store.limits;
             max_message_bytes, max_batch_messages, max_batch_bytes);
+        override_fields!(self => cfg.store.limits; max_topics, max_queues_per_topic);
+        override_fields!(self => cfg;
+            max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes);
         if let Some(v) = self.flush_policy {
             cfg.log.flush = v;
         }

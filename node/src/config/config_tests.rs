@@ -119,6 +119,23 @@ fn each_invalid_field_is_named() {
         ("log-level", |c| c.log_level = "info,[".into()),
         ("dedup-window-ms", |c| c.store.dedup_window_ms = 86_400_001),
         ("dedup-max-entries", |c| c.store.dedup_max_entries = 0),
+        ("max-topics", |c| c.store.limits.max_topics = 0),
+        ("max-queues-per-topic", |c| {
+            c.store.limits.max_queues_per_topic = 0
+        }),
+        ("max-snapshot-bytes", |c| c.max_snapshot_bytes = 1000),
+        ("max-snapshot-bytes", |c| {
+            c.max_snapshot_bytes = (1 << 50) + 1
+        }),
+        ("max-long-poll-waiters", |c| {
+            c.max_long_poll_waiters = 1_000_001
+        }),
+        ("max-stream-inflight-bytes", |c| {
+            c.max_stream_inflight_bytes = 1000
+        }),
+        ("max-stream-inflight-bytes", |c| {
+            c.max_stream_inflight_bytes = (4 << 30) + 1
+        }),
     ];
     for (want, brk) in cases {
         let mut c = NodeConfig::default();
@@ -411,4 +428,52 @@ fn dedup_settings_from_file_and_flags() {
         .resolve()
         .expect_err("invalid");
     assert_eq!(field_of(bad), "dedup-max-entries");
+}
+
+#[test]
+fn limit_settings_from_file_and_flags() {
+    let d = NodeConfig::default();
+    assert_eq!(
+        (
+            d.max_snapshot_bytes,
+            d.max_long_poll_waiters,
+            d.max_stream_inflight_bytes,
+            d.store.limits.max_topics,
+            d.store.limits.max_queues_per_topic,
+        ),
+        (0, 4096, 64 << 20, 10_000, 1024)
+    );
+    let c = NodeConfig::from_toml_str(
+        "max-snapshot-bytes = 1048576\nmax-long-poll-waiters = 0\n\
+         max-stream-inflight-bytes = 2097152\nmax-topics = 3\nmax-queues-per-topic = 8\n",
+        Path::new("x.toml"),
+    )
+    .expect("parses");
+    c.validate().expect("valid");
+    assert_eq!(c.max_snapshot_bytes, 1 << 20);
+    assert_eq!(c.max_long_poll_waiters, 0);
+    assert_eq!(c.max_stream_inflight_bytes, 2 << 20);
+    assert_eq!(c.store.limits.max_topics, 3);
+    assert_eq!(c.store.limits.max_queues_per_topic, 8);
+    let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
+    assert_eq!(back, c);
+    let cfg = NodeArgs::try_parse_from([
+        "raftmq-node",
+        "--max-topics",
+        "5",
+        "--max-long-poll-waiters",
+        "7",
+        "--max-snapshot-bytes",
+        "0",
+    ])
+    .expect("flags parse")
+    .resolve()
+    .expect("valid");
+    assert_eq!(cfg.store.limits.max_topics, 5);
+    assert_eq!(cfg.max_long_poll_waiters, 7);
+    let bad = NodeArgs::try_parse_from(["raftmq-node", "--max-snapshot-bytes", "5"])
+        .expect("flags parse")
+        .resolve()
+        .expect_err("invalid");
+    assert_eq!(field_of(bad), "max-snapshot-bytes");
 }

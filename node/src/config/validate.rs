@@ -112,6 +112,7 @@ impl NodeConfig {
             600_000,
         )?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;
+        self.validate_bounds()?;
         self.store.validate().map_err(store_error)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err() {
             return Err(invalid(
@@ -210,6 +211,41 @@ impl NodeConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The resource bounds of the node's own (snapshot size, long polls, stream bytes).
+    fn validate_bounds(&self) -> Result<(), ConfigError> {
+        if self.max_snapshot_bytes != 0 {
+            check_range(
+                "max-snapshot-bytes",
+                self.max_snapshot_bytes,
+                1 << 20,
+                1 << 50,
+            )
+            .map_err(|_| {
+                invalid(
+                    "max-snapshot-bytes",
+                    format!(
+                        "{} is neither 0 (half the free disk space) nor in {}..={}",
+                        self.max_snapshot_bytes,
+                        1u64 << 20,
+                        1u64 << 50
+                    ),
+                )
+            })?;
+        }
+        check_range(
+            "max-long-poll-waiters",
+            self.max_long_poll_waiters,
+            0,
+            1_000_000,
+        )?;
+        check_range(
+            "max-stream-inflight-bytes",
+            self.max_stream_inflight_bytes,
+            1 << 20,
+            4 << 30,
+        )
     }
 
     /// The send limits (their ranges are the store's, checked first) and how they bound the

@@ -38,6 +38,7 @@ mod server;
 mod server_parts;
 mod session_input;
 mod snapshot;
+mod snapshot_receive;
 mod split;
 mod streams;
 mod vote_guard;

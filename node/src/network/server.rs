@@ -42,6 +42,9 @@ use super::server_parts::reply;
 use super::server_parts::DiskGate;
 use super::server_parts::PeerServiceStats;
 use super::snapshot::SnapshotSink;
+use super::snapshot_receive::check_ids;
+use super::snapshot_receive::receive;
+use super::snapshot_receive::Transfer;
 use super::vote_guard::FloorFn;
 use super::vote_guard::VoteGuard;
 
@@ -352,51 +355,24 @@ where
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
         tracing::info!(from_node = header.from_node_id, meta = %meta, "receiving snapshot");
 
-        let io_err = |e: std::io::Error| Status::internal(format!("snapshot receive failed: {e}"));
-        let mut partial = self.sink.begin().await.map_err(io_err)?;
-        let mut received: u64 = 0;
-        let mut chunk = first;
-        let mut corrupt = self
-            .faults
-            .as_ref()
-            .filter(|f| f.take_snapshot_corruption(header.from_node_id, self.node_id));
-        loop {
-            if let (Some(f), true) = (corrupt, chunk.offset > 0 && !chunk.data.is_empty()) {
-                f.corrupt_chunk(&mut chunk.data);
-                corrupt = None;
-            }
-            if chunk.offset != received {
-                return Err(Status::invalid_argument(format!(
-                    "snapshot chunk at offset {}, expected {received}",
-                    chunk.offset
-                )));
-            }
-            if !chunk.data.is_empty() {
-                self.sink
-                    .write_chunk(&mut partial, chunk.offset, &chunk.data)
-                    .await
-                    .map_err(io_err)?;
-                received += chunk.data.len() as u64;
-                self.stats.snapshot_chunks.fetch_add(1, Ordering::Relaxed);
-            }
-            if chunk.done {
-                break;
-            }
-            chunk = stream
-                .message()
-                .await?
-                .ok_or_else(|| Status::aborted("snapshot stream ended before its last chunk"))?;
-        }
-        let data = self.sink.finish(partial).await.map_err(io_err)?;
-        // Refuse a bad snapshot here, before openraft: an install error would stop Raft.
-        let data = match self.sink.verify(data, meta.last_log_id).await {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::warn!(from_node = header.from_node_id, bytes = received, error = %e,
-                    "snapshot refused; the leader will send again");
-                return Err(Status::data_loss(format!("snapshot refused: {e}")));
-            }
+        let committed = self
+            .raft
+            .with_raft_state(|st| st.local_committed().cloned())
+            .await
+            .map_err(raft_stopped)?;
+        check_ids(&vote, meta.last_log_id.as_ref(), committed.as_ref())?;
+        let transfer = Transfer {
+            from: header.from_node_id,
+            stats: &self.stats,
+            corrupt: self
+                .faults
+                .as_deref()
+                .filter(|f| f.take_snapshot_corruption(header.from_node_id, self.node_id)),
         };
+        let (data, received) =
+            receive(&*self.sink, transfer, first, &mut stream, meta.last_log_id).await?;
+        // Removes the file if openraft declines (stale vote, already committed) or fails it.
+        let _leftover = self.sink.leftover(&data);
         let snapshot = Snapshot {
             meta,
             snapshot: data,

@@ -51,8 +51,17 @@ pub trait SnapshotSink<SD>: Send + Sync + 'static {
         data: &[u8],
     ) -> impl Future<Output = io::Result<()>> + Send;
 
+    /// What a verified snapshot keeps on disk until the state machine takes it over: held
+    /// while openraft installs it and dropped once openraft answered, it removes what a
+    /// declined or failed install left behind (`()` for in-memory snapshots). A `Partial`
+    /// dropped before `finish` must likewise leave nothing behind.
+    type Leftover: Send + 'static;
+
     /// All chunks arrived: produce the snapshot data to install.
     fn finish(&self, partial: Self::Partial) -> impl Future<Output = io::Result<SD>> + Send;
+
+    /// The [`Leftover`](Self::Leftover) guard of a verified `data`.
+    fn leftover(&self, data: &SD) -> Self::Leftover;
 
     /// Checks a finished snapshot that should end at `last_log_id` before it is handed to
     /// openraft. An error refuses it: the sender is told and sends again, nothing is
@@ -87,6 +96,9 @@ impl Default for MemorySnapshotSink {
 
 impl SnapshotSink<Cursor<Vec<u8>>> for MemorySnapshotSink {
     type Partial = Vec<u8>;
+    type Leftover = ();
+
+    fn leftover(&self, _data: &Cursor<Vec<u8>>) {}
 
     async fn begin(&self) -> io::Result<Vec<u8>> {
         Ok(Vec::new())
@@ -102,9 +114,9 @@ impl SnapshotSink<Cursor<Vec<u8>>> for MemorySnapshotSink {
                 ),
             ));
         }
-        if offset + data.len() as u64 > self.max_snapshot_bytes {
+        if offset.saturating_add(data.len() as u64) > self.max_snapshot_bytes {
             return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
+                io::ErrorKind::FileTooLarge,
                 format!(
                     "snapshot larger than max_snapshot_bytes {}",
                     self.max_snapshot_bytes

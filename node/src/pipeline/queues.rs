@@ -65,6 +65,9 @@ pub(super) fn assign(
         let queues = match queues {
             Some(q) => q,
             None if core.config.topic_auto_create => {
+                core.store
+                    .limits()
+                    .check_new_topic(core.store.topic_count())?;
                 auto_create = Some(core.config.default_queue_count);
                 core.config.default_queue_count
             }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use raftmq_proto::rocketmq::v2 as rmq;
+use raftmq_store::limits::quote;
 use raftmq_store::message::Message;
 pub use raftmq_store::receive::delay::DELIVER_MS_PROPERTY;
 use raftmq_store::types::QueueId;
@@ -156,7 +157,8 @@ pub fn check(m: &rmq::Message, max_body: usize, now_ms: u64) -> Result<Option<u6
         return Err(bad(
             Code::IllegalMessageId,
             format!(
-                "message id {id:?} must be 1..={MAX_MESSAGE_ID_LEN} printable ASCII characters"
+                "message id {} must be 1..={MAX_MESSAGE_ID_LEN} printable ASCII characters",
+                quote(id)
             ),
         ));
     }
@@ -176,7 +178,7 @@ pub fn check(m: &rmq::Message, max_body: usize, now_ms: u64) -> Result<Option<u6
     {
         return Err(bad(
             Code::IllegalMessagePropertyKey,
-            format!("message {id}: property name {k:?} is reserved"),
+            format!("message {id}: property name {} is reserved", quote(k)),
         ));
     }
     delivery_ms(sys, id, now_ms)

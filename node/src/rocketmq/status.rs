@@ -47,6 +47,7 @@ pub fn code_of(e: &NodeError) -> Code {
             StoreError::InvalidArgument { .. } | StoreError::Config { .. } => Code::BadRequest,
             StoreError::NotFound { .. } => Code::NotFound,
             StoreError::DiskFull { .. } => Code::InternalServerError,
+            StoreError::LimitReached { .. } => Code::TooManyRequests,
             _ => Code::InternalServerError,
         },
         NodeError::Internal(_) => Code::InternalServerError,
@@ -93,6 +94,11 @@ mod tests {
             NodeError::Timeout("x".into()),
             NodeError::OutcomeUnknown("x".into()),
             NodeError::Internal("x".into()),
+            NodeError::Store(StoreError::LimitReached {
+                what: "x".into(),
+                setting: "max-long-poll-waiters",
+                max: 0,
+            }),
         ];
         for e in &errors {
             let c = code_of(e) as i32;

@@ -62,6 +62,9 @@ pub async fn create_topic(
             t.name
         )));
     }
+    core.store
+        .limits()
+        .check_new_topic(core.store.topic_count())?;
     topic_reply(run(core, Command::CreateTopic(t)).await?)
 }
 
@@ -108,6 +111,19 @@ pub async fn commit_offset(
     req: pb::CommitOffsetRequest,
 ) -> Result<pb::CommitOffsetReply, NodeError> {
     let queue_id = offset_args(&req.group, &req.topic, req.queue_id)?;
+    // Offsets only for queues that exist: the table must not grow from client-chosen names
+    // (apply refuses the rest too, should the topic go meanwhile).
+    let topic = core
+        .store
+        .topic(&req.topic)
+        .ok_or_else(|| NodeError::TopicNotFound(req.topic.clone()))?;
+    if !queue_id.is_below(topic.queue_count()) {
+        return Err(NodeError::InvalidArgument(format!(
+            "queue {queue_id} is not a queue of topic '{}' (0..{})",
+            topic.name,
+            topic.queue_count()
+        )));
+    }
     let cmd = Command::CommitOffset(CommitOffset {
         group: req.group,
         topic: req.topic,

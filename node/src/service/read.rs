@@ -23,6 +23,25 @@ pub const MAX_LONG_POLL: Duration = Duration::from_secs(60);
 /// Largest `max_count` of a key query.
 pub const MAX_QUERY_MESSAGES: u32 = 1024;
 
+/// What an answer keeps free of its byte budget below `grpc-max-message-bytes` (headers,
+/// the reply's own fields) besides [`PER_MESSAGE_MARGIN`] per message.
+pub const REPLY_MARGIN: u64 = 1 << 20;
+
+/// Encoding bytes a message may take in an answer beyond its record size (field tags and
+/// lengths; the record's fixed header is larger than what the reply adds).
+pub const PER_MESSAGE_MARGIN: u64 = 64;
+
+/// Record bytes one answer of at most `max_count` messages may carry so that it stays below
+/// `grpc-max-message-bytes`: a derived bound, not a setting (one message of
+/// `max-message-bytes` always fits, as grpc-max-message-bytes >= max-batch-bytes + 1 MiB).
+pub fn reply_budget(core: &NodeCore, max_count: u32) -> u64 {
+    let margin = REPLY_MARGIN + u64::from(max_count) * PER_MESSAGE_MARGIN;
+    core.config
+        .grpc_max_message_bytes
+        .saturating_sub(margin)
+        .max(1)
+}
+
 fn topic_arg(topic: &str) -> Result<(), NodeError> {
     validate_topic_name(topic).map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
@@ -39,24 +58,30 @@ pub async fn pull(core: &NodeCore, req: pb::PullRequest) -> Result<pb::PullReply
             MAX_LONG_POLL.as_millis()
         )));
     }
+    let max_count = if req.max_count == 0 {
+        32
+    } else {
+        req.max_count.min(core.store.config().max_pull_messages)
+    };
+    let asked = if req.max_bytes == 0 {
+        4 << 20
+    } else {
+        u64::from(req.max_bytes)
+    };
     let sreq = PullRequest {
         topic: req.topic,
         queue_id,
         offset: QueueOffset::new(req.offset),
-        max_count: if req.max_count == 0 {
-            32
-        } else {
-            req.max_count
-        },
-        max_bytes: if req.max_bytes == 0 {
-            4 << 20
-        } else {
-            u64::from(req.max_bytes)
-        },
+        max_count,
+        // A larger answer would pass the gRPC limit at every try: that offset would fail
+        // forever. Clamped, the client gets what fits and pulls on from next_offset.
+        max_bytes: asked.min(reply_budget(core, max_count)),
         tag_expr: req.tag_expression,
     };
     let mut res = core.store.pull(&sreq)?;
     if res.status == PullStatus::NoNewMessage && !wait.is_zero() {
+        // Over max-long-poll-waiters: RESOURCE_EXHAUSTED at once, naming the setting.
+        let _slot = core.long_polls.try_wait()?;
         let arrived = core
             .store
             .wait_for_messages(&sreq.topic, queue_id, sreq.offset, wait)
@@ -93,6 +118,14 @@ pub fn query_by_key(
     if req.key.is_empty() {
         return Err(NodeError::InvalidArgument("key is empty".into()));
     }
+    let max_key = core.store.limits().max_key_bytes as usize;
+    if req.key.len() > max_key {
+        return Err(NodeError::InvalidArgument(format!(
+            "key {} is {} bytes; max-key-bytes is {max_key}",
+            raftmq_store::limits::quote(&req.key),
+            req.key.len()
+        )));
+    }
     if req.max_count > MAX_QUERY_MESSAGES {
         return Err(NodeError::InvalidArgument(format!(
             "max_count {} is above {MAX_QUERY_MESSAGES}",
@@ -115,11 +148,20 @@ pub fn query_by_key(
     } else {
         req.max_count
     };
-    let found = core
-        .store
-        .query_by_key(&req.topic, &req.key, req.begin_ms, end, max as usize)?;
+    let found = core.store.query_by_key_within(
+        &req.topic,
+        &req.key,
+        (req.begin_ms, end),
+        max as usize,
+        reply_budget(core, max),
+    )?;
     Ok(pb::QueryByKeyReply {
-        messages: found.into_iter().map(convert::stored_out).collect(),
+        messages: found
+            .messages
+            .into_iter()
+            .map(convert::stored_out)
+            .collect(),
+        truncated: found.truncated,
     })
 }
 

@@ -5,7 +5,10 @@
 //! producer. On a stream each message is one frame, answered on its own by `seq`.
 //!
 //! The response stream drives the work: polling it takes in requests while fewer than
-//! [`MAX_IN_FLIGHT`] are unanswered and runs their sends concurrently in the stream's task.
+//! [`MAX_IN_FLIGHT`] are unanswered (a request refused as invalid counts until its answer
+//! leaves: an invalid request is not free) and their messages hold fewer than
+//! `max-stream-inflight-bytes` (encoded request bytes; one request is always taken when
+//! nothing is in flight), and runs their sends concurrently in the stream's task.
 //! A client that stops reading answers therefore stops the server reading requests, and
 //! HTTP/2 flow control pushes back on the client. When the node stops, a stream takes no
 //! more requests, answers those in flight and ends, so the client reconnects elsewhere.
@@ -70,8 +73,12 @@ pub struct SendStreamDriver {
     failed: Option<Status>,
     /// Resolves when the node stops.
     stopped: BoxFuture<'static, ()>,
-    /// Sends (single or grouped) under way.
-    in_flight: FuturesUnordered<BoxFuture<'static, Replies>>,
+    /// Sends (single or grouped) under way, each with the request bytes it holds.
+    in_flight: FuturesUnordered<BoxFuture<'static, (Replies, u64)>>,
+    /// Request bytes of the sends under way.
+    bytes_in_flight: u64,
+    /// `max-stream-inflight-bytes`.
+    max_bytes: u64,
     /// Messages taken in and not yet answered.
     unanswered: usize,
     /// Answers ready to go out.
@@ -82,6 +89,8 @@ pub struct SendStreamDriver {
 struct Group {
     /// The `seq` of each message, in the batch's order.
     seqs: Vec<u64>,
+    /// Their encoded request bytes (what the stream holds for them).
+    request_bytes: u64,
     /// Their size as `max-batch-bytes` counts it.
     bytes: usize,
     batch: SubmitBatch,
@@ -101,9 +110,12 @@ impl SendStreamDriver {
                 }
             }
         };
+        let max_bytes = pipeline.core().config.max_stream_inflight_bytes;
         Self {
             pipeline,
             requests,
+            bytes_in_flight: 0,
+            max_bytes,
             requests_done: false,
             failed: None,
             stopped: stopped.boxed(),
@@ -120,15 +132,21 @@ impl SendStreamDriver {
             self.unanswered += requests.len();
             for req in requests {
                 let pipeline = self.pipeline.clone();
-                self.in_flight
-                    .push(async move { vec![send_one(pipeline, req, arrived).await] }.boxed());
+                let bytes = request_bytes(&req);
+                self.bytes_in_flight += bytes;
+                self.in_flight.push(
+                    async move { (vec![send_one(pipeline, req, arrived).await], bytes) }.boxed(),
+                );
             }
             return;
         }
         for g in self.group(requests, arrived) {
             self.unanswered += g.seqs.len();
+            self.bytes_in_flight += g.request_bytes;
             let pipeline = self.pipeline.clone();
-            self.in_flight.push(send_group(pipeline, g).boxed());
+            let bytes = g.request_bytes;
+            self.in_flight
+                .push(async move { (send_group(pipeline, g).await, bytes) }.boxed());
         }
     }
 
@@ -141,6 +159,7 @@ impl SendStreamDriver {
         let max_bytes = usize::try_from(limits.max_batch_bytes).unwrap_or(usize::MAX);
         let mut groups: Vec<Group> = Vec::new();
         for req in requests {
+            let req_bytes = request_bytes(&req);
             let single = req
                 .message
                 .ok_or_else(missing_message)
@@ -163,11 +182,13 @@ impl SendStreamDriver {
             match open {
                 Some(g) => {
                     g.bytes += size;
+                    g.request_bytes += req_bytes;
                     g.seqs.push(req.seq);
                     g.batch.join(single);
                 }
                 None => groups.push(Group {
                     seqs: vec![req.seq],
+                    request_bytes: req_bytes,
                     bytes: size,
                     batch: single,
                 }),
@@ -175,6 +196,18 @@ impl SendStreamDriver {
         }
         groups
     }
+}
+
+/// True while a stream may take in one more request: it holds fewer than [`MAX_IN_FLIGHT`]
+/// requests (answers waiting to leave included, so a refused request counts until its answer
+/// is read) and fewer than `max_bytes` request bytes (one request always when it holds none).
+fn may_take(held_requests: usize, held_bytes: u64, max_bytes: u64) -> bool {
+    held_requests < MAX_IN_FLIGHT && (held_bytes < max_bytes || held_bytes == 0)
+}
+
+/// Bytes a request holds while it is in flight (its encoded size).
+fn request_bytes(req: &pb::SendStreamRequest) -> u64 {
+    prost::Message::encoded_len(req) as u64
 }
 
 fn missing_message() -> NodeError {
@@ -308,9 +341,19 @@ impl Stream for SendStreamDriver {
             this.requests_done = true;
         }
         let mut arrived = Vec::new();
-        while !this.requests_done && this.unanswered + arrived.len() < MAX_IN_FLIGHT {
+        let mut arrived_bytes = 0u64;
+        while !this.requests_done
+            && may_take(
+                this.unanswered + this.ready.len() + arrived.len(),
+                this.bytes_in_flight + arrived_bytes,
+                this.max_bytes,
+            )
+        {
             match Pin::new(&mut this.requests).poll_next(cx) {
-                Poll::Ready(Some(Ok(req))) => arrived.push(req),
+                Poll::Ready(Some(Ok(req))) => {
+                    arrived_bytes += request_bytes(&req);
+                    arrived.push(req);
+                }
                 Poll::Ready(Some(Err(status))) => {
                     // The client's half broke (reset, undecodable frame): answer what is in
                     // flight, take nothing more, then end with the reason.
@@ -325,8 +368,10 @@ impl Stream for SendStreamDriver {
         if !arrived.is_empty() {
             this.dispatch(arrived);
         }
-        while let Poll::Ready(Some(replies)) = Pin::new(&mut this.in_flight).poll_next(cx) {
+        while let Poll::Ready(Some((replies, bytes))) = Pin::new(&mut this.in_flight).poll_next(cx)
+        {
             this.unanswered -= replies.len().min(this.unanswered);
+            this.bytes_in_flight -= bytes.min(this.bytes_in_flight);
             this.ready.extend(replies);
         }
         if let Some(reply) = this.ready.pop_front() {
@@ -336,5 +381,38 @@ impl Stream for SendStreamDriver {
             return Poll::Ready(this.failed.take().map(Err));
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_bytes_held_bound_what_a_stream_takes_in() {
+        assert!(may_take(0, 0, 1 << 20));
+        assert!(
+            !may_take(MAX_IN_FLIGHT, 0, 1 << 20),
+            "answers not read yet count"
+        );
+        assert!(may_take(3, (1 << 20) - 1, 1 << 20));
+        assert!(!may_take(3, 1 << 20, 1 << 20), "bytes in flight bound it");
+        assert!(may_take(0, 0, 0), "one request always passes");
+        let big = pb::SendStreamRequest {
+            seq: 1,
+            message: Some(pb::Message {
+                body: vec![0; 4096],
+                ..Default::default()
+            }),
+        };
+        assert!(request_bytes(&big) > 4096);
+        let invalid = pb::SendStreamRequest {
+            seq: 2,
+            message: None,
+        };
+        assert!(
+            request_bytes(&invalid) > 0,
+            "an invalid request is not free"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! its one wire form (what RocketMQ clients send back to ack or change invisibility).
 
 use raftmq_store::hash::fnv1a64;
+use raftmq_store::limits::quote;
 use raftmq_store::limits::validate_topic_name;
 use raftmq_store::types::LogIndex;
 use raftmq_store::types::QueueId;
@@ -48,7 +49,7 @@ impl ReceiptHandle {
     /// Parses a wire form; anything else is [`NodeError::InvalidReceiptHandle`] saying what
     /// is wrong (never a panic).
     pub fn decode(s: &str) -> Result<ReceiptHandle, NodeError> {
-        let bad = |why: &str| NodeError::InvalidReceiptHandle(format!("'{s}': {why}"));
+        let bad = |why: &str| NodeError::InvalidReceiptHandle(format!("{}: {why}", quote(s)));
         let (body, check) = s.rsplit_once(':').ok_or_else(|| bad("no check digits"))?;
         if check != format!("{:016x}", fnv1a64(body.as_bytes())) {
             return Err(bad("check digits do not match (changed or truncated)"));
@@ -59,7 +60,7 @@ impl ReceiptHandle {
         };
         let num = |v: &str, what: &str| {
             v.parse::<u64>()
-                .map_err(|_| bad(&format!("{what} '{v}' is not a number")))
+                .map_err(|_| bad(&format!("{what} {} is not a number", quote(v))))
         };
         let queue_id = u32::try_from(num(q, "queue id")?).map_err(|_| bad("queue id too big"))?;
         validate_topic_name(topic).map_err(|e| bad(&e.to_string()))?;

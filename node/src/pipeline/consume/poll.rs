@@ -1,6 +1,8 @@
 //! Long polling for pop consumption: wait on the leader, proposing nothing, until the store
 //! says a `Receive` on one of the queues would hand something out (a new matching message, or
-//! an in-flight one whose deadline passed), or until the poll ends; then propose one.
+//! an in-flight one whose deadline passed), or until the poll ends; then propose one. A poll
+//! that has to wait takes a place among `max-long-poll-waiters` first; none left, it answers
+//! at once with the limit.
 
 use std::time::Duration;
 
@@ -82,6 +84,9 @@ async fn poll_queues(
     until: Instant,
 ) -> Result<Vec<ReceivedMessage>, NodeError> {
     let mut applied = core.store.subscribe_applied();
+    // Taken before the first wait, held to the end: over max-long-poll-waiters the call
+    // answers at once (RESOURCE_EXHAUSTED; RocketMQ TOO_MANY_REQUESTS).
+    let mut slot = None;
     loop {
         if core.is_shutting_down() {
             return Err(NodeError::ShuttingDown);
@@ -125,6 +130,9 @@ async fn poll_queues(
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(Vec::new());
+        }
+        if slot.is_none() {
+            slot = Some(core.long_polls.try_wait()?);
         }
         let wait = left.min(to_next_deadline(core, req, queues, now));
         // A change wakes at once; a deadline or the poll step by timeout.
