@@ -168,7 +168,7 @@ pub struct NodeConfig {
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
     /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits
     /// `max-message-bytes`, `max-batch-messages`, `max-batch-bytes`, `max-topics`,
-    /// `max-queues-per-topic` (see [`StoreConfig`] and
+    /// `max-queues-per-topic`, `max-groups` (see [`StoreConfig`] and
     /// [`StoreLimits`](raftmq_store::limits::StoreLimits)). Its other fields are not read from
     /// the file and keep their defaults. On a node, max-batch-bytes also bounds the entries a
     /// SendStream groups.

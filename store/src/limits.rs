@@ -171,6 +171,11 @@ pub struct StoreLimits {
     /// are only committed for existing queues) and the ConsumeQueue files. Default 10000;
     /// range 1 ..= 1000000.
     pub max_topics: u32,
+    /// Most consumer groups with replicated state (committed offsets or pop state); a
+    /// CommitOffset or Receive of one more group is refused RESOURCE_EXHAUSTED. Bounds the
+    /// offset and receive tables against client-chosen group names. Default 10000; range
+    /// 1 ..= 1000000.
+    pub max_groups: u32,
 }
 
 impl Default for StoreLimits {
@@ -188,6 +193,7 @@ impl Default for StoreLimits {
             max_batch_bytes: 16 << 20,
             max_queues_per_topic: 1024,
             max_topics: 10_000,
+            max_groups: 10_000,
         }
     }
 }
@@ -255,6 +261,7 @@ impl StoreLimits {
         )?;
         check_range("max-queues-per-topic", self.max_queues_per_topic, 1, 65535)?;
         check_range("max-topics", self.max_topics, 1, 1_000_000)?;
+        check_range("max-groups", self.max_groups, 1, 1_000_000)?;
         Ok(())
     }
 

@@ -52,6 +52,11 @@ impl ConsumerOffsetTable {
         })
     }
 
+    /// True if `group` has a committed offset.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.groups.contains_key(group)
+    }
+
     /// Group names, in order.
     pub fn groups(&self) -> impl Iterator<Item = &str> {
         self.groups.keys().map(String::as_str)

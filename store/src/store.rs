@@ -96,6 +96,28 @@ impl Store {
         self.shared.state.read().topics.get(name).cloned()
     }
 
+    /// Refuses state for one more consumer group past `max-groups` (a
+    /// [`StoreError::LimitReached`]); a group that has offsets or pop state passes.
+    pub fn check_new_group(&self, group: &str) -> Result<()> {
+        let st = self.shared.state.read();
+        if st.offsets.has_group(group) || st.receive.has_group(group) {
+            return Ok(());
+        }
+        let max = self.shared.config.limits.max_groups;
+        let mut names: Vec<&str> = st.offsets.groups().collect();
+        names.extend(st.receive.groups());
+        names.sort_unstable();
+        names.dedup();
+        if names.len() >= max as usize {
+            return Err(StoreError::LimitReached {
+                what: format!("{} consumer groups have state", names.len()),
+                setting: "max-groups",
+                max: u64::from(max),
+            });
+        }
+        Ok(())
+    }
+
     /// How many topics exist.
     pub fn topic_count(&self) -> usize {
         self.shared.state.read().topics.len()

@@ -478,3 +478,25 @@ fn offsets_are_committed_only_for_existing_queues() {
         Some(QueueOffset::new(1))
     );
 }
+
+#[test]
+fn consumer_groups_with_state_are_bounded() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut cfg = small_config();
+    cfg.limits.max_groups = 2;
+    let mut n = open_node(d.path(), cfg, 64 * 1024);
+    n.create_topic("t", 1);
+    for g in ["g1", "g2"] {
+        n.store.check_new_group(g).expect("room");
+        let r = n.propose(&Command::CommitOffset(CommitOffset {
+            group: g.into(),
+            topic: "t".into(),
+            queue_id: QueueId::new(0),
+            offset: QueueOffset::new(0),
+        }));
+        assert_eq!(r, ApplyResponse::OffsetCommitted);
+    }
+    n.store.check_new_group("g1").expect("a known group passes");
+    let e = n.store.check_new_group("g3").expect_err("a third group");
+    assert!(e.to_string().contains("max-groups is 2"), "{e}");
+}

@@ -120,6 +120,9 @@ pub struct NodeArgs {
     /// Most topics; one more is refused. [default 10000; 1..=1000000]
     #[arg(long)]
     pub max_topics: Option<u32>,
+    /// Most consumer groups with offsets or pop state. [default 10000; 1..=1000000]
+    #[arg(long)]
+    pub max_groups: Option<u32>,
     /// Most queues of one topic. [default 1024; 1..=65535]
     #[arg(long)]
     pub max_queues_per_topic: Option<u32>,
@@ -219,7 +222,7 @@ impl NodeArgs {
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);
         override_fields!(self => cfg.store.limits;
             max_message_bytes, max_batch_messages, max_batch_bytes);
-        override_fields!(self => cfg.store.limits; max_topics, max_queues_per_topic);
+        override_fields!(self => cfg.store.limits; max_topics, max_queues_per_topic, max_groups);
         override_fields!(self => cfg;
             max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes);
         if let Some(v) = self.flush_policy {

@@ -120,6 +120,7 @@ fn each_invalid_field_is_named() {
         ("dedup-window-ms", |c| c.store.dedup_window_ms = 86_400_001),
         ("dedup-max-entries", |c| c.store.dedup_max_entries = 0),
         ("max-topics", |c| c.store.limits.max_topics = 0),
+        ("max-groups", |c| c.store.limits.max_groups = 1_000_001),
         ("max-queues-per-topic", |c| {
             c.store.limits.max_queues_per_topic = 0
         }),
@@ -445,7 +446,8 @@ fn limit_settings_from_file_and_flags() {
     );
     let c = NodeConfig::from_toml_str(
         "max-snapshot-bytes = 1048576\nmax-long-poll-waiters = 0\n\
-         max-stream-inflight-bytes = 2097152\nmax-topics = 3\nmax-queues-per-topic = 8\n",
+         max-stream-inflight-bytes = 2097152\nmax-topics = 3\nmax-queues-per-topic = 8\n\
+         max-groups = 9\n",
         Path::new("x.toml"),
     )
     .expect("parses");
@@ -455,6 +457,7 @@ fn limit_settings_from_file_and_flags() {
     assert_eq!(c.max_stream_inflight_bytes, 2 << 20);
     assert_eq!(c.store.limits.max_topics, 3);
     assert_eq!(c.store.limits.max_queues_per_topic, 8);
+    assert_eq!(c.store.limits.max_groups, 9);
     let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
     assert_eq!(back, c);
     let cfg = NodeArgs::try_parse_from([

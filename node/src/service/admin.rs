@@ -124,6 +124,7 @@ pub async fn commit_offset(
             topic.queue_count()
         )));
     }
+    core.store.check_new_group(&req.group)?;
     let cmd = Command::CommitOffset(CommitOffset {
         group: req.group,
         topic: req.topic,

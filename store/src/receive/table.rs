@@ -130,6 +130,16 @@ impl ReceiveTable {
         ReceiveTable::default()
     }
 
+    /// True if `group` has pop state on some queue.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.groups.contains_key(group)
+    }
+
+    /// Group names, in order.
+    pub fn groups(&self) -> impl Iterator<Item = &str> {
+        self.groups.keys().map(String::as_str)
+    }
+
     /// A group's state on a queue.
     pub fn get(&self, group: &str, topic: &str, queue_id: QueueId) -> Option<&QueueReceive> {
         self.groups.get(group)?.get(topic)?.get(&queue_id)

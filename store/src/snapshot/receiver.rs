@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::StoreError;
 use crate::snapshot::file::SnapshotFile;
+use crate::snapshot::verify::check_extent;
 use crate::snapshot::verify::verify;
 use raftmq_raft_log::types::LogId;
 
@@ -163,7 +164,8 @@ impl SnapshotReceiver {
     }
 
     /// Checks a received snapshot that should end at `last_log_id` before it is handed to
-    /// openraft (every part's CRC, lengths, manifest consistency; see `snapshot/verify.rs`).
+    /// openraft (every part's CRC, lengths, manifest consistency, and that it carries the log
+    /// up to its last entry; see `snapshot/verify.rs`).
     /// A bad one is removed and refused with an error naming what is wrong; the caller
     /// answers the sender with it, so the leader sends again and nothing was installed.
     pub fn verify(
@@ -171,8 +173,10 @@ impl SnapshotReceiver {
         file: SnapshotFile,
         last_log_id: Option<LogId>,
     ) -> Result<SnapshotFile, StoreError> {
-        match verify(&file, last_log_id, self.segment_bytes) {
-            Ok(_) => Ok(file),
+        let checked = verify(&file, last_log_id, self.segment_bytes)
+            .and_then(|v| check_extent(&file, &v.manifest));
+        match checked {
+            Ok(()) => Ok(file),
             Err(e) => {
                 let path = file.path().to_owned();
                 drop(file);

@@ -140,6 +140,7 @@ pub async fn receive(
 ) -> Result<Vec<ReceivedMessage>, NodeError> {
     check_queue(core, &req.group, &req.topic, req.queue_id)?;
     TagFilter::parse(&req.filter).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    core.store.check_new_group(&req.group)?;
     let cfg = core.store.config();
     let cmd = Command::Receive(Receive {
         group: req.group.clone(),
