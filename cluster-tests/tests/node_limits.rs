@@ -200,3 +200,34 @@ async fn long_polls_past_the_cap_answer_at_once() {
     assert_eq!(core.long_polls.waiting(), 0, "slots given back");
     cluster.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_groups_beyond_max_groups_are_refused() {
+    let cluster = TestCluster::start(&[FlushPolicy::Async], |c| {
+        c.store.limits.max_groups = 2;
+    })
+    .await
+    .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(1).await.expect("connect");
+    c.create_topic(topic("t", 1)).await.expect("create");
+    let commit = |group: &str| pb::CommitOffsetRequest {
+        group: group.into(),
+        topic: "t".into(),
+        queue_id: 0,
+        offset: 0,
+    };
+    for g in ["g1", "g2"] {
+        c.commit_offset(commit(g)).await.expect("room for it");
+    }
+    let e = c
+        .commit_offset(commit("g3"))
+        .await
+        .expect_err("a third group");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("max-groups"), "{e:?}");
+    c.commit_offset(commit("g1"))
+        .await
+        .expect("a known group still commits");
+    cluster.shutdown().await.expect("shutdown");
+}
