@@ -21,6 +21,7 @@
 //! (`raftmq.v2`) served beside the old one.
 
 pub mod codec;
+pub mod signature;
 
 /// Generated code of package `raftmq.v1`.
 #[allow(clippy::all, missing_docs)]
