@@ -56,6 +56,8 @@ pub struct NodeCore {
     pub replication_kick: Arc<ReplicationKick>,
     /// Disk state: this node's refusal of appends, the other voters' reports (leader).
     pub disk: crate::disk_guard::DiskGuard,
+    /// Who may call the client and RocketMQ services (`auth-*` settings).
+    pub auth: crate::auth::Authenticator,
 }
 
 impl NodeCore {

@@ -206,6 +206,7 @@ impl Node {
 
 async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let node_id = config.node_id;
+    let auth = crate::auth::Authenticator::from_config(&config.auth)?;
     let dir = config.data_dir.clone();
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
@@ -240,6 +241,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         channels: Default::default(),
         replication_kick,
         disk: Default::default(),
+        auth,
     });
     Ok((core, log))
 }

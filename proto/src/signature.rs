@@ -180,6 +180,11 @@ pub fn sign(access_key: &str, secret_key: &str, now: OffsetDateTime) -> (String,
     (date_time, authorization)
 }
 
+/// [`sign`] at the current time.
+pub fn sign_now(access_key: &str, secret_key: &str) -> (String, String) {
+    sign(access_key, secret_key, OffsetDateTime::now_utc())
+}
+
 #[cfg(test)]
 #[path = "signature_tests.rs"]
 mod tests;

@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Context;
 use std::task::Poll;
 
@@ -47,6 +48,9 @@ use tonic::Streaming;
 use super::convert;
 use super::forward::forward;
 use super::send;
+use crate::auth::policy::authorize;
+use crate::auth::policy::Action;
+use crate::auth::Principal;
 use crate::core::NodeCore;
 use crate::error::client_status;
 use crate::error::NodeError;
@@ -76,6 +80,9 @@ pub struct SendStreamDriver {
     unanswered: usize,
     /// Answers ready to go out.
     ready: VecDeque<pb::SendStreamReply>,
+    /// Who opened the stream (authenticated once, at its start); each message's topic is
+    /// authorized against it.
+    principal: Arc<Principal>,
 }
 
 /// Valid single sends of one topic, to be proposed as one entry.
@@ -93,6 +100,7 @@ impl SendStreamDriver {
         pipeline: Pipeline,
         requests: Streaming<pb::SendStreamRequest>,
         mut stop: watch::Receiver<bool>,
+        principal: Principal,
     ) -> Self {
         let stopped = async move {
             while !*stop.borrow_and_update() {
@@ -110,18 +118,42 @@ impl SendStreamDriver {
             in_flight: FuturesUnordered::new(),
             unanswered: 0,
             ready: VecDeque::new(),
+            principal: Arc::new(principal),
         }
+    }
+
+    /// Answers at once the requests whose topic the stream's principal may not send to;
+    /// returns the others.
+    fn permitted(&mut self, requests: Vec<pb::SendStreamRequest>) -> Vec<pb::SendStreamRequest> {
+        let node_id = self.pipeline.core().node_id;
+        let mut out = Vec::with_capacity(requests.len());
+        for req in requests {
+            let topic = req.message.as_ref().map_or("", |m| m.topic.as_str());
+            match authorize(&self.principal, Action::Send { topic }) {
+                Ok(()) => out.push(req),
+                Err(e) => self
+                    .ready
+                    .push_back(error_reply(req.seq, &client_status(e, node_id))),
+            }
+        }
+        out
     }
 
     /// Starts the sends of requests that arrived together (see the module docs).
     fn dispatch(&mut self, requests: Vec<pb::SendStreamRequest>) {
         let arrived = Instant::now();
+        let requests = self.permitted(requests);
+        if requests.is_empty() {
+            return;
+        }
         if requests.len() == 1 || !self.pipeline.core().is_leader() {
             self.unanswered += requests.len();
             for req in requests {
                 let pipeline = self.pipeline.clone();
-                self.in_flight
-                    .push(async move { vec![send_one(pipeline, req, arrived).await] }.boxed());
+                let principal = self.principal.clone();
+                self.in_flight.push(
+                    async move { vec![send_one(pipeline, req, arrived, &principal).await] }.boxed(),
+                );
             }
             return;
         }
@@ -223,10 +255,11 @@ async fn send_one(
     pipeline: Pipeline,
     req: pb::SendStreamRequest,
     arrived: Instant,
+    principal: &Principal,
 ) -> pb::SendStreamReply {
     let core = pipeline.core();
     if !core.is_leader() {
-        if let Some(reply) = relayed(core, req.clone()).await {
+        if let Some(reply) = relayed(core, req.clone(), principal).await {
             return reply;
         }
         // This node was elected while the message waited for a new leader; nothing was sent.
@@ -244,11 +277,17 @@ async fn send_one(
 /// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
 /// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
 /// node became the leader meanwhile and the message was sent nowhere (submit it here).
-async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> Option<pb::SendStreamReply> {
+async fn relayed(
+    core: &NodeCore,
+    req: pb::SendStreamRequest,
+    principal: &Principal,
+) -> Option<pb::SendStreamReply> {
     let seq = req.seq;
-    let fwd = Request::new(pb::SendRequest {
+    let mut fwd = Request::new(pb::SendRequest {
         message: req.message,
     });
+    // The leader authorizes the stream's caller again (see `crate::auth`).
+    fwd.extensions_mut().insert(principal.clone());
     match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
         Ok(r) => {
             let leader = r
