@@ -113,7 +113,10 @@ impl SendMux {
 
 /// The answer for a message that did not reach the node because the stream failed with `s`.
 fn unsent(s: &Status) -> Status {
-    if crate::error::is_connect_error(s) || s.code() == tonic::Code::Unimplemented {
+    use tonic::Code;
+    // A refused credential is the node's answer to every message: pass it on (not retried).
+    let refused = matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied);
+    if refused || crate::error::is_connect_error(s) || s.code() == Code::Unimplemented {
         s.clone()
     } else {
         not_sent(s.message())

@@ -10,6 +10,11 @@
 //! [`ack`] (AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
 //! [`message`] (conversions).
 //! Heartbeat and NotifyClientTermination answer OK: a node keeps no per-client state.
+//!
+//! With `auth-enabled`, every call is authenticated ([`crate::auth`]; the clients sign with
+//! `set_access_key`/`set_secret_key`) and authorized for its topic and group
+//! ([`crate::auth::policy`]); a refusal is the body status UNAUTHORIZED or FORBIDDEN
+//! (codes the 5.0.0 client knows), with the reason as its message.
 
 pub mod ack;
 pub mod forward;
@@ -33,6 +38,8 @@ use tonic::Request;
 use tonic::Response;
 use tonic::Status;
 
+use crate::auth::policy::authorize;
+use crate::auth::policy::Action;
 use crate::core::NodeCore;
 use crate::error::to_status;
 use crate::error::NodeError;
@@ -95,6 +102,76 @@ impl RocketMqService {
     }
 }
 
+fn name(r: &Option<rmq::Resource>) -> &str {
+    r.as_ref().map_or("", |r| r.name.as_str())
+}
+
+/// The actions a call takes, for [`RocketMqService::gate`].
+fn actions_of_send(req: &rmq::SendMessageRequest) -> Vec<Action<'_>> {
+    req.messages
+        .iter()
+        .map(|m| Action::Send {
+            topic: name(&m.topic),
+        })
+        .collect()
+}
+
+impl RocketMqService {
+    /// Authenticates `req` and authorizes each of `actions`; the refusal as a body status.
+    fn gate<T>(&self, req: &Request<T>, actions: &[Action<'_>]) -> Result<(), rmq::Status> {
+        let node_id = self.core.node_id;
+        let p = self
+            .core
+            .auth
+            .authenticate(&self.core.store, req.metadata())
+            .map_err(|e| status::from_error(&e, node_id))?;
+        for a in actions {
+            authorize(&p, *a).map_err(|e| status::from_error(&e, node_id))?;
+        }
+        Ok(())
+    }
+}
+
+/// Answers a refused call: `$resp` with its `status` set, every other field default.
+macro_rules! refuse_unless {
+    ($self:ident, $req:ident, $actions:expr, $resp:ty) => {
+        let actions = $actions;
+        if let Err(s) = $self.gate(&$req, &actions) {
+            return Ok(Response::new(<$resp>::default_with(s)));
+        }
+    };
+}
+
+/// A response that is all defaults but its status (see `refuse_unless!`).
+trait WithStatus: Default {
+    fn set(&mut self, s: rmq::Status);
+    fn default_with(s: rmq::Status) -> Self {
+        let mut r = Self::default();
+        r.set(s);
+        r
+    }
+}
+
+macro_rules! with_status {
+    ($($t:ty),*) => {
+        $(impl WithStatus for $t {
+            fn set(&mut self, s: rmq::Status) {
+                self.status = Some(s);
+            }
+        })*
+    };
+}
+
+with_status!(
+    rmq::QueryRouteResponse,
+    rmq::HeartbeatResponse,
+    rmq::SendMessageResponse,
+    rmq::QueryAssignmentResponse,
+    rmq::AckMessageResponse,
+    rmq::ForwardMessageToDeadLetterQueueResponse,
+    rmq::ChangeInvisibleDurationResponse
+);
+
 fn unsupported(what: &str) -> rmq::Status {
     status::status(
         Code::Unsupported,
@@ -109,13 +186,22 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryRouteRequest>,
     ) -> Result<Response<rmq::QueryRouteResponse>, Status> {
         self.check_forwarded(&request)?;
+        refuse_unless!(
+            self,
+            request,
+            [Action::Route {
+                topic: name(&request.get_ref().topic)
+            }],
+            rmq::QueryRouteResponse
+        );
         Ok(Response::new(self.query_route(request.into_inner()).await))
     }
 
     async fn heartbeat(
         &self,
-        _request: Request<rmq::HeartbeatRequest>,
+        request: Request<rmq::HeartbeatRequest>,
     ) -> Result<Response<rmq::HeartbeatResponse>, Status> {
+        refuse_unless!(self, request, [Action::Describe], rmq::HeartbeatResponse);
         Ok(Response::new(rmq::HeartbeatResponse {
             status: Some(status::ok()),
         }))
@@ -126,6 +212,12 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::SendMessageRequest>,
     ) -> Result<Response<rmq::SendMessageResponse>, Status> {
         self.check_forwarded(&request)?;
+        refuse_unless!(
+            self,
+            request,
+            actions_of_send(request.get_ref()),
+            rmq::SendMessageResponse
+        );
         Ok(Response::new(self.send_message(request.into_inner()).await))
     }
 
@@ -134,6 +226,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryAssignmentRequest>,
     ) -> Result<Response<rmq::QueryAssignmentResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        refuse_unless!(
+            self,
+            request,
+            [Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic)
+            }],
+            rmq::QueryAssignmentResponse
+        );
         Ok(Response::new(
             self.query_assignment(request.into_inner()).await,
         ))
@@ -146,6 +248,19 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        let topic = r.message_queue.as_ref().map_or("", |q| name(&q.topic));
+        let consume = Action::Consume {
+            group: name(&r.group),
+            topic,
+        };
+        if let Err(s) = self.gate(&request, &[consume]) {
+            let answer = rmq::ReceiveMessageResponse {
+                content: Some(rmq::receive_message_response::Content::Status(s)),
+                ..Default::default()
+            };
+            return Ok(Response::new(Box::pin(futures::stream::iter([Ok(answer)]))));
+        }
         let md = request.metadata().clone();
         let answers = self.receive_message(&md, request.into_inner()).await;
         Ok(Response::new(Box::pin(futures::stream::iter(
@@ -158,6 +273,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::AckMessageRequest>,
     ) -> Result<Response<rmq::AckMessageResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        refuse_unless!(
+            self,
+            request,
+            [Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic)
+            }],
+            rmq::AckMessageResponse
+        );
         Ok(Response::new(self.ack_message(request.into_inner()).await))
     }
 
@@ -166,6 +291,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<rmq::ForwardMessageToDeadLetterQueueResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        refuse_unless!(
+            self,
+            request,
+            [Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic)
+            }],
+            rmq::ForwardMessageToDeadLetterQueueResponse
+        );
         Ok(Response::new(
             self.forward_to_dlq(request.into_inner()).await,
         ))
@@ -229,6 +364,11 @@ impl MessagingService for RocketMqService {
         &self,
         request: Request<tonic::Streaming<rmq::TelemetryCommand>>,
     ) -> Result<Response<Self::TelemetryStream>, Status> {
+        // Checked once, at the stream's start; a refusal ends the stream (the client's
+        // session reports it).
+        if let Err(s) = self.gate(&request, &[Action::Describe]) {
+            return Err(Status::unauthenticated(s.message));
+        }
         Ok(Response::new(self.telemetry(request.into_inner())))
     }
 
@@ -246,6 +386,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ChangeInvisibleDurationRequest>,
     ) -> Result<Response<rmq::ChangeInvisibleDurationResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        refuse_unless!(
+            self,
+            request,
+            [Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic)
+            }],
+            rmq::ChangeInvisibleDurationResponse
+        );
         Ok(Response::new(
             self.change_invisible_duration(request.into_inner()).await,
         ))

@@ -124,8 +124,33 @@ impl SendStreamDriver {
 
     /// Answers at once the requests whose topic the stream's principal may not send to;
     /// returns the others.
+    /// A user's entry is looked up again each time, so a deleted or changed user takes
+    /// effect on streams it opened before.
     fn permitted(&mut self, requests: Vec<pb::SendStreamRequest>) -> Vec<pb::SendStreamRequest> {
-        let node_id = self.pipeline.core().node_id;
+        let core = self.pipeline.core();
+        let node_id = core.node_id;
+        let current = match &*self.principal {
+            Principal::User(u) => match core.store.user_by_access_key(&u.access_key) {
+                Some(now) if now == *u => Ok(None),
+                Some(now) => Ok(Some(Principal::User(now))),
+                None => Err(NodeError::Unauthenticated(format!(
+                    "unknown access key '{}' (the user was deleted)",
+                    u.access_key
+                ))),
+            },
+            _ => Ok(None),
+        };
+        match current {
+            Ok(Some(p)) => self.principal = Arc::new(p),
+            Ok(None) => {}
+            Err(e) => {
+                let status = client_status(e, node_id);
+                for req in requests {
+                    self.ready.push_back(error_reply(req.seq, &status));
+                }
+                return Vec::new();
+            }
+        }
         let mut out = Vec::with_capacity(requests.len());
         for req in requests {
             let topic = req.message.as_ref().map_or("", |m| m.topic.as_str());
