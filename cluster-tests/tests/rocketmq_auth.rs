@@ -20,7 +20,7 @@ use rocketmq::SimpleConsumer;
 
 const T: Duration = Duration::from_secs(5);
 
-fn message(topic: &str, body: &str) -> rocketmq::model::message::MessageImpl {
+fn message(topic: &str, body: &str) -> impl rocketmq::model::message::Message {
     MessageBuilder::builder()
         .set_topic(topic)
         .set_tag("t")
