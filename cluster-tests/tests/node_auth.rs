@@ -349,3 +349,49 @@ async fn users_reach_a_follower_by_snapshot_install() -> anyhow::Result<()> {
     assert_nowhere_on_disk(cluster.dir.path(), &cons.secret_key);
     cluster.shutdown().await
 }
+
+/// Real `raftmq-node` processes with the auth settings in their TOML config files: they start
+/// (key and admin files read, modes checked), elect, and refuse unsigned calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_processes_read_the_auth_settings() -> anyhow::Result<()> {
+    let auth = TestAuth::new()?;
+    let cluster = cluster_tests::process::ProcCluster::start_with(&[FlushPolicy::Sync; 3], |c| {
+        auth.apply(c)
+    })?;
+    let opts = raftmq_client::ClientOptions {
+        credentials: Some(auth.admin.clone()),
+        request_timeout: T,
+        max_attempts: 50,
+        ..Default::default()
+    };
+    let admin = Client::new(&cluster.seeds(), opts)?;
+    let end = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match admin.create_topic(topic("orders", 1)).await {
+            Ok(_) => break,
+            Err(e) if tokio::time::Instant::now() < end => {
+                tracing::debug!(error = %e, "waiting for the processes");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let prod = user(&admin, "p", "producer", &["*"], &[]).await;
+    let producer = Client::new(
+        &cluster.seeds(),
+        raftmq_client::ClientOptions {
+            credentials: Some(prod),
+            ..Default::default()
+        },
+    )?;
+    producer
+        .send(msg("orders", b"from a process cluster"))
+        .await?;
+    let anon = Client::new(&cluster.seeds(), Default::default())?;
+    refused(
+        anon.list_topics().await,
+        Code::Unauthenticated,
+        "missing authorization",
+    );
+    Ok(())
+}

@@ -18,6 +18,7 @@
 
 pub mod ack;
 pub mod forward;
+mod gate;
 pub mod message;
 pub mod receive;
 pub mod route;
@@ -38,7 +39,8 @@ use tonic::Request;
 use tonic::Response;
 use tonic::Status;
 
-use crate::auth::policy::authorize;
+use self::gate::actions_of_send;
+use self::gate::name;
 use crate::auth::policy::Action;
 use crate::core::NodeCore;
 use crate::error::to_status;
@@ -102,76 +104,6 @@ impl RocketMqService {
     }
 }
 
-fn name(r: &Option<rmq::Resource>) -> &str {
-    r.as_ref().map_or("", |r| r.name.as_str())
-}
-
-/// The actions a call takes, for [`RocketMqService::gate`].
-fn actions_of_send(req: &rmq::SendMessageRequest) -> Vec<Action<'_>> {
-    req.messages
-        .iter()
-        .map(|m| Action::Send {
-            topic: name(&m.topic),
-        })
-        .collect()
-}
-
-impl RocketMqService {
-    /// Authenticates `req` and authorizes each of `actions`; the refusal as a body status.
-    fn gate<T>(&self, req: &Request<T>, actions: &[Action<'_>]) -> Result<(), rmq::Status> {
-        let node_id = self.core.node_id;
-        let p = self
-            .core
-            .auth
-            .authenticate(&self.core.store, req.metadata())
-            .map_err(|e| status::from_error(&e, node_id))?;
-        for a in actions {
-            authorize(&p, *a).map_err(|e| status::from_error(&e, node_id))?;
-        }
-        Ok(())
-    }
-}
-
-/// Answers a refused call: `$resp` with its `status` set, every other field default.
-macro_rules! refuse_unless {
-    ($self:ident, $req:ident, $actions:expr, $resp:ty) => {
-        let actions = $actions;
-        if let Err(s) = $self.gate(&$req, &actions) {
-            return Ok(Response::new(<$resp>::default_with(s)));
-        }
-    };
-}
-
-/// A response that is all defaults but its status (see `refuse_unless!`).
-trait WithStatus: Default {
-    fn set(&mut self, s: rmq::Status);
-    fn default_with(s: rmq::Status) -> Self {
-        let mut r = Self::default();
-        r.set(s);
-        r
-    }
-}
-
-macro_rules! with_status {
-    ($($t:ty),*) => {
-        $(impl WithStatus for $t {
-            fn set(&mut self, s: rmq::Status) {
-                self.status = Some(s);
-            }
-        })*
-    };
-}
-
-with_status!(
-    rmq::QueryRouteResponse,
-    rmq::HeartbeatResponse,
-    rmq::SendMessageResponse,
-    rmq::QueryAssignmentResponse,
-    rmq::AckMessageResponse,
-    rmq::ForwardMessageToDeadLetterQueueResponse,
-    rmq::ChangeInvisibleDurationResponse
-);
-
 fn unsupported(what: &str) -> rmq::Status {
     status::status(
         Code::Unsupported,
@@ -186,14 +118,14 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryRouteRequest>,
     ) -> Result<Response<rmq::QueryRouteResponse>, Status> {
         self.check_forwarded(&request)?;
-        refuse_unless!(
-            self,
-            request,
-            [Action::Route {
-                topic: name(&request.get_ref().topic)
+        if let Err(r) = self.admit::<rmq::QueryRouteResponse, _>(
+            &request,
+            &[Action::Route {
+                topic: name(&request.get_ref().topic),
             }],
-            rmq::QueryRouteResponse
-        );
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(self.query_route(request.into_inner()).await))
     }
 
@@ -201,7 +133,9 @@ impl MessagingService for RocketMqService {
         &self,
         request: Request<rmq::HeartbeatRequest>,
     ) -> Result<Response<rmq::HeartbeatResponse>, Status> {
-        refuse_unless!(self, request, [Action::Describe], rmq::HeartbeatResponse);
+        if let Err(r) = self.admit::<rmq::HeartbeatResponse, _>(&request, &[Action::Describe]) {
+            return Ok(r);
+        }
         Ok(Response::new(rmq::HeartbeatResponse {
             status: Some(status::ok()),
         }))
@@ -212,12 +146,11 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::SendMessageRequest>,
     ) -> Result<Response<rmq::SendMessageResponse>, Status> {
         self.check_forwarded(&request)?;
-        refuse_unless!(
-            self,
-            request,
-            actions_of_send(request.get_ref()),
-            rmq::SendMessageResponse
-        );
+        if let Err(r) =
+            self.admit::<rmq::SendMessageResponse, _>(&request, &actions_of_send(request.get_ref()))
+        {
+            return Ok(r);
+        }
         Ok(Response::new(self.send_message(request.into_inner()).await))
     }
 
@@ -227,15 +160,15 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::QueryAssignmentResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        refuse_unless!(
-            self,
-            request,
-            [Action::Consume {
+        if let Err(r) = self.admit::<rmq::QueryAssignmentResponse, _>(
+            &request,
+            &[Action::Consume {
                 group: name(&r.group),
-                topic: name(&r.topic)
+                topic: name(&r.topic),
             }],
-            rmq::QueryAssignmentResponse
-        );
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.query_assignment(request.into_inner()).await,
         ))
@@ -257,7 +190,6 @@ impl MessagingService for RocketMqService {
         if let Err(s) = self.gate(&request, &[consume]) {
             let answer = rmq::ReceiveMessageResponse {
                 content: Some(rmq::receive_message_response::Content::Status(s)),
-                ..Default::default()
             };
             return Ok(Response::new(Box::pin(futures::stream::iter([Ok(answer)]))));
         }
@@ -274,15 +206,15 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::AckMessageResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        refuse_unless!(
-            self,
-            request,
-            [Action::Consume {
+        if let Err(r) = self.admit::<rmq::AckMessageResponse, _>(
+            &request,
+            &[Action::Consume {
                 group: name(&r.group),
-                topic: name(&r.topic)
+                topic: name(&r.topic),
             }],
-            rmq::AckMessageResponse
-        );
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(self.ack_message(request.into_inner()).await))
     }
 
@@ -292,15 +224,15 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::ForwardMessageToDeadLetterQueueResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        refuse_unless!(
-            self,
-            request,
-            [Action::Consume {
+        if let Err(r) = self.admit::<rmq::ForwardMessageToDeadLetterQueueResponse, _>(
+            &request,
+            &[Action::Consume {
                 group: name(&r.group),
-                topic: name(&r.topic)
+                topic: name(&r.topic),
             }],
-            rmq::ForwardMessageToDeadLetterQueueResponse
-        );
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.forward_to_dlq(request.into_inner()).await,
         ))
@@ -387,15 +319,15 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::ChangeInvisibleDurationResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        refuse_unless!(
-            self,
-            request,
-            [Action::Consume {
+        if let Err(r) = self.admit::<rmq::ChangeInvisibleDurationResponse, _>(
+            &request,
+            &[Action::Consume {
                 group: name(&r.group),
-                topic: name(&r.topic)
+                topic: name(&r.topic),
             }],
-            rmq::ChangeInvisibleDurationResponse
-        );
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.change_invisible_duration(request.into_inner()).await,
         ))
