@@ -29,6 +29,7 @@ pub enum UserCmd {
         groups: Vec<String>,
     },
     /// List the users (no secrets).
+    #[command(after_help = "Example: raftmq user list --json")]
     List,
     /// Delete a user.
     #[command(after_help = "Example: raftmq user delete billing-app")]
