@@ -19,6 +19,7 @@ pub mod bench;
 pub mod check;
 mod clock;
 pub mod cmd;
+mod credentials;
 mod deploy;
 mod failover;
 pub mod locate;

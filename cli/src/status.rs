@@ -153,7 +153,7 @@ fn row_from(reply: &ClusterStatusReply, addr: &str) -> NodeRow {
 /// address (when known) so a silent node still gets its row.
 pub async fn gather(targets: &[(Option<u64>, String)]) -> anyhow::Result<ClusterView> {
     let addrs: Vec<String> = targets.iter().map(|t| t.1.clone()).collect();
-    let client = Client::new(&addrs, probe_options())?;
+    let client = Client::new(&addrs, crate::credentials::signed(probe_options()))?;
     let replies =
         futures::future::join_all(addrs.iter().map(|a| client.cluster_status_from(a))).await;
     let mut view = ClusterView::default();
@@ -219,7 +219,7 @@ pub async fn gather_local(m: &Manifest) -> anyhow::Result<ClusterView> {
 
 /// Status from seed addresses: the members the first answering node knows.
 pub async fn gather_remote(seeds: &[String]) -> anyhow::Result<ClusterView> {
-    let client = Client::connect(seeds, probe_options()).await?;
+    let client = Client::connect(seeds, crate::credentials::signed(probe_options())).await?;
     let status = client.cluster_status().await?;
     let targets: Vec<(Option<u64>, String)> = status
         .members
@@ -231,7 +231,10 @@ pub async fn gather_remote(seeds: &[String]) -> anyhow::Result<ClusterView> {
 
 /// Polls `addr` until it answers a status call (a restarted node replays its log first).
 pub async fn wait_serving(addr: &str, timeout: Duration) -> anyhow::Result<()> {
-    let client = Client::new(&[addr.to_string()], probe_options())?;
+    let client = Client::new(
+        &[addr.to_string()],
+        crate::credentials::signed(probe_options()),
+    )?;
     let start = Instant::now();
     loop {
         match client.cluster_status_from(addr).await {

@@ -113,12 +113,20 @@ def push_consume(config, topic, sent):
 
 
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: rocketmq_clients.py <host:port> <topic-prefix>")
+    # Optional access keys (an authenticated cluster): the producer's, then the consumers'.
+    if len(sys.argv) not in (3, 7):
+        fail("usage: rocketmq_clients.py <host:port> <topic-prefix> "
+             "[<producer-ak> <producer-sk> <consumer-ak> <consumer-sk>]")
     addr, prefix = sys.argv[1], sys.argv[2]
-    config = ClientConfiguration(addr, Credentials(), request_timeout=10)
+    if len(sys.argv) == 7:
+        producer_credentials = Credentials(sys.argv[3], sys.argv[4])
+        consumer_credentials = Credentials(sys.argv[5], sys.argv[6])
+    else:
+        producer_credentials = consumer_credentials = Credentials()
+    producer_config = ClientConfiguration(addr, producer_credentials, request_timeout=10)
+    config = ClientConfiguration(addr, consumer_credentials, request_timeout=10)
     simple_topic, push_topic = f"{prefix}-simple", f"{prefix}-push"
-    producer = Producer(config, (simple_topic, push_topic))
+    producer = Producer(producer_config, (simple_topic, push_topic))
     producer.startup()
     try:
         sent_simple = produce(producer, simple_topic, "simple")

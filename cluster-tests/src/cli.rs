@@ -25,8 +25,20 @@ fn command(args: &[&str]) -> Command {
     cmd.args(args)
         .env("RAFTMQ_NODE_BIN", node)
         .env_remove("RAFTMQ_SERVERS")
-        .env_remove("RAFTMQ_CLUSTER");
+        .env_remove("RAFTMQ_CLUSTER")
+        .env_remove("RAFTMQ_ACCESS_KEY")
+        .env_remove("RAFTMQ_SECRET_KEY");
     cmd
+}
+
+/// [`run`] with extra environment variables.
+pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = command(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output()
+        .expect("the raftmq binary built for this test can be executed")
 }
 
 /// Runs `raftmq args...` and returns its output, whatever the exit status.
@@ -68,12 +80,17 @@ impl LocalCluster {
     /// `raftmq cluster up` of `nodes` nodes with free ports, 1 MiB segments and the disk
     /// ratios off (the host's disk fill must not decide a test); returns the status JSON too.
     pub fn up(nodes: u32) -> (Self, serde_json::Value) {
+        Self::up_with(nodes, &[])
+    }
+
+    /// [`Self::up`] with more `cluster up` flags (e.g. `--secure`).
+    pub fn up_with(nodes: u32, extra: &[&str]) -> (Self, serde_json::Value) {
         let dir = tempfile::tempdir().expect("a temp dir can be created");
         let manifest = dir.path().join("cluster.toml").display().to_string();
         let c = Self { dir, manifest };
         let d = c.dir.path().display().to_string();
         let n = nodes.to_string();
-        let status = json(&[
+        let mut args = vec![
             "cluster",
             "up",
             "--dir",
@@ -89,7 +106,9 @@ impl LocalCluster {
             "--set",
             "disk-reject-ratio=1.0",
             "--json",
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let status = json(&args);
         (c, status)
     }
 

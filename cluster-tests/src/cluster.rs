@@ -168,7 +168,17 @@ impl TestCluster {
 
     /// A client library instance seeded with every node; `request_timeout` bounds one attempt.
     pub fn client(&self, request_timeout: Duration) -> anyhow::Result<Client> {
+        self.client_as(request_timeout, None)
+    }
+
+    /// [`Self::client`] signing every call with `credentials` (authenticated clusters).
+    pub fn client_as(
+        &self,
+        request_timeout: Duration,
+        credentials: Option<raftmq_client::Credentials>,
+    ) -> anyhow::Result<Client> {
         let opts = ClientOptions {
+            credentials,
             request_timeout,
             connect_timeout: Duration::from_millis(300),
             max_attempts: 8,

@@ -23,6 +23,7 @@
 //! (the command line end to end), `peer_transport.rs` (the Raft transport with in-memory
 //! stores).
 
+pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod node_config;

@@ -38,6 +38,15 @@ pub struct ProcCluster {
 impl ProcCluster {
     /// Starts `flush.len()` node processes bootstrapping one cluster.
     pub fn start(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
+        Self::start_with(flush, |_| {})
+    }
+
+    /// [`Self::start`], with `tweak` changing each config first (e.g.
+    /// [`crate::auth::TestAuth::apply`]; not the listen addresses).
+    pub fn start_with(
+        flush: &[FlushPolicy],
+        tweak: impl Fn(&mut NodeConfig),
+    ) -> anyhow::Result<Self> {
         crate::init_tracing();
         let bin = node_binary()?;
         let dir = tempfile::tempdir()?;
@@ -58,6 +67,7 @@ impl ProcCluster {
             cfg.client_listen_addr = m.client_addr.parse()?;
             cfg.rocketmq_listen_addr = Some(free_addr()?);
             cfg.initial_members = members.clone();
+            tweak(&mut cfg);
             configs.push(cfg);
         }
         let mut c = Self {

@@ -22,6 +22,14 @@ pub fn client_option(addr: &str) -> ClientOption {
     client
 }
 
+/// [`client_option`] signing with an access key and secret key (authenticated clusters).
+pub fn signed_option(addr: &str, access_key: &str, secret_key: &str) -> ClientOption {
+    let mut c = client_option(addr);
+    c.set_access_key(access_key);
+    c.set_secret_key(secret_key);
+    c
+}
+
 /// A started producer of `topic`.
 pub async fn producer(addr: &str, topic: &str) -> Producer {
     let mut opt = ProducerOption::default();

@@ -61,15 +61,51 @@ fn python() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_producer_simple_and_push_consumers() {
-    let py = tokio::task::spawn_blocking(python).await.expect("venv");
     let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {})
         .await
         .expect("cluster starts");
+    run_script(&cluster, &[]).await;
+    cluster.shutdown().await.expect("shutdown");
+}
+
+/// The same clients on an authenticated cluster, each with its user's access key
+/// (`Credentials(ak, sk)`): a producer of `py-*`, and a consumer of `py-*` in groups `py-*`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn python_clients_with_access_keys() {
+    let auth = cluster_tests::auth::TestAuth::new().expect("auth files");
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| auth.apply(c))
+        .await
+        .expect("cluster starts");
+    let admin = cluster
+        .client_as(Duration::from_secs(5), Some(auth.admin.clone()))
+        .expect("admin");
+    let mut keys = Vec::new();
+    for (name, role) in [("py-shop", "producer"), ("py-reader", "consumer")] {
+        let r = admin
+            .create_user(name, role, vec!["py-*".into()], vec!["py-*".into()])
+            .await
+            .expect("create user");
+        keys.push(r.user.expect("user").access_key);
+        keys.push(r.secret_key);
+    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    run_script(&cluster, &keys).await;
+    cluster.shutdown().await.expect("shutdown");
+}
+
+/// Runs the script against a follower's RocketMQ port with `extra` arguments (access keys).
+async fn run_script(cluster: &TestCluster, extra: &[&str]) {
+    let py = tokio::task::spawn_blocking(python).await.expect("venv");
     let (_, follower) = cluster.leader_and_follower().await.expect("a leader");
     let addr = cluster.rocketmq_addr(follower).expect("a RocketMQ port");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/rocketmq_clients.py");
     let mut child = tokio::process::Command::new(&py);
-    child.arg(&script).arg(&addr).arg("py").kill_on_drop(true);
+    child
+        .arg(&script)
+        .arg(&addr)
+        .arg("py")
+        .args(extra)
+        .kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(240), child.output())
         .await
         .expect("the Python clients finish within 4 minutes")
@@ -81,5 +117,4 @@ async fn python_producer_simple_and_push_consumers() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    cluster.shutdown().await.expect("shutdown");
 }

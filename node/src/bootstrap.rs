@@ -99,6 +99,7 @@ async fn add_self(core: &NodeCore, addr: &str, req: pb::AddLearnerRequest) -> Re
     let ch = core.channel(addr)?;
     let mut client = RaftMqClient::new(ch);
     let mut r = tonic::Request::new(req);
+    core.auth.sign_internal(r.metadata_mut(), None);
     r.set_timeout(core.config.send_timeout() + Duration::from_secs(2));
     client
         .add_learner(r)

@@ -17,6 +17,7 @@
 //! CommitLog, so it must never change once a data dir exists.
 
 mod args;
+mod auth;
 #[cfg(test)]
 mod config_tests;
 mod file;
@@ -31,6 +32,8 @@ use serde::Deserialize;
 use serde::Serialize;
 
 pub use args::NodeArgs;
+pub use auth::AuthArgs;
+pub use auth::AuthConfig;
 pub use file::file_keys;
 pub use member::MemberSpec;
 pub use raftmq_raft_log::FlushPolicy;
@@ -177,6 +180,10 @@ pub struct NodeConfig {
     /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     /// Default "info"; e.g. "debug" or "info,raftmq_node=debug".
     pub log_level: String,
+    /// Authentication: `auth-enabled`, `auth-key-file`, `auth-admin-file`,
+    /// `auth-max-skew-ms` (see [`AuthConfig`]).
+    #[serde(flatten)]
+    pub auth: AuthConfig,
 }
 
 impl Default for NodeConfig {
@@ -209,6 +216,7 @@ impl Default for NodeConfig {
             max_stream_inflight_bytes: 64 << 20,
             store: StoreConfig::default(),
             log_level: "info".into(),
+            auth: AuthConfig::default(),
         }
     }
 }

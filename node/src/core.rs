@@ -58,6 +58,8 @@ pub struct NodeCore {
     pub disk: crate::disk_guard::DiskGuard,
     /// Long polls waiting now, against `max-long-poll-waiters`.
     pub long_polls: crate::long_poll::LongPolls,
+    /// Who may call the client and RocketMQ services (`auth-*` settings).
+    pub auth: crate::auth::Authenticator,
 }
 
 impl NodeCore {

@@ -51,9 +51,12 @@ pub enum NodeError {
     /// The thing to create exists.
     #[error("{0}")]
     AlreadyExists(String),
-    /// The topic's permissions forbid the call.
+    /// The topic's permissions or the caller's role forbid the call.
     #[error("{0}")]
     PermissionDenied(String),
+    /// The call is not signed, or not by a known access key with its secret key.
+    #[error("{0}")]
+    Unauthenticated(String),
     /// The request is well formed but unsafe or impossible in the current state.
     #[error("{0}")]
     FailedPrecondition(String),
@@ -113,7 +116,7 @@ impl NodeError {
     /// The refusal apply answered with (deterministic on every replica; nothing dispatched).
     pub fn from_reject(code: RejectCode, message: String) -> Self {
         match code {
-            RejectCode::NoSuchTopic => NodeError::NotFound(message),
+            RejectCode::NoSuchTopic | RejectCode::NoSuchUser => NodeError::NotFound(message),
             RejectCode::NoSuchQueue | RejectCode::Invalid => NodeError::InvalidArgument(message),
             RejectCode::NoPermission => NodeError::PermissionDenied(message),
             RejectCode::TopicExists => NodeError::AlreadyExists(message),
@@ -170,6 +173,7 @@ pub fn to_status(err: NodeError, node_id: NodeId) -> Status {
         NodeError::NotFound(_) => (Code::NotFound, None),
         NodeError::AlreadyExists(_) => (Code::AlreadyExists, None),
         NodeError::PermissionDenied(_) => (Code::PermissionDenied, None),
+        NodeError::Unauthenticated(_) => (Code::Unauthenticated, None),
         NodeError::FailedPrecondition(_) => (Code::FailedPrecondition, None),
         NodeError::DiskFull(_) => (
             Code::ResourceExhausted,

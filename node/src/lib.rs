@@ -33,6 +33,7 @@
 //! was never appended to any log; a node initialises a cluster only when its Raft state is
 //! empty.
 
+pub mod auth;
 pub mod bootstrap;
 pub mod check_quorum;
 pub mod config;

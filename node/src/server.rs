@@ -206,6 +206,7 @@ impl Node {
 
 async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let node_id = config.node_id;
+    let auth = crate::auth::Authenticator::from_config(&config.auth)?;
     let dir = config.data_dir.clone();
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
@@ -242,6 +243,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         replication_kick,
         disk: Default::default(),
         long_polls,
+        auth,
     });
     Ok((core, log))
 }

@@ -21,11 +21,23 @@
 //! (`raftmq.v2`) served beside the old one.
 
 pub mod codec;
+pub mod signature;
 
 /// Generated code of package `raftmq.v1`.
 #[allow(clippy::all, missing_docs)]
 pub mod v1 {
     tonic::include_proto!("raftmq.v1");
+}
+
+/// Redacts the secret key, which must never reach a log.
+impl std::fmt::Debug for v1::CreateUserReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateUserReply")
+            .field("user", &self.user)
+            .field("secret_key", &"<redacted>")
+            .field("log_id", &self.log_id)
+            .finish()
+    }
 }
 
 /// The RocketMQ 5 protocol (package `apache.rocketmq.v2`), generated from the vendored
@@ -165,6 +177,20 @@ mod tests {
         assert_eq!(
             rmq::Code::from_str_name("TOPIC_NOT_FOUND"),
             Some(rmq::Code::TopicNotFound)
+        );
+    }
+
+    #[test]
+    fn create_user_reply_debug_redacts_the_secret() {
+        let r = v1::CreateUserReply {
+            user: None,
+            secret_key: "s3cr3t-value".into(),
+            log_id: None,
+        };
+        let text = format!("{r:?}");
+        assert!(
+            !text.contains("s3cr3t-value") && text.contains("<redacted>"),
+            "{text}"
         );
     }
 }

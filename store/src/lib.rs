@@ -110,6 +110,7 @@ pub mod state;
 mod store;
 pub mod topic;
 pub mod types;
+pub mod users;
 
 pub use config::StoreConfig;
 pub use open::open;

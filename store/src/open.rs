@@ -104,6 +104,7 @@ fn recover_state(
         offsets: Default::default(),
         receive: Default::default(),
         dedup: Default::default(),
+        users: Default::default(),
         last_applied: None,
         membership: Default::default(),
         dispatched_phys_end: PhysOffset::ZERO,

@@ -50,6 +50,8 @@ pub enum RejectCode {
     /// Ack / ChangeInvisible of a message no longer in flight because it was acked already
     /// (a retried ack: harmless).
     AlreadyAcked,
+    /// `DeleteUser` of a user that does not exist.
+    NoSuchUser,
 }
 
 /// One message a `Receive` handed out.
@@ -115,6 +117,10 @@ pub enum ApplyResponse {
     TopicDeleted(String),
     /// A consumer offset was committed.
     OffsetCommitted,
+    /// A user was added or replaced (its name).
+    UserPut(String),
+    /// A user was deleted (its name).
+    UserDeleted(String),
     /// The messages a `Receive` handed out, in queue offset order (maybe none).
     Received(Vec<Delivered>),
     /// One result per `Ack` entry, in order: `Err` with [`RejectCode::InvalidReceiptHandle`]

@@ -3,6 +3,7 @@
 //! (implemented in [`crate::read`]), the pop state's read side (`receive_read`), retention and the disk guard ([`crate::retention`]), and
 //! the snapshot receiver ([`crate::snapshot`]). [`crate::open`] makes it.
 
+use crate::users::User;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +122,21 @@ impl Store {
     /// How many topics exist.
     pub fn topic_count(&self) -> usize {
         self.shared.state.read().topics.len()
+    }
+
+    /// The user holding `access_key` (its secret still sealed).
+    pub fn user_by_access_key(&self, access_key: &str) -> Option<User> {
+        self.shared
+            .state
+            .read()
+            .users
+            .by_access_key(access_key)
+            .cloned()
+    }
+
+    /// All users, by name (secrets sealed).
+    pub fn users(&self) -> Vec<User> {
+        self.shared.state.read().users.iter().cloned().collect()
     }
 
     /// All topics, by name.

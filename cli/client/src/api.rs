@@ -1,11 +1,10 @@
 //! The public calls of [`Client`]: messaging, queries, consumer offsets, topic and cluster
 //! admin, each with its retry kind.
 
+use crate::credentials::Grpc;
 use crate::error::ClientError;
-use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use raftmq_proto::v1::*;
 use std::time::Duration;
-use tonic::transport::Channel;
 use tonic::Code;
 
 use crate::client::normalize;
@@ -100,12 +99,9 @@ impl Client {
     pub async fn pull_from(&self, addr: &str, req: PullRequest) -> Result<PullReply, ClientError> {
         let extra = Duration::from_millis(u64::from(req.long_poll_timeout_ms));
         let addr = normalize(addr);
-        self.attempt(
-            &addr,
-            req,
-            extra,
-            &|mut c: RaftMqClient<Channel>, r| async move { c.pull(r).await },
-        )
+        self.attempt(&addr, req, extra, &|mut c: Grpc, r| async move {
+            c.pull(r).await
+        })
         .await
         .map_err(|s| ClientError::Rejected {
             addr,
@@ -264,7 +260,7 @@ impl Client {
             &addr,
             ClusterStatusRequest {},
             Duration::ZERO,
-            &|mut c: RaftMqClient<Channel>, r| async move { c.cluster_status(r).await },
+            &|mut c: Grpc, r| async move { c.cluster_status(r).await },
         )
         .await
         .map_err(|s| ClientError::Rejected {

@@ -14,6 +14,9 @@ use tonic::transport::Endpoint;
 use tonic::Code;
 use tonic::Status;
 
+use crate::credentials::Credentials;
+use crate::credentials::Grpc;
+use crate::credentials::Signer;
 use crate::error::classify;
 use crate::error::ClientError;
 use crate::error::Verdict;
@@ -45,6 +48,9 @@ pub struct ClientOptions {
     /// resend it already stored with the original result. Off: sends carry no identity and
     /// follow `retry_unknown_writes`. Default true.
     pub idempotent: bool,
+    /// Access key and secret key that sign every call (needed when the cluster has
+    /// `auth-enabled`). Default none: calls go unsigned.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientOptions {
@@ -58,6 +64,7 @@ impl Default for ClientOptions {
             retry_unknown_writes: false,
             max_message_bytes: 64 << 20,
             idempotent: true,
+            credentials: None,
         }
     }
 }
@@ -101,6 +108,8 @@ pub struct Client {
     routing: Arc<Mutex<Routing>>,
     /// The identity of this client's sends (see [`crate::producer`]).
     pub(crate) producer: Arc<Producer>,
+    /// Signs every call with `opts.credentials`.
+    signer: Signer,
 }
 
 pub(crate) fn normalize(addr: &str) -> String {
@@ -131,6 +140,7 @@ impl Client {
             ));
         }
         Ok(Self {
+            signer: Signer::new(opts.credentials.clone()),
             opts,
             routing: Arc::new(Mutex::new(Routing {
                 nodes,
@@ -182,7 +192,7 @@ impl Client {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn grpc(&self, addr: &str) -> Result<RaftMqClient<Channel>, ClientError> {
+    fn grpc(&self, addr: &str) -> Result<Grpc, ClientError> {
         let mut r = self.routing();
         let ch = match r.channels.get(addr) {
             Some(ch) => ch.clone(),
@@ -198,7 +208,7 @@ impl Client {
                 ch
             }
         };
-        Ok(RaftMqClient::new(ch)
+        Ok(RaftMqClient::with_interceptor(ch, self.signer.clone())
             .max_decoding_message_size(self.opts.max_message_bytes)
             .max_encoding_message_size(self.opts.max_message_bytes))
     }
@@ -244,7 +254,7 @@ impl Client {
         rpc: &F,
     ) -> Result<Resp, Status>
     where
-        F: Fn(RaftMqClient<Channel>, tonic::Request<Req>) -> Fut,
+        F: Fn(Grpc, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
         let client = self
@@ -273,7 +283,7 @@ impl Client {
     ) -> Result<Resp, ClientError>
     where
         Req: Clone,
-        F: Fn(RaftMqClient<Channel>, tonic::Request<Req>) -> Fut,
+        F: Fn(Grpc, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
         self.retry(kind, |addr| {

@@ -248,6 +248,18 @@ impl RaftMq for FakeSvc {
     ) -> R<ChangeMembershipReply> {
         Err(Status::unimplemented("change_membership"))
     }
+
+    async fn create_user(&self, _r: Request<CreateUserRequest>) -> R<CreateUserReply> {
+        Err(Status::unimplemented("create_user"))
+    }
+
+    async fn list_users(&self, _r: Request<ListUsersRequest>) -> R<ListUsersReply> {
+        Err(Status::unimplemented("list_users"))
+    }
+
+    async fn delete_user(&self, _r: Request<DeleteUserRequest>) -> R<DeleteUserReply> {
+        Err(Status::unimplemented("delete_user"))
+    }
 }
 
 /// Starts fake nodes 1..=n sharing one leader slot and member list; node 1 leads.

@@ -29,12 +29,15 @@ mod api;
 mod client;
 #[cfg(test)]
 mod client_tests;
+mod credentials;
 mod error;
 mod producer;
 mod send_stream;
+mod users;
 
 pub use client::Client;
 pub use client::ClientOptions;
+pub use credentials::Credentials;
 pub use error::ClientError;
 pub use producer::PRODUCER_ID_PROPERTY;
 pub use producer::SEQUENCE_PROPERTY;

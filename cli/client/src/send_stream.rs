@@ -12,12 +12,12 @@
 //!   connect error, UNIMPLEMENTED from a node without `SendStream`), or UNAVAILABLE with
 //!   `not_applied`, so the client may resend it safely.
 
+use crate::credentials::Grpc;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use raftmq_proto::v1::send_stream_reply::Outcome;
 use raftmq_proto::v1::ErrorDetail;
 use raftmq_proto::v1::ErrorReason;
@@ -27,7 +27,6 @@ use raftmq_proto::v1::SendStreamReply;
 use raftmq_proto::v1::SendStreamRequest;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
-use tonic::transport::Channel;
 use tonic::Status;
 
 /// A send's result and, when the node forwarded it, the leader's client address.
@@ -74,7 +73,7 @@ fn not_sent(why: &str) -> Status {
 
 impl SendMux {
     /// Opens a stream over `client` (the call starts in a background task).
-    pub(crate) fn open(client: RaftMqClient<Channel>) -> Self {
+    pub(crate) fn open(client: Grpc) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
         tokio::spawn(run(client, rx, pending.clone()));
@@ -114,7 +113,10 @@ impl SendMux {
 
 /// The answer for a message that did not reach the node because the stream failed with `s`.
 fn unsent(s: &Status) -> Status {
-    if crate::error::is_connect_error(s) || s.code() == tonic::Code::Unimplemented {
+    use tonic::Code;
+    // A refused credential is the node's answer to every message: pass it on (not retried).
+    let refused = matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied);
+    if refused || crate::error::is_connect_error(s) || s.code() == Code::Unimplemented {
         s.clone()
     } else {
         not_sent(s.message())
@@ -149,11 +151,7 @@ fn requests(
     )
 }
 
-async fn run(
-    mut client: RaftMqClient<Channel>,
-    rx: mpsc::UnboundedReceiver<Queued>,
-    pending: Arc<Mutex<Pending>>,
-) {
+async fn run(mut client: Grpc, rx: mpsc::UnboundedReceiver<Queued>, pending: Arc<Mutex<Pending>>) {
     // The call failing outright (connect error, UNIMPLEMENTED, a node shutting down) means
     // the node's handler never took a message, even those already handed to the stream.
     let (end, opened) = match client.send_stream(requests(rx, pending.clone())).await {

@@ -218,7 +218,8 @@ async fn produce(g: &Global, a: ProduceArgs) -> anyhow::Result<i32> {
     for _ in 0..a.producers {
         // Learn the leader first: a follower forwards every send (an extra hop), and a write
         // it answered does not tell the client who leads.
-        let client = Client::connect(&seeds, ClientOptions::default()).await?;
+        let client =
+            Client::connect(&seeds, crate::credentials::signed(ClientOptions::default())).await?;
         for _ in 0..a.in_flight {
             tasks.spawn(produce_worker(
                 client.clone(),
@@ -341,7 +342,10 @@ async fn consume(g: &Global, a: ConsumeBenchArgs) -> anyhow::Result<i32> {
         (None, Some(id)) => g.manifest()?.node(id)?.client_addr.clone(),
         (None, None) => g.seeds()?.first().cloned().unwrap_or_default(),
     };
-    let client = Client::new(std::slice::from_ref(&addr), ClientOptions::default())?;
+    let client = Client::new(
+        std::slice::from_ref(&addr),
+        crate::credentials::signed(ClientOptions::default()),
+    )?;
     let topics = client.list_topics().await?;
     let info = topics
         .iter()

@@ -115,6 +115,10 @@ pub struct UpArgs {
     /// (repeatable), e.g. `--set disk-reject-ratio=0.95`; kept for nodes added later.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<NodeSetting>,
+    /// Secure cluster: authentication on (a cluster key and an admin credential in
+    /// `<dir>/auth/`, recorded in cluster.toml so every `raftmq --cluster` command signs with it).
+    #[arg(long)]
+    pub secure: bool,
 }
 
 /// Result of a command that acts on one node.
@@ -214,16 +218,35 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
         );
         Manifest::load(&manifest_path)?
     } else {
-        local::init(&local::InitOptions {
+        let mut settings = a.settings;
+        let secure = match a.secure {
+            true => Some(crate::deploy::credentials::generate(&dir)?),
+            false => None,
+        };
+        if let Some(s) = &secure {
+            settings.extend(s.settings.iter().cloned());
+        }
+        let mut m = local::init(&local::InitOptions {
             nodes: usize::try_from(a.nodes)?,
             dir,
             base_port: a.base_port,
             flush: a.flush,
             segment_bytes: a.segment_bytes,
             cluster_id: a.cluster_id,
-            settings: a.settings,
-        })?
+            settings,
+        })?;
+        if let Some(s) = secure {
+            m.update(|m| {
+                m.access_key = Some(s.access_key.clone());
+                m.secret_file = Some(s.secret_file.clone());
+                Ok(())
+            })?;
+        }
+        m
     };
+    if g.access_key.is_none() {
+        crate::credentials::set(crate::credentials::from_manifest(&m)?);
+    }
     let started = local::start_all(&mut m, &bin)?;
     if !g.json {
         eprintln!("started nodes {started:?}; waiting for a leader ...");

@@ -6,6 +6,7 @@ pub mod consume;
 pub mod query;
 pub mod send;
 pub mod topic;
+pub mod user;
 pub mod view;
 
 use std::path::PathBuf;
@@ -58,6 +59,12 @@ pub struct Global {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Access key that signs every call (authenticated clusters); overrides cluster.toml's.
+    #[arg(long, global = true, env = "RAFTMQ_ACCESS_KEY")]
+    pub access_key: Option<String>,
+    /// Secret key of --access-key.
+    #[arg(long, global = true, env = "RAFTMQ_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
 }
 
 /// Top-level commands.
@@ -80,6 +87,9 @@ pub enum Command {
     Bench(bench::BenchCmd),
     /// Produce while injecting faults into the local cluster, then check every invariant.
     FailoverTest(FailoverArgs),
+    /// Create, list and delete users (authenticated clusters; admin only).
+    #[command(subcommand)]
+    User(user::UserCmd),
 }
 
 impl Global {
@@ -103,13 +113,17 @@ impl Global {
 
     /// A client for the cluster with given options.
     pub fn client_with(&self, opts: ClientOptions) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.seeds()?, opts)?)
+        Ok(Client::new(
+            &self.seeds()?,
+            crate::credentials::signed(opts),
+        )?)
     }
 }
 
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let g = cli.global;
+    crate::credentials::init(&g)?;
     match cli.command {
         Command::Cluster(c) => cluster::run(&g, c).await,
         Command::Send(a) => send::run(&g, a).await,
@@ -117,6 +131,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Query(a) => query::run(&g, a).await,
         Command::Topic(c) => topic::run(&g, c).await,
         Command::Bench(c) => bench::run(&g, c).await,
+        Command::User(c) => user::run(&g, c).await,
         Command::FailoverTest(a) => crate::failover::run(g.manifest()?, g.json, a).await,
     }
 }

@@ -121,6 +121,8 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         segment_bytes: opts.segment_bytes,
         node_settings: opts.settings.iter().map(|s| s.text.clone()).collect(),
         nodes,
+        access_key: None,
+        secret_file: None,
     };
     m.save()?;
     Ok(m)

@@ -69,6 +69,13 @@ pub struct Manifest {
     pub node_settings: Vec<String>,
     /// The nodes, by id.
     pub nodes: Vec<NodeEntry>,
+    /// Access key every `raftmq --cluster ...` command signs with (`cluster up --secure`: the
+    /// admin credential); `--access-key` / `RAFTMQ_ACCESS_KEY` override it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key: Option<String>,
+    /// File holding the secret key of `access-key` (mode 0600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Manifest {
@@ -210,6 +217,8 @@ mod tests {
             segment_bytes: 1 << 30,
             node_settings: vec!["disk-reject-ratio=0.95".into()],
             nodes,
+            access_key: None,
+            secret_file: None,
         }
     }
 

@@ -149,7 +149,10 @@ impl Run {
 /// Samples every node's status every 250 ms until stopped.
 async fn sample(run: Arc<Run>) {
     let mut seen: BTreeMap<u64, u64> = BTreeMap::new();
-    let Ok(client) = Client::new(&run.manifest().client_addrs(), probe_options()) else {
+    let Ok(client) = Client::new(
+        &run.manifest().client_addrs(),
+        crate::credentials::signed(probe_options()),
+    ) else {
         return;
     };
     while !run.stop.load(Ordering::Relaxed) {
@@ -182,7 +185,10 @@ pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Res
     let node_bin = node_binary()?;
     let seeds = manifest.client_addrs();
     let idempotent = !a.no_idempotent;
-    let admin = Client::new(&seeds, producer_options(idempotent))?;
+    let admin = Client::new(
+        &seeds,
+        crate::credentials::signed(producer_options(idempotent)),
+    )?;
     crate::status::wait_leader(&manifest, Duration::from_secs(30)).await?;
     let topic = a
         .topic
@@ -224,7 +230,10 @@ pub async fn run(manifest: Manifest, json: bool, a: FailoverArgs) -> anyhow::Res
     for p in 0..a.producers {
         producers.spawn(producer::produce(
             run.clone(),
-            Client::new(&seeds, producer_options(idempotent))?,
+            Client::new(
+                &seeds,
+                crate::credentials::signed(producer_options(idempotent)),
+            )?,
             p,
         ));
     }
@@ -308,7 +317,10 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
 
 async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummary> {
     let m = run.manifest();
-    let reader = Client::new(&m.client_addrs(), ClientOptions::default())?;
+    let reader = Client::new(
+        &m.client_addrs(),
+        crate::credentials::signed(ClientOptions::default()),
+    )?;
     let mut replicas = Vec::new();
     for n in &m.nodes {
         let read = read_replica(&reader, n.id, &n.client_addr, &run.topic, queues, tag_of).await?;

@@ -175,6 +175,9 @@ pub struct NodeArgs {
     /// [default 100000; 1..=10000000]
     #[arg(long)]
     pub dedup_max_entries: Option<u32>,
+    /// Authentication flags.
+    #[command(flatten)]
+    pub auth: super::AuthArgs,
 }
 
 /// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
@@ -243,5 +246,6 @@ impl NodeArgs {
         if self.no_rocketmq {
             cfg.rocketmq_listen_addr = None;
         }
+        self.auth.apply(&mut cfg.auth);
     }
 }

@@ -193,6 +193,8 @@ fn every_key_is_written_and_read_back() {
     };
     c.store.consume_queue.units_per_file = 7;
     c.store.index.max_units_per_file = 9;
+    c.auth.auth_key_file = Some("/k".into());
+    c.auth.auth_admin_file = Some("/a".into());
     let text = c.to_toml_string();
     let written: Vec<&str> = text.lines().filter_map(|l| l.split(" = ").next()).collect();
     assert_eq!(written, file::file_keys(), "{text}");

@@ -81,6 +81,7 @@ impl NodeConfig {
         self.validate_addrs()?;
         self.validate_members()?;
         self.validate_fifo_groups()?;
+        self.auth.validate()?;
         self.log.validate().map_err(log_error)?;
         self.validate_sizes()?;
         check_range(

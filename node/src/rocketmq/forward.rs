@@ -8,6 +8,10 @@
 //! timeout, as the leader changes. A forward that failed otherwise (broke on the way, timed
 //! out) answers PROXY_TIMEOUT: its outcome is unknown, and the clients retry with the same
 //! message id.
+//!
+//! With authentication on, the follower has authenticated and authorized the client before it
+//! forwards; the forward is signed with the root credential every node holds
+//! (`Authenticator::sign_internal`), so the leader accepts it as a call of a trusted node.
 
 use std::future::Future;
 use std::time::Duration;
@@ -45,6 +49,8 @@ pub fn request_for<T>(core: &NodeCore, msg: T, timeout: Duration) -> Request<T> 
     if let Ok(v) = core.node_id.to_string().parse() {
         r.metadata_mut().insert(FORWARDED_BY_KEY, v);
     }
+    // This node authorized the caller already; it signs the forward as itself (root).
+    core.auth.sign_internal(r.metadata_mut(), None);
     r.set_timeout(timeout);
     r
 }

@@ -10,9 +10,15 @@
 //! [`ack`] (AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
 //! [`message`] (conversions).
 //! Heartbeat and NotifyClientTermination answer OK: a node keeps no per-client state.
+//!
+//! With `auth-enabled`, every call is authenticated ([`crate::auth`]; the clients sign with
+//! `set_access_key`/`set_secret_key`) and authorized for its topic and group
+//! ([`crate::auth::policy`]); a refusal is the body status UNAUTHORIZED or FORBIDDEN
+//! (codes the 5.0.0 client knows), with the reason as its message.
 
 pub mod ack;
 pub mod forward;
+mod gate;
 pub mod message;
 pub mod receive;
 pub mod route;
@@ -33,6 +39,9 @@ use tonic::Request;
 use tonic::Response;
 use tonic::Status;
 
+use self::gate::actions_of_send;
+use self::gate::name;
+use crate::auth::policy::Action;
 use crate::core::NodeCore;
 use crate::error::to_status;
 use crate::error::NodeError;
@@ -109,13 +118,24 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryRouteRequest>,
     ) -> Result<Response<rmq::QueryRouteResponse>, Status> {
         self.check_forwarded(&request)?;
+        if let Err(r) = self.admit::<rmq::QueryRouteResponse, _>(
+            &request,
+            &[Action::Route {
+                topic: name(&request.get_ref().topic),
+            }],
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(self.query_route(request.into_inner()).await))
     }
 
     async fn heartbeat(
         &self,
-        _request: Request<rmq::HeartbeatRequest>,
+        request: Request<rmq::HeartbeatRequest>,
     ) -> Result<Response<rmq::HeartbeatResponse>, Status> {
+        if let Err(r) = self.admit::<rmq::HeartbeatResponse, _>(&request, &[Action::Describe]) {
+            return Ok(r);
+        }
         Ok(Response::new(rmq::HeartbeatResponse {
             status: Some(status::ok()),
         }))
@@ -126,6 +146,11 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::SendMessageRequest>,
     ) -> Result<Response<rmq::SendMessageResponse>, Status> {
         self.check_forwarded(&request)?;
+        if let Err(r) =
+            self.admit::<rmq::SendMessageResponse, _>(&request, &actions_of_send(request.get_ref()))
+        {
+            return Ok(r);
+        }
         Ok(Response::new(self.send_message(request.into_inner()).await))
     }
 
@@ -134,6 +159,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryAssignmentRequest>,
     ) -> Result<Response<rmq::QueryAssignmentResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        if let Err(r) = self.admit::<rmq::QueryAssignmentResponse, _>(
+            &request,
+            &[Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic),
+            }],
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.query_assignment(request.into_inner()).await,
         ))
@@ -146,6 +181,18 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        let topic = r.message_queue.as_ref().map_or("", |q| name(&q.topic));
+        let consume = Action::Consume {
+            group: name(&r.group),
+            topic,
+        };
+        if let Err(s) = self.gate(&request, &[consume]) {
+            let answer = rmq::ReceiveMessageResponse {
+                content: Some(rmq::receive_message_response::Content::Status(s)),
+            };
+            return Ok(Response::new(Box::pin(futures::stream::iter([Ok(answer)]))));
+        }
         let md = request.metadata().clone();
         let answers = self.receive_message(&md, request.into_inner()).await;
         Ok(Response::new(Box::pin(futures::stream::iter(
@@ -158,6 +205,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::AckMessageRequest>,
     ) -> Result<Response<rmq::AckMessageResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        if let Err(r) = self.admit::<rmq::AckMessageResponse, _>(
+            &request,
+            &[Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic),
+            }],
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(self.ack_message(request.into_inner()).await))
     }
 
@@ -166,6 +223,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<rmq::ForwardMessageToDeadLetterQueueResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        if let Err(r) = self.admit::<rmq::ForwardMessageToDeadLetterQueueResponse, _>(
+            &request,
+            &[Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic),
+            }],
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.forward_to_dlq(request.into_inner()).await,
         ))
@@ -229,6 +296,11 @@ impl MessagingService for RocketMqService {
         &self,
         request: Request<tonic::Streaming<rmq::TelemetryCommand>>,
     ) -> Result<Response<Self::TelemetryStream>, Status> {
+        // Checked once, at the stream's start; a refusal ends the stream (the client's
+        // session reports it).
+        if let Err(s) = self.gate(&request, &[Action::Describe]) {
+            return Err(Status::unauthenticated(s.message));
+        }
         Ok(Response::new(self.telemetry(request.into_inner())))
     }
 
@@ -246,6 +318,16 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::ChangeInvisibleDurationRequest>,
     ) -> Result<Response<rmq::ChangeInvisibleDurationResponse>, Status> {
         self.check_forwarded(&request)?;
+        let r = request.get_ref();
+        if let Err(r) = self.admit::<rmq::ChangeInvisibleDurationResponse, _>(
+            &request,
+            &[Action::Consume {
+                group: name(&r.group),
+                topic: name(&r.topic),
+            }],
+        ) {
+            return Ok(r);
+        }
         Ok(Response::new(
             self.change_invisible_duration(request.into_inner()).await,
         ))

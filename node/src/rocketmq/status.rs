@@ -37,6 +37,7 @@ pub fn code_of(e: &NodeError) -> Code {
         NodeError::NotFound(_) => Code::NotFound,
         NodeError::AlreadyExists(_) | NodeError::FailedPrecondition(_) => Code::PreconditionFailed,
         NodeError::PermissionDenied(_) => Code::Forbidden,
+        NodeError::Unauthenticated(_) => Code::Unauthorized,
         NodeError::DiskFull(_) => Code::InternalServerError,
         NodeError::NotLeader { .. }
         | NodeError::ForwardFailed { .. }
@@ -87,6 +88,7 @@ mod tests {
             NodeError::NotFound("x".into()),
             NodeError::AlreadyExists("x".into()),
             NodeError::PermissionDenied("x".into()),
+            NodeError::Unauthenticated("x".into()),
             NodeError::FailedPrecondition("x".into()),
             NodeError::DiskFull("x".into()),
             NodeError::NoQuorum("x".into()),

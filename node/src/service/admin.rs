@@ -27,7 +27,7 @@ fn deadline(core: &NodeCore) -> Instant {
     Instant::now() + core.config.send_timeout()
 }
 
-async fn run(core: &NodeCore, cmd: Command) -> Result<WriteResponse, NodeError> {
+pub(crate) async fn run(core: &NodeCore, cmd: Command) -> Result<WriteResponse, NodeError> {
     let payload = cmd
         .encode()
         .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;

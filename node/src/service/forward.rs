@@ -9,7 +9,10 @@
 //! a follower and a dead leader through an election. If this node is elected meanwhile it
 //! answers NOT_LEADER naming itself; at the deadline, FORWARD_FAILED with `not_applied = true`.
 //! Any other failure is passed through unchanged (the leader's code and detail trailer). A
-//! forwarded success carries the leader's client address (`x-raftmq-leader-addr`).
+//! forwarded success carries the leader's client address (`x-raftmq-leader-addr`). With
+//! authentication on, the forwarded call is signed by this node and names the caller (the
+//! [`Principal`] the handler filed in the request's extensions), so the leader authorizes
+//! the same caller (see [`crate::auth`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -24,6 +27,7 @@ use tonic::Request;
 use tonic::Response;
 use tonic::Status;
 
+use crate::auth::Principal;
 use crate::core::NodeCore;
 use crate::error::to_status;
 use crate::error::NodeError;
@@ -122,6 +126,7 @@ where
         return Err(not_leader(core));
     }
     let deadline = Instant::now() + core.config.send_timeout();
+    let caller = req.extensions().get::<Principal>().cloned();
     let req = req.into_inner();
     let mut gone: Option<(u64, Instant)> = None;
     loop {
@@ -140,7 +145,7 @@ where
         if leader_id == core.node_id {
             return Err(not_leader(core));
         }
-        match forward_once(core, leader_id, &addr, req.clone(), &call).await {
+        match forward_once(core, leader_id, &addr, req.clone(), caller.as_ref(), &call).await {
             // Not sent: wait for a new leader (or retry this one a little later).
             Err(s) if is_connect_error(&s) && Instant::now() < deadline => {
                 tracing::debug!(leader = leader_id, addr = %addr, error = %s,
@@ -185,6 +190,7 @@ async fn forward_once<Req, Resp, F, Fut>(
     leader_id: u64,
     addr: &str,
     req: Req,
+    caller: Option<&Principal>,
     call: &F,
 ) -> Result<Response<Resp>, Status>
 where
@@ -205,6 +211,7 @@ where
             .parse()
             .map_err(|_| Status::internal("node id is not a valid header value"))?,
     );
+    core.auth.sign_internal(fwd.metadata_mut(), caller);
     fwd.set_timeout(core.config.send_timeout() + Duration::from_secs(1));
     tracing::debug!(leader = leader_id, addr = %addr, "forwarding write to the leader");
     core.metrics.forwarded.inc();

@@ -3,8 +3,10 @@
 //! Reads are served locally from committed data ([`read`], [`status`]). Writes run on the
 //! leader: messages through the [`Pipeline`] ([`send`], [`stream`] only translate the wire
 //! types), other writes through [`crate::pipeline::propose`] ([`admin`]); a follower forwards
-//! them once ([`mod@forward`]). Every failure becomes a status through
-//! [`crate::error::to_status`].
+//! them once ([`mod@forward`]). Every call is authenticated first ([`ClientService::principal`],
+//! which puts the [`Principal`] into the request's extensions for forwarding) and authorized
+//! with [`authorize`] once its topic and group are known (see [`crate::auth::policy`]). Every
+//! failure becomes a status through [`crate::error::to_status`].
 
 pub mod admin;
 pub mod convert;
@@ -13,6 +15,7 @@ pub mod read;
 pub mod send;
 pub mod status;
 pub mod stream;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -26,6 +29,9 @@ use tonic::Response;
 use tonic::Status;
 
 use self::forward::forward;
+use crate::auth::policy::authorize;
+use crate::auth::policy::Action;
+use crate::auth::Principal;
 use crate::core::NodeCore;
 use crate::error::client_status;
 use crate::error::NodeError;
@@ -88,14 +94,37 @@ impl ClientService {
     fn status(&self, e: NodeError) -> Status {
         client_status(e, self.core.node_id)
     }
+
+    /// Authenticates `req` (see [`crate::auth`]) and files the principal in its extensions,
+    /// where forwarding finds it.
+    fn principal<T>(&self, req: &mut Request<T>) -> Result<Principal, Status> {
+        let p = self
+            .core
+            .auth
+            .authenticate(&self.core.store, req.metadata())
+            .map_err(|e| self.status(e))?;
+        req.extensions_mut().insert(p.clone());
+        Ok(p)
+    }
+
+    /// Authenticates `req` and authorizes `action`.
+    fn allow<T>(&self, req: &mut Request<T>, action: Action<'_>) -> Result<Principal, Status> {
+        let p = self.principal(req)?;
+        authorize(&p, action).map_err(|e| self.status(e))?;
+        Ok(p)
+    }
 }
 
 #[tonic::async_trait]
 impl RaftMq for ClientService {
     async fn send(
         &self,
-        request: Request<pb::SendRequest>,
+        mut request: Request<pb::SendRequest>,
     ) -> Result<Response<pb::SendReply>, Status> {
+        let p = self.principal(&mut request)?;
+        if let Some(m) = &request.get_ref().message {
+            authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
+        }
         leader_or_forward!(self, request, send);
         let msg = request
             .into_inner()
@@ -113,8 +142,9 @@ impl RaftMq for ClientService {
 
     async fn send_stream(
         &self,
-        request: Request<tonic::Streaming<pb::SendStreamRequest>>,
+        mut request: Request<tonic::Streaming<pb::SendStreamRequest>>,
     ) -> Result<Response<Self::SendStreamStream>, Status> {
+        let principal = self.principal(&mut request)?;
         if self.core.is_shutting_down() {
             return Err(self.status(NodeError::ShuttingDown));
         }
@@ -122,13 +152,18 @@ impl RaftMq for ClientService {
             self.pipeline.clone(),
             request.into_inner(),
             self.stop.clone(),
+            principal,
         )))
     }
 
     async fn send_batch(
         &self,
-        request: Request<pb::SendBatchRequest>,
+        mut request: Request<pb::SendBatchRequest>,
     ) -> Result<Response<pb::SendBatchReply>, Status> {
+        let p = self.principal(&mut request)?;
+        for m in &request.get_ref().messages {
+            authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
+        }
         leader_or_forward!(self, request, send_batch);
         let results = send::send_messages(&self.pipeline, request.into_inner().messages)
             .await
@@ -138,8 +173,10 @@ impl RaftMq for ClientService {
 
     async fn pull(
         &self,
-        request: Request<pb::PullRequest>,
+        mut request: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullReply>, Status> {
+        let topic = request.get_ref().topic.clone();
+        self.allow(&mut request, Action::Read { topic: &topic })?;
         let start = Instant::now();
         let res = read::pull(&self.core, request.into_inner()).await;
         self.core.metrics.record_pull(start.elapsed());
@@ -148,17 +185,29 @@ impl RaftMq for ClientService {
 
     async fn query_by_id(
         &self,
-        request: Request<pb::QueryByIdRequest>,
+        mut request: Request<pb::QueryByIdRequest>,
     ) -> Result<Response<pb::QueryByIdReply>, Status> {
-        read::query_by_id(&self.core, request.into_inner().msg_id)
-            .map(Response::new)
-            .map_err(|e| self.status(e))
+        let p = self.principal(&mut request)?;
+        let reply = read::query_by_id(&self.core, request.into_inner().msg_id)
+            .map_err(|e| self.status(e))?;
+        if let Some(m) = &reply.message {
+            authorize(
+                &p,
+                Action::Read {
+                    topic: m.message.as_ref().map_or("", |x| x.topic.as_str()),
+                },
+            )
+            .map_err(|e| self.status(e))?;
+        }
+        Ok(Response::new(reply))
     }
 
     async fn query_by_key(
         &self,
-        request: Request<pb::QueryByKeyRequest>,
+        mut request: Request<pb::QueryByKeyRequest>,
     ) -> Result<Response<pb::QueryByKeyReply>, Status> {
+        let topic = request.get_ref().topic.clone();
+        self.allow(&mut request, Action::Read { topic: &topic })?;
         read::query_by_key(&self.core, request.into_inner())
             .map(Response::new)
             .map_err(|e| self.status(e))
@@ -166,8 +215,19 @@ impl RaftMq for ClientService {
 
     async fn commit_offset(
         &self,
-        request: Request<pb::CommitOffsetRequest>,
+        mut request: Request<pb::CommitOffsetRequest>,
     ) -> Result<Response<pb::CommitOffsetReply>, Status> {
+        let (group, topic) = (
+            request.get_ref().group.clone(),
+            request.get_ref().topic.clone(),
+        );
+        self.allow(
+            &mut request,
+            Action::Consume {
+                group: &group,
+                topic: &topic,
+            },
+        )?;
         leader_or_forward!(self, request, commit_offset);
         admin::commit_offset(&self.core, request.into_inner())
             .await
@@ -177,8 +237,19 @@ impl RaftMq for ClientService {
 
     async fn fetch_offset(
         &self,
-        request: Request<pb::FetchOffsetRequest>,
+        mut request: Request<pb::FetchOffsetRequest>,
     ) -> Result<Response<pb::FetchOffsetReply>, Status> {
+        let (group, topic) = (
+            request.get_ref().group.clone(),
+            request.get_ref().topic.clone(),
+        );
+        self.allow(
+            &mut request,
+            Action::Consume {
+                group: &group,
+                topic: &topic,
+            },
+        )?;
         read::fetch_offset(&self.core, request.into_inner())
             .map(Response::new)
             .map_err(|e| self.status(e))
@@ -186,8 +257,9 @@ impl RaftMq for ClientService {
 
     async fn create_topic(
         &self,
-        request: Request<pb::CreateTopicRequest>,
+        mut request: Request<pb::CreateTopicRequest>,
     ) -> Result<Response<pb::CreateTopicReply>, Status> {
+        self.allow(&mut request, Action::Admin("CreateTopic"))?;
         leader_or_forward!(self, request, create_topic);
         let cfg = request
             .into_inner()
@@ -203,8 +275,9 @@ impl RaftMq for ClientService {
 
     async fn update_topic(
         &self,
-        request: Request<pb::UpdateTopicRequest>,
+        mut request: Request<pb::UpdateTopicRequest>,
     ) -> Result<Response<pb::UpdateTopicReply>, Status> {
+        self.allow(&mut request, Action::Admin("UpdateTopic"))?;
         leader_or_forward!(self, request, update_topic);
         let config = admin::update_topic(&self.core, request.into_inner())
             .await
@@ -216,8 +289,9 @@ impl RaftMq for ClientService {
 
     async fn delete_topic(
         &self,
-        request: Request<pb::DeleteTopicRequest>,
+        mut request: Request<pb::DeleteTopicRequest>,
     ) -> Result<Response<pb::DeleteTopicReply>, Status> {
+        self.allow(&mut request, Action::Admin("DeleteTopic"))?;
         leader_or_forward!(self, request, delete_topic);
         admin::delete_topic(&self.core, request.into_inner().name)
             .await
@@ -227,15 +301,17 @@ impl RaftMq for ClientService {
 
     async fn list_topics(
         &self,
-        _request: Request<pb::ListTopicsRequest>,
+        mut request: Request<pb::ListTopicsRequest>,
     ) -> Result<Response<pb::ListTopicsReply>, Status> {
+        self.allow(&mut request, Action::Describe)?;
         Ok(Response::new(read::list_topics(&self.core)))
     }
 
     async fn cluster_status(
         &self,
-        request: Request<pb::ClusterStatusRequest>,
+        mut request: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusReply>, Status> {
+        self.allow(&mut request, Action::Describe)?;
         let local_only = request.metadata().get(status::STATUS_SCOPE_KEY).is_some();
         Ok(Response::new(
             status::cluster_status(&self.core, local_only).await,
@@ -244,8 +320,9 @@ impl RaftMq for ClientService {
 
     async fn transfer_leader(
         &self,
-        request: Request<pb::TransferLeaderRequest>,
+        mut request: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
+        self.allow(&mut request, Action::Admin("TransferLeader"))?;
         leader_or_forward!(self, request, transfer_leader);
         let leader_id = admin::transfer_leader(&self.core, request.into_inner().to_node_id)
             .await
@@ -255,8 +332,9 @@ impl RaftMq for ClientService {
 
     async fn add_learner(
         &self,
-        request: Request<pb::AddLearnerRequest>,
+        mut request: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::AddLearnerReply>, Status> {
+        self.allow(&mut request, Action::Admin("AddLearner"))?;
         leader_or_forward!(self, request, add_learner);
         admin::add_learner(&self.core, request.into_inner())
             .await
@@ -266,10 +344,43 @@ impl RaftMq for ClientService {
 
     async fn change_membership(
         &self,
-        request: Request<pb::ChangeMembershipRequest>,
+        mut request: Request<pb::ChangeMembershipRequest>,
     ) -> Result<Response<pb::ChangeMembershipReply>, Status> {
+        self.allow(&mut request, Action::Admin("ChangeMembership"))?;
         leader_or_forward!(self, request, change_membership);
         admin::change_membership(&self.core, request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(|e| self.status(e))
+    }
+
+    async fn create_user(
+        &self,
+        mut request: Request<pb::CreateUserRequest>,
+    ) -> Result<Response<pb::CreateUserReply>, Status> {
+        self.allow(&mut request, Action::Admin("CreateUser"))?;
+        leader_or_forward!(self, request, create_user);
+        users::create_user(&self.core, request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(|e| self.status(e))
+    }
+
+    async fn list_users(
+        &self,
+        mut request: Request<pb::ListUsersRequest>,
+    ) -> Result<Response<pb::ListUsersReply>, Status> {
+        self.allow(&mut request, Action::Admin("ListUsers"))?;
+        Ok(Response::new(users::list_users(&self.core)))
+    }
+
+    async fn delete_user(
+        &self,
+        mut request: Request<pb::DeleteUserRequest>,
+    ) -> Result<Response<pb::DeleteUserReply>, Status> {
+        self.allow(&mut request, Action::Admin("DeleteUser"))?;
+        leader_or_forward!(self, request, delete_user);
+        users::delete_user(&self.core, request.into_inner().name)
             .await
             .map(Response::new)
             .map_err(|e| self.status(e))

@@ -115,6 +115,7 @@ pub(crate) async fn peer_status(
         STATUS_SCOPE_KEY,
         tonic::metadata::MetadataValue::from_static("local"),
     );
+    core.auth.sign_internal(req.metadata_mut(), None);
     req.set_timeout(PEER_TIMEOUT);
     let mut client = RaftMqClient::new(ch);
     match tokio::time::timeout(PEER_TIMEOUT, client.cluster_status(req)).await {

@@ -32,6 +32,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Context;
 use std::task::Poll;
 
@@ -50,6 +51,9 @@ use tonic::Streaming;
 use super::convert;
 use super::forward::forward;
 use super::send;
+use crate::auth::policy::authorize;
+use crate::auth::policy::Action;
+use crate::auth::Principal;
 use crate::core::NodeCore;
 use crate::error::client_status;
 use crate::error::NodeError;
@@ -83,6 +87,9 @@ pub struct SendStreamDriver {
     unanswered: usize,
     /// Answers ready to go out.
     ready: VecDeque<pb::SendStreamReply>,
+    /// Who opened the stream (authenticated once, at its start); each message's topic is
+    /// authorized against it.
+    principal: Arc<Principal>,
 }
 
 /// Valid single sends of one topic, to be proposed as one entry.
@@ -102,6 +109,7 @@ impl SendStreamDriver {
         pipeline: Pipeline,
         requests: Streaming<pb::SendStreamRequest>,
         mut stop: watch::Receiver<bool>,
+        principal: Principal,
     ) -> Self {
         let stopped = async move {
             while !*stop.borrow_and_update() {
@@ -122,20 +130,69 @@ impl SendStreamDriver {
             in_flight: FuturesUnordered::new(),
             unanswered: 0,
             ready: VecDeque::new(),
+            principal: Arc::new(principal),
         }
+    }
+
+    /// Answers at once the requests whose topic the stream's principal may not send to;
+    /// returns the others.
+    /// A user's entry is looked up again each time, so a deleted or changed user takes
+    /// effect on streams it opened before.
+    fn permitted(&mut self, requests: Vec<pb::SendStreamRequest>) -> Vec<pb::SendStreamRequest> {
+        let core = self.pipeline.core();
+        let node_id = core.node_id;
+        let current = match &*self.principal {
+            Principal::User(u) => match core.store.user_by_access_key(&u.access_key) {
+                Some(now) if now == *u => Ok(None),
+                Some(now) => Ok(Some(Principal::User(now))),
+                None => Err(NodeError::Unauthenticated(format!(
+                    "unknown access key '{}' (the user was deleted)",
+                    u.access_key
+                ))),
+            },
+            _ => Ok(None),
+        };
+        match current {
+            Ok(Some(p)) => self.principal = Arc::new(p),
+            Ok(None) => {}
+            Err(e) => {
+                let status = client_status(e, node_id);
+                for req in requests {
+                    self.ready.push_back(error_reply(req.seq, &status));
+                }
+                return Vec::new();
+            }
+        }
+        let mut out = Vec::with_capacity(requests.len());
+        for req in requests {
+            let topic = req.message.as_ref().map_or("", |m| m.topic.as_str());
+            match authorize(&self.principal, Action::Send { topic }) {
+                Ok(()) => out.push(req),
+                Err(e) => self
+                    .ready
+                    .push_back(error_reply(req.seq, &client_status(e, node_id))),
+            }
+        }
+        out
     }
 
     /// Starts the sends of requests that arrived together (see the module docs).
     fn dispatch(&mut self, requests: Vec<pb::SendStreamRequest>) {
         let arrived = Instant::now();
+        let requests = self.permitted(requests);
+        if requests.is_empty() {
+            return;
+        }
         if requests.len() == 1 || !self.pipeline.core().is_leader() {
             self.unanswered += requests.len();
             for req in requests {
                 let pipeline = self.pipeline.clone();
                 let bytes = request_bytes(&req);
                 self.bytes_in_flight += bytes;
+                let principal = self.principal.clone();
                 self.in_flight.push(
-                    async move { (vec![send_one(pipeline, req, arrived).await], bytes) }.boxed(),
+                    async move { (vec![send_one(pipeline, req, arrived, &principal).await], bytes) }
+                        .boxed(),
                 );
             }
             return;
@@ -256,10 +313,11 @@ async fn send_one(
     pipeline: Pipeline,
     req: pb::SendStreamRequest,
     arrived: Instant,
+    principal: &Principal,
 ) -> pb::SendStreamReply {
     let core = pipeline.core();
     if !core.is_leader() {
-        if let Some(reply) = relayed(core, req.clone()).await {
+        if let Some(reply) = relayed(core, req.clone(), principal).await {
             return reply;
         }
         // This node was elected while the message waited for a new leader; nothing was sent.
@@ -277,11 +335,17 @@ async fn send_one(
 /// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
 /// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
 /// node became the leader meanwhile and the message was sent nowhere (submit it here).
-async fn relayed(core: &NodeCore, req: pb::SendStreamRequest) -> Option<pb::SendStreamReply> {
+async fn relayed(
+    core: &NodeCore,
+    req: pb::SendStreamRequest,
+    principal: &Principal,
+) -> Option<pb::SendStreamReply> {
     let seq = req.seq;
-    let fwd = Request::new(pb::SendRequest {
+    let mut fwd = Request::new(pb::SendRequest {
         message: req.message,
     });
+    // The leader authorizes the stream's caller again (see `crate::auth`).
+    fwd.extensions_mut().insert(principal.clone());
     match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
         Ok(r) => {
             let leader = r

@@ -33,7 +33,13 @@
 //! - `ChangeInvisible` (8): group, topic, `queue_id` u32, `queue_offset` u64, `handle` u64,
 //!   `invisible_ms` u64, `now_ms` u64.
 //!
-//! The pop bodies (6..=8) are encoded and parsed in `pop_format.rs`.
+//! - `PutUser` (9): name, access key, `role` u8 (1 admin, 2 producer, 3 consumer),
+//!   `secret` u32 length + bytes (sealed with the cluster key: never the plaintext), topic
+//!   patterns and group patterns (each `count` u16, then `count` strings).
+//! - `DeleteUser` (10): name.
+//!
+//! The pop bodies (6..=8) are encoded and parsed in `pop_format.rs`, the user bodies (9, 10)
+//! in `user_format.rs`.
 //!
 //! Since the command CRC covers every record, records inside a batch are parsed with
 //! [`MessageView::parse_trusted`] (no second CRC pass on the apply path).
@@ -49,6 +55,7 @@ use crate::command::pop::Ack;
 use crate::command::pop::ChangeInvisible;
 use crate::command::pop::Receive;
 use crate::command::pop_format;
+use crate::command::user_format;
 use crate::dedup::DedupParams;
 use crate::error::Result;
 use crate::error::StoreError;
@@ -59,6 +66,7 @@ use crate::topic::Permissions;
 use crate::topic::TopicConfig;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
+use crate::users::User;
 
 /// Magic of a command payload.
 pub const COMMAND_MAGIC: u32 = 0x434D_5152;
@@ -94,6 +102,10 @@ pub enum CommandKind {
     Ack = 7,
     /// Move a popped message's invisibility deadline.
     ChangeInvisible = 8,
+    /// Add or replace a user.
+    PutUser = 9,
+    /// Delete a user.
+    DeleteUser = 10,
 }
 
 impl CommandKind {
@@ -107,6 +119,8 @@ impl CommandKind {
             6 => CommandKind::Receive,
             7 => CommandKind::Ack,
             8 => CommandKind::ChangeInvisible,
+            9 => CommandKind::PutUser,
+            10 => CommandKind::DeleteUser,
             _ => return None,
         })
     }
@@ -150,6 +164,13 @@ pub enum CommandView<'a> {
     Ack(Ack),
     /// Move a popped message's deadline.
     ChangeInvisible(ChangeInvisible),
+    /// Add or replace a user.
+    PutUser(User),
+    /// Delete a user.
+    DeleteUser {
+        /// User name.
+        name: String,
+    },
 }
 
 /// Encodes `cmd` (see the byte table).
@@ -169,6 +190,8 @@ pub(crate) fn encode(cmd: &Command) -> Result<Vec<u8>> {
             64 + a.entries.len() * pop_format::ACK_ENTRY_LEN,
         ),
         Command::ChangeInvisible(_) => (CommandKind::ChangeInvisible, 128),
+        Command::PutUser(_) => (CommandKind::PutUser, 256),
+        Command::DeleteUser { .. } => (CommandKind::DeleteUser, 64),
     };
     let mut out = Vec::with_capacity(COMMAND_HEADER_LEN + body_hint);
     let mut w = Writer::new(&mut out);
@@ -245,6 +268,8 @@ fn encode_body(cmd: &Command, out: &mut Vec<u8>) -> Result<()> {
         Command::ChangeInvisible(c) => {
             pop_format::encode_change_invisible(&mut Writer::new(out), c)
         }
+        Command::PutUser(u) => user_format::encode_put_user(&mut Writer::new(out), u),
+        Command::DeleteUser { name } => Writer::new(out).str16("user name", name),
     }
 }
 
@@ -361,6 +386,12 @@ impl<'a> CommandView<'a> {
             CommandKind::ChangeInvisible => CommandView::ChangeInvisible(
                 pop_format::parse_change_invisible(&mut r).map_err(rebase)?,
             ),
+            CommandKind::PutUser => {
+                CommandView::PutUser(user_format::parse_put_user(&mut r).map_err(rebase)?)
+            }
+            CommandKind::DeleteUser => CommandView::DeleteUser {
+                name: r.str16("user name").map_err(rebase)?.to_owned(),
+            },
             CommandKind::SendBatch => unreachable!("handled above"),
         };
         r.finish("command body").map_err(rebase)?;
@@ -378,6 +409,8 @@ impl<'a> CommandView<'a> {
             CommandView::Receive(_) => CommandKind::Receive,
             CommandView::Ack(_) => CommandKind::Ack,
             CommandView::ChangeInvisible(_) => CommandKind::ChangeInvisible,
+            CommandView::PutUser(_) => CommandKind::PutUser,
+            CommandView::DeleteUser { .. } => CommandKind::DeleteUser,
         }
     }
 
@@ -402,6 +435,8 @@ impl<'a> CommandView<'a> {
             CommandView::Receive(c) => Command::Receive(c.clone()),
             CommandView::Ack(c) => Command::Ack(c.clone()),
             CommandView::ChangeInvisible(c) => Command::ChangeInvisible(c.clone()),
+            CommandView::PutUser(u) => Command::PutUser(u.clone()),
+            CommandView::DeleteUser { name } => Command::DeleteUser { name: name.clone() },
         }
     }
 }

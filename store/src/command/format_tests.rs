@@ -99,7 +99,38 @@ fn all_commands() -> Vec<Command> {
                 max_entries: 100_000,
             }),
         },
+        Command::PutUser(user()),
+        Command::DeleteUser {
+            name: "alice".into(),
+        },
     ]
+}
+
+fn user() -> crate::users::User {
+    crate::users::User {
+        name: "alice".into(),
+        access_key: "AKALICE".into(),
+        secret: crate::users::SealedSecret(vec![0xA5; 60]),
+        role: crate::users::Role::Consumer,
+        topics: vec!["orders*".into(), "audit".into()],
+        groups: vec!["*".into()],
+    }
+}
+
+#[test]
+fn put_user_unknown_role_is_corruption() {
+    let mut p = Command::PutUser(user()).encode().expect("encode").0;
+    // name (2 + 5) and access key (2 + 7) follow the 16-byte header; then the role byte.
+    let role_at = 16 + 2 + 5 + 2 + 7;
+    assert_eq!(p[role_at], 3);
+    p[role_at] = 9;
+    let crc = crc32fast::hash(&p[8..]);
+    p[4..8].copy_from_slice(&crc.to_le_bytes());
+    let e = CommandView::parse(&p).expect_err("role");
+    assert!(
+        e.is_corruption() && e.to_string().contains("unknown role 9"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod format;
 mod owned;
 pub mod pop;
 mod pop_format;
+mod user_format;
 
 pub use format::record_offsets;
 pub use format::BatchMessage;

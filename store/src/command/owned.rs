@@ -10,6 +10,7 @@ use crate::message::Message;
 use crate::topic::TopicConfig;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
+use crate::users::User;
 
 /// A consumer group's committed progress on one queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +59,13 @@ pub enum Command {
     Ack(Ack),
     /// Move a popped message's invisibility deadline (new receipt handle).
     ChangeInvisible(ChangeInvisible),
+    /// Add a user or replace the one of that name (its secret sealed by the leader).
+    PutUser(User),
+    /// Delete a user.
+    DeleteUser {
+        /// User name.
+        name: String,
+    },
 }
 
 impl Command {

@@ -106,6 +106,17 @@ pub fn apply_normal(
         CommandView::Receive(r) => apply_receive(st, log, log_id, entry_phys, &r)?,
         CommandView::Ack(a) => apply_ack(st, &a),
         CommandView::ChangeInvisible(c) => apply_change_invisible(st, log_id, &c),
+        CommandView::PutUser(u) => {
+            let name = u.name.clone();
+            match st.users.put(u) {
+                Ok(()) => ApplyResponse::UserPut(name),
+                Err(e) => reject(RejectCode::Invalid, e.to_string()),
+            }
+        }
+        CommandView::DeleteUser { name } => match st.users.delete(&name) {
+            Ok(_) => ApplyResponse::UserDeleted(name),
+            Err(e) => reject(RejectCode::NoSuchUser, e.to_string()),
+        },
     };
     st.dispatched_phys_end = st.dispatched_phys_end.max(entry_end);
     Ok(resp)

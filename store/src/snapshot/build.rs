@@ -89,6 +89,7 @@ fn manifest(shared: &Shared, st: &DispatchState) -> Manifest {
         offsets: st.offsets.clone(),
         receive: st.receive.clone(),
         dedup: st.dedup.clone(),
+        users: st.users.clone(),
         dispatched_phys_end: st.dispatched_phys_end,
         log_end_phys,
         segment_bytes,

@@ -38,6 +38,7 @@ use crate::topic::TopicTable;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
+use crate::users::UserTable;
 use raftmq_raft_log::types::LogId;
 
 /// Magic and version.
@@ -105,6 +106,9 @@ pub struct Manifest {
     /// stays).
     #[serde(default)]
     pub dedup: DedupWindow,
+    /// Users, secrets sealed; absent in older manifests: read as none (version 1 stays).
+    #[serde(default)]
+    pub users: UserTable,
     /// Physical end of the last dispatched normal entry.
     pub dispatched_phys_end: PhysOffset,
     /// Physical end of entry `last_log_id` (next append position), if the log holds it.
@@ -311,6 +315,7 @@ mod tests {
             offsets: ConsumerOffsetTable::default(),
             receive: ReceiveTable::default(),
             dedup: DedupWindow::default(),
+            users: UserTable::default(),
             dispatched_phys_end: PhysOffset::new(4096 + 300),
             log_end_phys: Some(PhysOffset::new(4096 + 300)),
             segment_bytes: 4096,

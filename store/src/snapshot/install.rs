@@ -223,6 +223,7 @@ pub(crate) fn install(
         offsets: m.offsets.clone(),
         receive: m.receive.clone(),
         dedup: m.dedup.clone(),
+        users: m.users.clone(),
         dispatched_phys_end: m.dispatched_phys_end,
     });
     shared.checkpoint_locked(&mut st)?;

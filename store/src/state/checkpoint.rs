@@ -1,7 +1,7 @@
 //! The durable dispatch checkpoint: `<data_dir>/store-meta/checkpoint.json`.
 //!
 //! It records the replicated state as of `last_applied` (membership, topics, consumer
-//! offsets, pop state, dedup window). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
+//! offsets, pop state, dedup window, users). It is written atomically (tmp, fsync, rename, fsync dir) and only after the log,
 //! the ConsumeQueues and the index were flushed, so every entry up to `last_applied` is durable
 //! in the log and dispatched on disk. After a restart openraft re-applies the committed entries
 //! after `last_applied`; re-dispatch is idempotent.
@@ -23,6 +23,7 @@ use crate::raft_types::StoredMembership;
 use crate::receive::ReceiveTable;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
+use crate::users::UserTable;
 use raftmq_raft_log::types::LogId;
 
 /// Replicated state as of `last_applied`.
@@ -44,6 +45,9 @@ pub struct Checkpoint {
     /// empty).
     #[serde(default)]
     pub dedup: DedupWindow,
+    /// Users, secrets sealed (absent in checkpoints written before it existed: none).
+    #[serde(default)]
+    pub users: UserTable,
     /// Physical end of the last applied normal entry.
     pub dispatched_phys_end: PhysOffset,
 }

@@ -12,6 +12,7 @@ use crate::receive::ReceiveTable;
 use crate::state::checkpoint::Checkpoint;
 use crate::topic::TopicTable;
 use crate::types::PhysOffset;
+use crate::users::UserTable;
 use raftmq_raft_log::types::LogId;
 
 /// The state derived from the committed entries applied so far.
@@ -30,6 +31,8 @@ pub struct DispatchState {
     pub receive: ReceiveTable,
     /// Replicated dedup window of idempotent sends (see [`crate::dedup`]).
     pub dedup: DedupWindow,
+    /// Replicated users (secrets sealed; see [`crate::users`]).
+    pub users: UserTable,
     /// Invariant: `last_applied >= checkpoint.last_applied`; every entry up to it is
     /// dispatched (its units are in the ConsumeQueues, maybe not yet flushed).
     pub last_applied: Option<LogId>,
@@ -53,6 +56,7 @@ impl DispatchState {
             offsets: self.offsets.clone(),
             receive: self.receive.clone(),
             dedup: self.dedup.clone(),
+            users: self.users.clone(),
             dispatched_phys_end: self.dispatched_phys_end,
         }
     }
@@ -66,6 +70,7 @@ impl DispatchState {
         self.offsets = c.offsets;
         self.receive = c.receive;
         self.dedup = c.dedup;
+        self.users = c.users;
         self.dispatched_phys_end = c.dispatched_phys_end;
         self.since_checkpoint = 0;
     }
@@ -100,6 +105,7 @@ impl DispatchState {
         self.topics.validate()?;
         self.receive.validate()?;
         self.dedup.validate()?;
+        self.users.validate()?;
         for (g, t, q, s) in self.receive.iter() {
             if self.offsets.get(g, t, q) != Some(s.progress()) {
                 return Err(StoreError::invalid(format!(
