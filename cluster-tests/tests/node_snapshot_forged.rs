@@ -35,6 +35,7 @@ fn no_segment_snapshot(last: LogId, membership: Meta, segment_bytes: u64) -> Vec
         offsets: Default::default(),
         receive: Default::default(),
         dedup: Default::default(),
+        users: Default::default(),
         dispatched_phys_end: PhysOffset::new(0),
         log_end_phys: None,
         segment_bytes,

@@ -15,6 +15,7 @@ fn no_segments(last: Option<LogId>, log_end: Option<PhysOffset>) -> Vec<u8> {
         offsets: Default::default(),
         receive: Default::default(),
         dedup: Default::default(),
+        users: Default::default(),
         dispatched_phys_end: PhysOffset::new(0),
         log_end_phys: log_end,
         segment_bytes: SEGMENT,
