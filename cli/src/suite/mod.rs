@@ -64,30 +64,35 @@ pub struct SuiteArgs {
     pub settings: Vec<NodeSetting>,
 }
 
-/// A fresh cluster of one case; its nodes are killed on drop (the temp dir goes after).
+/// A fresh cluster of one case; on drop its nodes are killed and its directory removed (so
+/// the cases' preallocated segments never sit on the disk together).
 struct CaseCluster {
     m: Manifest,
+    dir: PathBuf,
     leader_pid: u32,
     follower_addr: String,
 }
 
 impl CaseCluster {
     async fn up(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::Result<Self> {
-        let mut m = local::init(&local::InitOptions {
+        let dir = dir.join(case.name());
+        let m = local::init(&local::InitOptions {
             nodes: 3,
-            dir: dir.join(case.name()),
+            dir: dir.clone(),
             base_port: 0,
             flush: case.flush().to_string(),
             segment_bytes: a.segment_bytes,
             cluster_id: "raftmq-bench".to_string(),
             settings: a.settings.clone(),
         })?;
-        local::start_all(&mut m, bin)?;
         let mut c = Self {
             m,
+            dir,
             leader_pid: 0,
             follower_addr: String::new(),
         };
+        // Started only once `c` exists: its drop stops whatever did start.
+        local::start_all(&mut c.m, bin)?;
         let view = status::wait_leader(&c.m, LEADER_WAIT).await?;
         let leader = view
             .leader_id
@@ -110,6 +115,9 @@ impl Drop for CaseCluster {
             if let Err(e) = local::stop(&mut self.m, id, local::Stop::Kill) {
                 eprintln!("bench suite: cannot stop node {id}: {e:#}");
             }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("bench suite: cannot remove {}: {e}", self.dir.display());
         }
     }
 }
