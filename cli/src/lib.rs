@@ -5,12 +5,14 @@
 //! - [`cmd`]: clap definitions and one module per command; the `raftmq` binary is
 //!   `cmd::run` on a runtime.
 //! - `failover`: `raftmq failover-test` (producers, fault injector, read-back, verdict).
+//! - [`suite`]: `raftmq bench suite` (issue 14's cases on fresh local clusters, one table).
 //! - `status`: the merged cluster view (`cluster status`) and waiting for a leader or a node.
 //! - `deploy`: local clusters (manifest, per-node config, node processes).
 //! - [`check`]: one checker per invariant over a send history and the queues read back from
 //!   every node, shared by the failover test and `cluster-tests`; [`check::read`] reads a
 //!   replica.
-//! - [`bench`](mod@bench): latency percentiles and throughput of `raftmq bench`.
+//! - [`bench`](mod@bench): the load generator, latency percentiles and throughput of `raftmq
+//!   bench`, the disk's and a process's own figures.
 //! - [`locate`]: finds (or builds) the `raftmq-node` and `raftmq` binaries.
 //! - [`ports`]: free 127.0.0.1 ports for local clusters and tests.
 //! - `output`, `clock`: tables and JSON printed, durations parsed, the wall clock.
@@ -26,3 +28,4 @@ pub mod locate;
 mod output;
 pub mod ports;
 pub mod status;
+pub mod suite;

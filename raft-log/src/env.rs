@@ -27,6 +27,13 @@ pub trait SegmentFile: Send + Sync {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// The `len` bytes at `offset` as a new vector (a mapping copies them once, without
+    /// zero-filling the vector first).
+    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_at(offset, &mut buf)?;
+        Ok(buf)
+    }
     /// Makes `[offset, offset + len)` durable.
     fn sync_range(&self, offset: u64, len: u64) -> io::Result<()>;
 }
@@ -166,6 +173,15 @@ impl SegmentFile for MmapSegment {
             )
         };
         Ok(())
+    }
+
+    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        check_range(offset, len, self.len)?;
+        // SAFETY: as in `read_at`: the range is inside the mapping and below the published
+        // append position, so the pages exist and no writer touches them.
+        let src =
+            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) };
+        Ok(src.to_vec())
     }
 
     fn sync_range(&self, offset: u64, len: u64) -> io::Result<()> {

@@ -320,6 +320,28 @@ pub fn check_payload(h: &RecordHeader, payload: &[u8]) -> Result<(), String> {
 /// Builds the entry from a checked header and its payload bytes.
 pub fn decode_entry(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String> {
     check_payload(h, payload)?;
+    if h.kind == RecordKind::Normal {
+        let log_id = LogId::new_term_index(h.term, h.index);
+        let payload = Payload::Normal(AppPayload(payload.to_vec()));
+        return Ok(LogEntry { log_id, payload });
+    }
+    decode_checked(h, payload)
+}
+
+/// [`decode_entry`] of a payload read into its own vector: a `Normal` payload becomes the
+/// entry's bytes without another copy.
+pub fn decode_entry_owned(h: &RecordHeader, payload: Vec<u8>) -> Result<LogEntry, String> {
+    check_payload(h, &payload)?;
+    if h.kind == RecordKind::Normal {
+        let log_id = LogId::new_term_index(h.term, h.index);
+        let payload = Payload::Normal(AppPayload(payload));
+        return Ok(LogEntry { log_id, payload });
+    }
+    decode_checked(h, &payload)
+}
+
+/// The entry of a payload whose length and CRC were checked.
+fn decode_checked(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String> {
     let log_id = LogId::new_term_index(h.term, h.index);
     let payload = match h.kind {
         RecordKind::Blank => Payload::Blank,

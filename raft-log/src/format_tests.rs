@@ -128,3 +128,28 @@ proptest::proptest! {
         let _ = decode_record(&bytes, 0, room);
     }
 }
+
+#[test]
+fn owned_decode_matches_the_borrowed_one_and_checks_the_crc() {
+    for (i, e) in entries().iter().enumerate() {
+        let phys = 4096 + i as u64 * 8;
+        let mut rec = Vec::new();
+        encode_entry(e, phys, &mut rec).unwrap();
+        let HeaderSlot::Record(h) = decode_header(&rec, phys, rec.len() as u64).unwrap() else {
+            panic!("entry {i} encodes a record");
+        };
+        let body = rec[ENTRY_HEADER_LEN..].to_vec();
+        assert_eq!(&decode_entry_owned(&h, body.clone()).unwrap(), e);
+        assert_eq!(&decode_entry(&h, &body).unwrap(), e);
+        if body.is_empty() {
+            continue;
+        }
+        let mut flipped = body.clone();
+        flipped[0] ^= 1;
+        let err = decode_entry_owned(&h, flipped).unwrap_err();
+        assert!(err.contains("crc"), "{err}");
+        let short = body[..body.len() - 1].to_vec();
+        let err = decode_entry_owned(&h, short).unwrap_err();
+        assert!(err.contains("bytes"), "{err}");
+    }
+}

@@ -121,6 +121,7 @@ mod batch;
 mod checkpointer;
 mod committer;
 mod durable;
+mod entry_read;
 mod flush_queue;
 mod flusher;
 mod graveyard;

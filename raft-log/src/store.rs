@@ -18,6 +18,7 @@ use crate::committer::Committer;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
 use crate::durable::DurableWatch;
+use crate::entry_read::read_entry;
 use crate::env::Env;
 use crate::env::FsEnv;
 use crate::error::LogError;
@@ -25,7 +26,6 @@ use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
 use crate::flush_queue::FlushQueue;
 use crate::flusher::Flusher;
-use crate::format::decode_record;
 use crate::install;
 use crate::meta::Meta;
 use crate::open::load_state;
@@ -184,13 +184,12 @@ impl<C> LogStore<C> {
             .state
             .lock()
             .locate_range(phys.get(), len)?;
-        let mut buf = vec![0u8; len as usize];
-        seg.read_at(off, &mut buf)
-            .map_err(|e| LogError::io("read", path, e))?;
-        Ok(buf)
+        seg.read_vec(off, len as usize)
+            .map_err(|e| LogError::io("read", path, e))
     }
 
-    /// Decodes the entries with index in `[start, end)` that are physically present.
+    /// Decodes the entries with index in `[start, end)` that are physically present (see
+    /// [`read_entry`]).
     pub fn read_entries(&self, start: LogIndex, end: LogIndex) -> LogResult<Vec<LogEntry>> {
         let locs = self
             .inner
@@ -201,13 +200,7 @@ impl<C> LogStore<C> {
             .range(start.get(), end.get());
         let mut out = Vec::with_capacity(locs.len());
         for l in locs {
-            let bytes = self.read_at(l.phys_offset(), l.size)?;
-            let corruption = |reason| self.inner.shared.state.lock().corruption(l.phys, reason);
-            match decode_record(&bytes, l.phys, l.size as u64) {
-                Ok(Some(e)) if e.log_id.index == l.index => out.push(e),
-                Ok(_) => return Err(corruption(format!("expected entry {} here", l.index))),
-                Err(reason) => return Err(corruption(reason)),
-            }
+            out.push(read_entry(&self.inner.shared.state, &l)?);
         }
         Ok(out)
     }

@@ -1,5 +1,9 @@
-//! Benchmark support shared by `raftmq bench produce|consume`.
+//! Benchmark support shared by `raftmq bench produce|consume|suite`: the load generator, the
+//! figures, and the machine's own limits (disk, memory) the suite compares against.
 
+pub mod disk;
+pub mod load;
+pub mod rss;
 pub mod stats;
 
 pub use stats::BenchSummary;

@@ -51,6 +51,17 @@ fn good_command_lines() {
     parse(&["topic", "create", "t", "--queues", "8", "--perm", "r"]).unwrap();
     parse(&["bench", "produce", "--duration", "5s", "--batch", "16"]).unwrap();
     parse(&[
+        "bench",
+        "suite",
+        "--duration",
+        "1s",
+        "--cases",
+        "single,batch-32",
+        "--nats-figures",
+        "single=1900",
+    ])
+    .unwrap();
+    parse(&[
         "failover-test",
         "--mode",
         "kill-random",
@@ -122,6 +133,11 @@ fn bad_command_lines_are_usage_errors() {
         err(&["bench", "produce", "--duration", "1s", "--count", "5"]).kind(),
         ErrorKind::ArgumentConflict
     );
+    let e = err(&["bench", "suite", "--cases", "single,fast"]);
+    assert_eq!(e.kind(), ErrorKind::ValueValidation);
+    assert!(e.to_string().contains("the cases are single"), "{e}");
+    let e = err(&["bench", "suite", "--nats-figures", "single=lots"]);
+    assert!(e.to_string().contains("not a number of msg/s"), "{e}");
     assert_eq!(err(&["frobnicate"]).kind(), ErrorKind::InvalidSubcommand);
     assert_eq!(err(&["send", "--body", "x"]).exit_code(), 2);
 }

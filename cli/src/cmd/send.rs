@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::view::SendView;
 use super::Global;
+use crate::bench::load::filler;
 use crate::clock::now_ms;
 use crate::output::print_json;
 use crate::output::table;
@@ -174,15 +175,6 @@ async fn send_count(
         );
     }
     Ok(0)
-}
-
-/// A printable body of `size` bytes that names its sequence number.
-pub fn filler(size: usize, seq: u64) -> Vec<u8> {
-    let head = format!("msg-{seq}-");
-    head.bytes()
-        .chain(std::iter::repeat(b'x'))
-        .take(size)
-        .collect()
 }
 
 #[cfg(test)]

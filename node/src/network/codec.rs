@@ -34,6 +34,20 @@ pub fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>, Co
     })
 }
 
+/// [`encode`] into a buffer of `capacity` bytes to start with: a caller that knows about how
+/// big the encoding gets (an AppendEntries request: its payloads) saves the regrowth copies.
+pub fn encode_sized<T: Serialize>(
+    what: &'static str,
+    value: &T,
+    capacity: usize,
+) -> Result<Vec<u8>, CodecError> {
+    postcard::to_extend(value, Vec::with_capacity(capacity)).map_err(|source| CodecError {
+        what,
+        op: "encode",
+        source,
+    })
+}
+
 /// Decodes a `T` from `bytes`; trailing bytes are an error (they mean a schema mismatch).
 pub fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, CodecError> {
     let (value, rest) = postcard::take_from_bytes(bytes).map_err(|source| CodecError {
@@ -54,6 +68,15 @@ pub fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sized_encoding_is_the_same_bytes() {
+        let v = (7u64, Some("x".to_string()), vec![9u8; 3000]);
+        let plain = encode("t", &v).unwrap();
+        for cap in [0, 10, plain.len(), 1 << 16] {
+            assert_eq!(encode_sized("t", &v, cap).unwrap(), plain);
+        }
+    }
 
     #[test]
     fn round_trip_and_trailing_bytes_rejected() {

@@ -11,8 +11,10 @@
 use openraft::raft::AppendEntriesRequest;
 use openraft::raft::AppendEntriesResponse;
 use openraft::raft::StreamAppendResult;
+use raftmq_raft_log::types::LogEntry;
 use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::LogTypes;
+use raftmq_raft_log::types::Payload;
 
 use super::codec;
 use super::codec::CodecError;
@@ -48,7 +50,7 @@ fn encode_into<C: LogTypes>(
     out: &mut Vec<Part>,
 ) -> Result<(), CodecError> {
     let last = req.entries.last().map(|e| e.log_id).or(req.prev_log_id);
-    let payload = codec::encode("AppendEntriesRequest", &req)?;
+    let payload = codec::encode_sized("AppendEntriesRequest", &req, size_hint(&req.entries))?;
     if payload.len() <= limit || req.entries.len() <= 1 {
         out.push(Part { payload, last });
         return Ok(());
@@ -75,6 +77,19 @@ fn encode_into<C: LogTypes>(
     };
     encode_into(first, limit, out)?;
     encode_into(second, limit, out)
+}
+
+/// About the encoded size of a request with `entries`: their payloads plus a little per
+/// entry (log id, kind, length varint) and for the request's own fields.
+fn size_hint(entries: &[LogEntry]) -> usize {
+    let payloads: usize = entries
+        .iter()
+        .map(|e| match &e.payload {
+            Payload::Normal(app) => app.0.len() + 32,
+            _ => 256,
+        })
+        .sum();
+    payloads + 64
 }
 
 /// Merges the answers to the parts `[0, i]` of one request (unary path): success only when

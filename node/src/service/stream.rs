@@ -191,8 +191,13 @@ impl SendStreamDriver {
                 self.bytes_in_flight += bytes;
                 let principal = self.principal.clone();
                 self.in_flight.push(
-                    async move { (vec![send_one(pipeline, req, arrived, &principal).await], bytes) }
-                        .boxed(),
+                    async move {
+                        (
+                            vec![send_one(pipeline, req, arrived, &principal).await],
+                            bytes,
+                        )
+                    }
+                    .boxed(),
                 );
             }
             return;

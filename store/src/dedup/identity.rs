@@ -39,11 +39,43 @@ pub fn dedup_key(topic: &str, properties: &[(&str, &str)]) -> Option<String> {
             .map(|i| properties[i].1)
     };
     let (kind, producer, id) = parts(get)?;
-    Some(format!(
-        "{kind}{}:{topic}{}:{producer}{id}",
-        topic.len(),
-        producer.len()
-    ))
+    // `{kind}{topic.len()}:{topic}{producer.len()}:{producer}{id}`, built without the
+    // formatting machinery (apply derives one per identified message on every node).
+    let mut key = String::with_capacity(1 + 2 * 20 + 2 + topic.len() + producer.len() + id.len());
+    key.push(kind);
+    push_decimal(&mut key, topic.len());
+    key.push(':');
+    key.push_str(topic);
+    push_decimal(&mut key, producer.len());
+    key.push(':');
+    key.push_str(producer);
+    key.push_str(id);
+    Some(key)
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// True if `s` is a `u64` in canonical decimal: digits only, no sign, no leading zero.
+fn is_canonical_u64(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    digits && (b.len() == 1 || b[0] != b'0') && s.parse::<u64>().is_ok()
 }
 
 /// True if a message with these properties carries an identity.
@@ -71,7 +103,7 @@ pub fn check_identity(properties: &std::collections::BTreeMap<String, String>) -
                      [A-Za-z0-9._:-]"
                 )));
             }
-            if s.parse::<u64>().map(|n| n.to_string()).as_ref() != Ok(s) {
+            if !is_canonical_u64(s) {
                 return Err(StoreError::invalid(format!(
                     "{SEQUENCE_PROPERTY} {s:?} is not a decimal u64 (digits only, no leading \
                      zero)"

@@ -99,6 +99,16 @@ fn keys_name_topic_kind_and_are_unambiguous() {
         dedup_key(t, &[(PRODUCER_ID_PROPERTY, p), (SEQUENCE_PROPERTY, s)])
     };
     assert_ne!(pk("t", "ab", "1"), pk("t", "a", "b1"));
+    // The exact bytes: keys sit in checkpoints and snapshots, so their form never changes.
+    assert_eq!(
+        pk("orders", "p-1", "42").as_deref(),
+        Some("p6:orders3:p-142")
+    );
+    let long = "t".repeat(1234);
+    let key = pk(&long, "", "7").expect("identity");
+    assert_eq!(key, format!("p1234:{long}0:7"));
+    let u = dedup_key("t", &[(CLIENT_MESSAGE_ID_PROPERTY, "id")]);
+    assert_eq!(u.as_deref(), Some("u1:t0:id"));
     assert_ne!(pk("t", "p", "1"), pk("u", "p", "1"));
     // A producer id without a sequence is no identity; UNIQ_KEY is, unless empty.
     assert_eq!(dedup_key("t", &[(PRODUCER_ID_PROPERTY, "p")]), None);
@@ -132,6 +142,7 @@ fn identity_check_names_the_bad_property() {
     };
     check_identity(&props(None, None)).expect("no identity");
     check_identity(&props(Some("a1-b.c:d_e"), Some("18446744073709551615"))).expect("ok");
+    check_identity(&props(Some("a"), Some("0"))).expect("zero is a sequence");
     assert!(has_identity(&props(Some("a"), Some("0"))));
     for (p, s, named) in [
         (Some("a"), None, SEQUENCE_PROPERTY),
@@ -140,6 +151,9 @@ fn identity_check_names_the_bad_property() {
         (Some("a b"), Some("1"), PRODUCER_ID_PROPERTY),
         (Some("a"), Some("01"), SEQUENCE_PROPERTY),
         (Some("a"), Some("-1"), SEQUENCE_PROPERTY),
+        (Some("a"), Some("+1"), SEQUENCE_PROPERTY),
+        (Some("a"), Some(""), SEQUENCE_PROPERTY),
+        (Some("a"), Some("1 "), SEQUENCE_PROPERTY),
         (Some("a"), Some("18446744073709551616"), SEQUENCE_PROPERTY),
     ] {
         let e = check_identity(&props(p, s)).expect_err("bad");

@@ -1,0 +1,145 @@
+//! The disk's own limits, measured in the directory the cluster runs in: latency and rate of
+//! 1 KiB write + fdatasync (what one group commit of one small send costs) and the bandwidth of
+//! 1 MiB write + fdatasync (the ceiling of a batched load). The probe file is preallocated
+//! (`fallocate`, then fsync) and written in place, as CommitLog segments are: appends that
+//! grow a file make every fdatasync a journal commit too (about 10 times slower on ext4).
+
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::time::Duration;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::Latencies;
+
+/// Bytes of one small write.
+const SMALL_BYTES: usize = 1024;
+/// Bytes of one large write.
+const LARGE_BYTES: usize = 1 << 20;
+/// Each probe stops at this much data even with time left (disk space is shared).
+const SMALL_MAX_BYTES: u64 = 64 << 20;
+/// See [`SMALL_MAX_BYTES`].
+const LARGE_MAX_BYTES: u64 = 512 << 20;
+
+/// What the disk does, measured by [`measure`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DiskFigures {
+    /// Median of one 1 KiB append + fdatasync, microseconds.
+    pub fdatasync_p50_us: u64,
+    /// 99th percentile of the same, microseconds.
+    pub fdatasync_p99_us: u64,
+    /// 1 KiB appends + fdatasync per second, one after the other.
+    pub small_syncs_per_s: f64,
+    /// MiB per second of 1 MiB appends, each followed by fdatasync.
+    pub write_sync_mib_per_s: f64,
+}
+
+fn open_probe(path: &Path, capacity: u64) -> anyhow::Result<File> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot create disk probe {}", path.display()))?;
+    let len = libc::off_t::try_from(capacity).context("disk probe size")?;
+    // SAFETY: fallocate(2) on an open descriptor we own; no memory is passed.
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
+    if rc != 0 {
+        // No fallocate here (e.g. some network file systems): zeros written instead.
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = capacity;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            f.write_all(&zeros[..n])
+                .with_context(|| format!("cannot preallocate disk probe {}", path.display()))?;
+            left -= n as u64;
+        }
+    }
+    f.sync_all()
+        .with_context(|| format!("cannot fsync disk probe {}", path.display()))?;
+    Ok(f)
+}
+
+/// Writes `chunk` at the next offset of a preallocated file and fdatasyncs, until `budget`
+/// passes or `max_bytes` were written; the latency of each write + fdatasync goes into the
+/// returned recorder, with the time it all took.
+fn probe(
+    path: &Path,
+    chunk: &[u8],
+    budget: Duration,
+    max_bytes: u64,
+) -> anyhow::Result<(Latencies, Duration)> {
+    let f = open_probe(path, max_bytes)?;
+    let mut lat = Latencies::new();
+    let max_ops = max_bytes / chunk.len() as u64;
+    let start = Instant::now();
+    let mut ops = 0u64;
+    while ops < max_ops && (ops == 0 || start.elapsed() < budget) {
+        let t0 = Instant::now();
+        f.write_all_at(chunk, ops * chunk.len() as u64)
+            .with_context(|| format!("disk probe write to {}", path.display()))?;
+        f.sync_data()
+            .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
+        lat.record(t0.elapsed());
+        ops += 1;
+    }
+    let took = start.elapsed();
+    drop(f);
+    std::fs::remove_file(path)
+        .with_context(|| format!("cannot remove disk probe {}", path.display()))?;
+    Ok((lat, took))
+}
+
+/// Measures the disk under `dir` (a probe file is written there and removed), spending about
+/// `budget` on each of the two probes.
+pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
+    let path = dir.join("disk-probe");
+    let small = vec![b's'; SMALL_BYTES];
+    let (lat, took) = probe(&path, &small, budget, SMALL_MAX_BYTES)?;
+    let s = lat.summary();
+    let large = vec![b'l'; LARGE_BYTES];
+    let (big, big_took) = probe(&path, &large, budget, LARGE_MAX_BYTES)?;
+    let mib = big.count() as f64 * LARGE_BYTES as f64 / f64::from(1u32 << 20);
+    Ok(DiskFigures {
+        fdatasync_p50_us: s.p50_us,
+        fdatasync_p99_us: s.p99_us,
+        small_syncs_per_s: s.count as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE),
+        write_sync_mib_per_s: mib / big_took.as_secs_f64().max(f64::MIN_POSITIVE),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_a_real_directory_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = measure(dir.path(), Duration::from_millis(50)).unwrap();
+        assert!(
+            d.fdatasync_p50_us > 0 && d.fdatasync_p50_us <= d.fdatasync_p99_us,
+            "{d:?}"
+        );
+        assert!(
+            d.small_syncs_per_s > 0.0 && d.write_sync_mib_per_s > 0.0,
+            "{d:?}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_missing_directory_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = measure(&dir.path().join("gone"), Duration::from_millis(10)).unwrap_err();
+        assert!(
+            err.to_string().contains("cannot create disk probe"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! The load generator of `raftmq bench` and `raftmq bench suite`: producers with a window of
+//! sends in flight ([`produce`]) and pullers of every queue of a topic ([`consume`]), each
+//! returning one [`BenchSummary`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use indicatif::ProgressStyle;
+use raftmq_client::proto::Message;
+use raftmq_client::proto::PullRequest;
+use raftmq_client::proto::PullStatus;
+use raftmq_client::Client;
+use raftmq_client::ClientError;
+use raftmq_client::ClientOptions;
+
+use super::BenchSummary;
+use super::Latencies;
+use crate::clock::now_ms;
+
+/// What [`produce`] sends.
+#[derive(Clone, Debug)]
+pub struct ProduceLoad {
+    /// Producers (one client connection each).
+    pub producers: usize,
+    /// Sends in flight per producer.
+    pub in_flight: usize,
+    /// Body size, bytes.
+    pub size: usize,
+    /// Messages per SendBatch (1 = plain Send).
+    pub batch: usize,
+    /// Run this long (None: until `count`).
+    pub duration: Option<Duration>,
+    /// Send this many messages (None: until `duration`).
+    pub count: Option<u64>,
+    /// Topic.
+    pub topic: String,
+}
+
+/// What [`consume`] pulls.
+#[derive(Clone, Debug)]
+pub struct PullLoad {
+    /// Client address of the node pulled from.
+    pub addr: String,
+    /// Topic.
+    pub topic: String,
+    /// Messages per pull.
+    pub batch: u32,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many messages.
+    pub count: Option<u64>,
+}
+
+/// A printable body of `size` bytes that names its sequence number (`msg-<seq>-xxx...`).
+pub fn filler(size: usize, seq: u64) -> Vec<u8> {
+    let head = format!("msg-{seq}-");
+    head.bytes()
+        .chain(std::iter::repeat(b'x'))
+        .take(size)
+        .collect()
+}
+
+/// Short name of an error, for the errors-by-kind table.
+pub fn error_kind(e: &ClientError) -> String {
+    match e {
+        ClientError::Rejected { code, .. } => format!("rejected {code:?}").to_lowercase(),
+        ClientError::UnknownOutcome { .. } => "unknown outcome".into(),
+        ClientError::Unavailable { .. } => "unavailable".into(),
+        ClientError::InvalidArgument(_) => "invalid argument".into(),
+    }
+}
+
+/// Shared counters of a run.
+#[derive(Default)]
+struct Progress {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+    claimed: AtomicU64,
+    stop: AtomicBool,
+}
+
+fn bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    let style = ProgressStyle::with_template(&format!(
+        "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {what} {{msg}}"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb
+}
+
+/// Drives the bar until `stop`: by messages (count) or by elapsed milliseconds (duration).
+fn ticker(pb: ProgressBar, p: Arc<Progress>, by_count: bool) -> tokio::task::JoinHandle<()> {
+    let start = Instant::now();
+    tokio::spawn(async move {
+        while !p.stop.load(Ordering::Relaxed) {
+            let n = p.messages.load(Ordering::Relaxed);
+            if by_count {
+                pb.set_position(n);
+            } else {
+                pb.set_position(start.elapsed().as_millis() as u64);
+                pb.set_message(format!("{n} messages"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        pb.finish_and_clear();
+    })
+}
+
+type WorkerResult = (Latencies, BTreeMap<String, u64>);
+
+async fn produce_worker(
+    client: Client,
+    a: Arc<ProduceLoad>,
+    p: Arc<Progress>,
+    deadline: Option<Instant>,
+) -> WorkerResult {
+    let mut lat = Latencies::new();
+    let mut errors = BTreeMap::new();
+    let batch = a.batch.max(1) as u64;
+    loop {
+        if p.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let first = p.claimed.fetch_add(batch, Ordering::Relaxed);
+        let n = match a.count {
+            Some(c) if first >= c => break,
+            Some(c) => batch.min(c - first),
+            None => batch,
+        };
+        let messages: Vec<Message> = (0..n)
+            .map(|i| Message {
+                topic: a.topic.clone(),
+                body: filler(a.size, first + i),
+                born_timestamp_ms: now_ms(),
+                ..Message::default()
+            })
+            .collect();
+        let t0 = Instant::now();
+        let res = if n == 1 {
+            client
+                .send(messages.into_iter().next().unwrap_or_default())
+                .await
+                .map(|_| ())
+        } else {
+            client.send_batch(messages).await.map(|_| ())
+        };
+        match res {
+            Ok(()) => {
+                lat.record(t0.elapsed());
+                p.messages.fetch_add(n, Ordering::Relaxed);
+                p.bytes.fetch_add(n * a.size as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                *errors.entry(error_kind(&e)).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    (lat, errors)
+}
+
+/// Sends `load` to the cluster behind `seeds` (each producer learns the leader first) and
+/// returns the figures; `quiet` hides the progress bar. Without `duration` and `count` it
+/// runs 30 s.
+pub async fn produce(
+    seeds: &[String],
+    load: ProduceLoad,
+    quiet: bool,
+) -> anyhow::Result<BenchSummary> {
+    anyhow::ensure!(
+        load.producers > 0 && load.in_flight > 0,
+        "--producers and --in-flight must be > 0"
+    );
+    let duration = match (load.duration, load.count) {
+        (None, None) => Some(Duration::from_secs(30)),
+        (d, _) => d,
+    };
+    let p = Arc::new(Progress::default());
+    let pb = match load.count {
+        Some(c) => bar(quiet, c, "messages"),
+        None => bar(quiet, duration.map_or(0, |d| d.as_millis() as u64), "ms"),
+    };
+    let tick = ticker(pb, p.clone(), load.count.is_some());
+    let mut clients = Vec::new();
+    for _ in 0..load.producers {
+        // Learn the leader first: a follower forwards every send (an extra hop), and a write
+        // it answered does not tell the client who leads.
+        clients.push(
+            Client::connect(seeds, crate::credentials::signed(ClientOptions::default())).await?,
+        );
+    }
+    let a = Arc::new(load);
+    let start = Instant::now();
+    let deadline = duration.map(|d| start + d);
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in clients {
+        for _ in 0..a.in_flight {
+            tasks.spawn(produce_worker(
+                client.clone(),
+                a.clone(),
+                p.clone(),
+                deadline,
+            ));
+        }
+    }
+    let summary = finish(tasks, &p, start, "produce").await?;
+    p.stop.store(true, Ordering::Relaxed);
+    tick.await?;
+    Ok(summary)
+}
+
+async fn finish(
+    mut tasks: tokio::task::JoinSet<WorkerResult>,
+    p: &Progress,
+    start: Instant,
+    kind: &str,
+) -> anyhow::Result<BenchSummary> {
+    let mut lat = Latencies::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    while let Some(r) = tasks.join_next().await {
+        let (l, e) = r?;
+        lat.merge(&l);
+        for (k, n) in e {
+            *errors.entry(k).or_default() += n;
+        }
+    }
+    let mut s = BenchSummary::new(
+        kind,
+        p.messages.load(Ordering::Relaxed),
+        p.bytes.load(Ordering::Relaxed),
+        start.elapsed(),
+        &lat,
+    );
+    s.errors = errors;
+    Ok(s)
+}
+
+/// One queue to pull.
+struct PullTask {
+    client: Client,
+    addr: String,
+    topic: String,
+    queue: i32,
+    start: u64,
+    batch: u32,
+    deadline: Option<Instant>,
+    count: Option<u64>,
+}
+
+async fn consume_worker(t: PullTask, p: Arc<Progress>) -> WorkerResult {
+    let PullTask {
+        client,
+        addr,
+        topic,
+        queue,
+        start,
+        batch,
+        deadline,
+        count,
+    } = t;
+    let mut lat = Latencies::new();
+    let mut errors = BTreeMap::new();
+    let mut offset = start;
+    loop {
+        let over = count.is_some_and(|c| p.messages.load(Ordering::Relaxed) >= c);
+        if over || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let req = PullRequest {
+            topic: topic.clone(),
+            queue_id: queue,
+            offset,
+            max_count: batch,
+            ..PullRequest::default()
+        };
+        let t0 = Instant::now();
+        match client.pull_from(&addr, req).await {
+            Ok(r) if r.status == PullStatus::Found as i32 => {
+                lat.record(t0.elapsed());
+                let bytes: usize = r
+                    .messages
+                    .iter()
+                    .map(|m| m.message.as_ref().map_or(0, |m| m.body.len()))
+                    .sum();
+                p.messages
+                    .fetch_add(r.messages.len() as u64, Ordering::Relaxed);
+                p.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                offset = r.next_offset;
+            }
+            Ok(r) if r.status == PullStatus::OffsetTooSmall as i32 => offset = r.min_offset,
+            Ok(_) => break,
+            Err(e) => {
+                *errors.entry(error_kind(&e)).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    (lat, errors)
+}
+
+/// Pulls every queue of `load.topic` from `load.addr`, from its min offset to its end (or the
+/// duration / count), and returns the figures; `quiet` hides the progress bar.
+pub async fn consume(load: PullLoad, quiet: bool) -> anyhow::Result<BenchSummary> {
+    let addr = load.addr.clone();
+    let client = Client::new(
+        std::slice::from_ref(&addr),
+        crate::credentials::signed(ClientOptions::default()),
+    )?;
+    let topics = client.list_topics().await?;
+    let info = topics
+        .iter()
+        .find(|t| t.config.as_ref().is_some_and(|c| c.name == load.topic))
+        .ok_or_else(|| anyhow::anyhow!("no topic {:?} on {addr}", load.topic))?;
+    let total: u64 = info
+        .queues
+        .iter()
+        .map(|q| q.max_offset - q.min_offset)
+        .sum();
+    let p = Arc::new(Progress::default());
+    let pb = bar(quiet, load.count.unwrap_or(total).min(total), "messages");
+    let tick = ticker(pb, p.clone(), true);
+    let start = Instant::now();
+    let deadline = load.duration.map(|d| start + d);
+    let mut tasks = tokio::task::JoinSet::new();
+    for q in &info.queues {
+        let t = PullTask {
+            client: client.clone(),
+            addr: addr.clone(),
+            topic: load.topic.clone(),
+            queue: q.queue_id,
+            start: q.min_offset,
+            batch: load.batch,
+            deadline,
+            count: load.count,
+        };
+        tasks.spawn(consume_worker(t, p.clone()));
+    }
+    let summary = finish(tasks, &p, start, "consume").await?;
+    p.stop.store(true, Ordering::Relaxed);
+    tick.await?;
+    Ok(summary)
+}

@@ -1,0 +1,244 @@
+//! `raftmq bench suite`: issue 14's performance table in one run. It builds nothing (the
+//! installed `raftmq-node` via [`crate::locate`]), measures the disk in its directory, runs
+//! each case on a fresh local 3-node cluster ([`crate::deploy`], free ports, a temp dir
+//! removed afterwards) and prints one table of figures, targets and ratios ([`report`]).
+//!
+//! Layer: above `status`, `deploy` and `bench`, below `cmd`.
+
+pub mod cases;
+pub mod report;
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use raftmq_client::Client;
+use raftmq_client::ClientOptions;
+
+use crate::bench::disk;
+use crate::bench::load;
+use crate::bench::load::PullLoad;
+use crate::bench::rss;
+use crate::bench::rss::PeakSampler;
+use crate::clock::parse_duration;
+use crate::deploy::local;
+use crate::deploy::manifest::Manifest;
+use crate::deploy::node_config::NodeSetting;
+use crate::locate::node_binary;
+use crate::output::print_json;
+use crate::status;
+use cases::Case;
+use cases::PeerFigures;
+use report::CaseResult;
+use report::SuiteReport;
+
+/// Longest time the disk probes take, each.
+const DISK_PROBE_MAX: Duration = Duration::from_secs(3);
+/// How long to wait for a leader on a fresh cluster.
+const LEADER_WAIT: Duration = Duration::from_secs(60);
+
+/// `bench suite` options.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Load time of each case.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Cases to run (comma-separated): single, in-flight-64, four-by-64, batch-32, async,
+    /// consume-follower. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<Case>,
+    /// NATS JetStream R3 rates measured separately, msg/s: single=N,in-flight-64=N,four-by-64=N
+    /// (default: issue 14's figures, shown as a reference).
+    #[arg(long)]
+    pub nats_figures: Option<PeerFigures>,
+    /// Directory the temp cluster directories (and the disk probe) go in.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// CommitLog segment size of the clusters, bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub segment_bytes: u64,
+    /// A raftmq-node setting for every node, KEY=VALUE (repeatable), as `cluster up --set`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<NodeSetting>,
+}
+
+/// A fresh cluster of one case; on drop its nodes are killed and its directory removed (so
+/// the cases' preallocated segments never sit on the disk together).
+struct CaseCluster {
+    m: Manifest,
+    dir: PathBuf,
+    leader_pid: u32,
+    follower_addr: String,
+}
+
+impl CaseCluster {
+    async fn up(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::Result<Self> {
+        let dir = dir.join(case.name());
+        let m = local::init(&local::InitOptions {
+            nodes: 3,
+            dir: dir.clone(),
+            base_port: 0,
+            flush: case.flush().to_string(),
+            segment_bytes: a.segment_bytes,
+            cluster_id: "raftmq-bench".to_string(),
+            settings: a.settings.clone(),
+        })?;
+        let mut c = Self {
+            m,
+            dir,
+            leader_pid: 0,
+            follower_addr: String::new(),
+        };
+        // Started only once `c` exists: its drop stops whatever did start.
+        local::start_all(&mut c.m, bin)?;
+        let view = status::wait_leader(&c.m, LEADER_WAIT).await?;
+        let leader = view
+            .leader_id
+            .context("wait_leader returned a view without a leader")?;
+        c.leader_pid =
+            c.m.node(leader)?
+                .pid
+                .with_context(|| format!("leader node {leader} has no recorded pid"))?;
+        let follower = c.m.nodes.iter().find(|n| n.id != leader);
+        c.follower_addr = follower
+            .map(|n| n.client_addr.clone())
+            .context("a 3-node cluster has a follower")?;
+        Ok(c)
+    }
+}
+
+impl Drop for CaseCluster {
+    fn drop(&mut self) {
+        for id in self.m.ids() {
+            if let Err(e) = local::stop(&mut self.m, id, local::Stop::Kill) {
+                eprintln!("bench suite: cannot stop node {id}: {e:#}");
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("bench suite: cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+fn mib(kib: Option<u64>) -> Option<f64> {
+    kib.map(|k| k as f64 / 1024.0)
+}
+
+/// Waits until `addr` holds at least `messages` messages of the topic (a follower applies
+/// after the leader answers), at most `timeout`.
+async fn wait_stored(addr: &str, messages: u64, timeout: Duration) -> anyhow::Result<()> {
+    let client = Client::new(&[addr.to_string()], ClientOptions::default())?;
+    let start = std::time::Instant::now();
+    loop {
+        let topics = client.list_topics().await?;
+        let stored: u64 = topics
+            .iter()
+            .filter(|t| t.config.as_ref().is_some_and(|c| c.name == cases::TOPIC))
+            .flat_map(|t| t.queues.iter())
+            .map(|q| q.max_offset - q.min_offset)
+            .sum();
+        if stored >= messages {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            start.elapsed() < timeout,
+            "follower {addr} holds {stored} of {messages} messages after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::Result<CaseResult> {
+    let c = CaseCluster::up(dir, case, a, bin).await?;
+    let seeds = c.m.client_addrs();
+    let sampler = case
+        .samples_memory()
+        .then(|| PeakSampler::start(c.leader_pid));
+    let produce = load::produce(&seeds, case.load(a.duration), true).await?;
+    let mut r = CaseResult {
+        case,
+        produce,
+        consume: None,
+        leader_rss_peak_mib: None,
+        leader_rss_after_mib: None,
+    };
+    if let Some(s) = sampler {
+        r.leader_rss_peak_mib = mib(s.stop().await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        r.leader_rss_after_mib = mib(rss::rss_anon_kib(c.leader_pid));
+    }
+    if case == Case::ConsumeFollower {
+        let n = r.produce.messages;
+        wait_stored(&c.follower_addr, n, Duration::from_secs(60)).await?;
+        let pull = PullLoad {
+            addr: c.follower_addr.clone(),
+            topic: cases::TOPIC.to_string(),
+            batch: 64,
+            duration: Some(a.duration.max(Duration::from_secs(1)) * 4),
+            count: Some(n),
+        };
+        r.consume = Some(load::consume(pull, true).await?);
+    }
+    Ok(r)
+}
+
+/// Runs the suite and prints the table (or JSON); exit code 1 if a case moved no message.
+pub async fn run(json: bool, a: SuiteArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(a.duration > Duration::ZERO, "--duration must be > 0");
+    let bin = node_binary()?;
+    let mut selected = if a.cases.is_empty() {
+        Case::ALL.to_vec()
+    } else {
+        a.cases.clone()
+    };
+    selected.sort();
+    selected.dedup();
+    let parent = local::absolute_dir(&a.dir)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("raftmq-bench-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a temp dir in {}", parent.display()))?;
+    if !json {
+        eprintln!("measuring the disk in {} ...", tmp.path().display());
+    }
+    let disk = disk::measure(tmp.path(), a.duration.min(DISK_PROBE_MAX))?;
+    let mut results = Vec::new();
+    for case in selected {
+        if !json {
+            eprintln!("case {case}: fresh cluster, {:?} of load ...", a.duration);
+        }
+        let r = run_case(tmp.path(), case, &a, &bin)
+            .await
+            .with_context(|| format!("bench suite case {case}"))?;
+        results.push(r);
+    }
+    let peer = a
+        .nats_figures
+        .clone()
+        .unwrap_or_else(PeerFigures::issue_reference);
+    let report = SuiteReport {
+        nproc: std::thread::available_parallelism().map_or(1, usize::from),
+        rows: report::rows(&disk, &peer, &results),
+        disk,
+        peer,
+        nats_server: find_on_path("nats-server"),
+        cases: results,
+    };
+    if json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report::render(&report));
+    }
+    let idle = report.cases.iter().any(|c| c.produce.messages == 0);
+    Ok(i32::from(idle))
+}
+
+fn find_on_path(name: &str) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}

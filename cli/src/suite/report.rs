@@ -1,0 +1,381 @@
+//! The suite's one table: every case's figures next to issue 14's targets (relative to the
+//! peer, to the disk measured in the same run, or to another case), with the ratio, and the
+//! same as JSON.
+
+use serde::Serialize;
+
+use super::cases::Case;
+use super::cases::PeerFigures;
+use crate::bench::disk::DiskFigures;
+use crate::bench::BenchSummary;
+use crate::output::table;
+
+/// Target 6: the leader's anonymous memory during and after targets 3 and 4, MiB.
+const MEMORY_TARGET_MIB: f64 = 200.0;
+
+/// What one case measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    /// The case.
+    pub case: Case,
+    /// The produce run (for `consume-follower`: the fill).
+    pub produce: BenchSummary,
+    /// The pull from a follower (`consume-follower` only).
+    pub consume: Option<BenchSummary>,
+    /// Highest leader `RssAnon` while the load ran, MiB (memory cases only).
+    pub leader_rss_peak_mib: Option<f64>,
+    /// Leader `RssAnon` one second after the load, MiB (memory cases only).
+    pub leader_rss_after_mib: Option<f64>,
+}
+
+/// Whether a figure should be above or below its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Better {
+    /// Rates: the ratio is figure / target.
+    Higher,
+    /// Latencies and memory: the ratio is target / figure.
+    Lower,
+}
+
+/// One line of the table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Case name (`disk` for the disk's own figures).
+    pub case: String,
+    /// What the value is.
+    pub figure: String,
+    /// The figure.
+    pub value: f64,
+    /// Its unit: `msg/s`, `MB/s` (10^6 bytes), `MiB/s`, `ms`, `MiB`, `/s`.
+    pub unit: &'static str,
+    /// The target, same unit (None: no target, or the case it depends on did not run).
+    pub target: Option<f64>,
+    /// Where the target comes from.
+    pub target_basis: String,
+    /// Direction of the target.
+    pub better: Better,
+    /// >= 1 when the target is met: figure / target for rates, target / figure otherwise.
+    pub ratio: Option<f64>,
+}
+
+impl Row {
+    fn new(case: &str, figure: &str, value: f64, unit: &'static str) -> Self {
+        Self {
+            case: case.to_string(),
+            figure: figure.to_string(),
+            value,
+            unit,
+            target: None,
+            target_basis: String::new(),
+            better: Better::Higher,
+            ratio: None,
+        }
+    }
+
+    fn target(mut self, better: Better, target: Option<f64>, basis: String) -> Self {
+        self.better = better;
+        self.target = target;
+        self.target_basis = basis;
+        self.ratio = target.filter(|t| *t > 0.0).and_then(|t| match better {
+            Better::Higher => Some(self.value / t),
+            Better::Lower => (self.value > 0.0).then(|| t / self.value),
+        });
+        self
+    }
+}
+
+/// The whole result of a suite run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteReport {
+    /// CPUs of the machine (`nproc`).
+    pub nproc: usize,
+    /// The disk, measured in the cluster directory in this run.
+    pub disk: DiskFigures,
+    /// The peer's figures targets 1 to 3 use.
+    pub peer: PeerFigures,
+    /// Path of `nats-server` when it is on PATH (the suite does not run it).
+    pub nats_server: Option<String>,
+    /// Each case run.
+    pub cases: Vec<CaseResult>,
+    /// The table.
+    pub rows: Vec<Row>,
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn memory_rows(rows: &mut Vec<Row>, r: &CaseResult) {
+    let name = r.case.name();
+    let basis = || "issue 14 target 6".to_string();
+    for (figure, v) in [
+        ("leader RssAnon during", r.leader_rss_peak_mib),
+        ("leader RssAnon after", r.leader_rss_after_mib),
+    ] {
+        if let Some(v) = v {
+            let row = Row::new(name, figure, v, "MiB");
+            rows.push(row.target(Better::Lower, Some(MEMORY_TARGET_MIB), basis()));
+        }
+    }
+}
+
+/// The table's rows: the disk first, then each case run with its targets.
+pub fn rows(disk: &DiskFigures, peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
+    let mut rows = vec![
+        Row::new(
+            "disk",
+            "1 KiB write+fdatasync p50",
+            ms(disk.fdatasync_p50_us),
+            "ms",
+        ),
+        Row::new(
+            "disk",
+            "1 KiB write+fdatasync p99",
+            ms(disk.fdatasync_p99_us),
+            "ms",
+        ),
+        Row::new(
+            "disk",
+            "1 KiB write+fdatasync rate",
+            disk.small_syncs_per_s,
+            "/s",
+        ),
+        Row::new(
+            "disk",
+            "1 MiB write+fdatasync",
+            disk.write_sync_mib_per_s,
+            "MiB/s",
+        ),
+    ];
+    let four = results.iter().find(|r| r.case == Case::FourBy64);
+    let needs_four = |what: &str| match four {
+        Some(_) => what.to_string(),
+        None => format!("{what} (four-by-64 not run)"),
+    };
+    for r in results {
+        let p = &r.produce;
+        let name = r.case.name();
+        let rate = Row::new(name, "produce rate", p.messages_per_s, "msg/s");
+        match r.case {
+            Case::Single => {
+                let basis = format!("NATS R3 {:.0}", peer.single);
+                rows.push(rate.target(Better::Higher, Some(peer.single), basis));
+                let t = 2.0 * ms(disk.fdatasync_p50_us) + 0.1;
+                let row = Row::new(name, "send p50", ms(p.latency.p50_us), "ms");
+                let basis = "2 x fdatasync p50 + 0.1 ms".to_string();
+                rows.push(row.target(Better::Lower, Some(t), basis));
+            }
+            Case::InFlight64 => {
+                let basis = format!("1.5 x NATS R3 {:.0}", peer.in_flight_64);
+                rows.push(rate.target(Better::Higher, Some(1.5 * peer.in_flight_64), basis));
+                rows.push(Row::new(name, "send p99", ms(p.latency.p99_us), "ms"));
+            }
+            Case::FourBy64 => {
+                let basis = format!("2 x NATS R3 {:.0}", peer.four_by_64);
+                rows.push(rate.target(Better::Higher, Some(2.0 * peer.four_by_64), basis));
+                rows.push(Row::new(name, "send p99", ms(p.latency.p99_us), "ms"));
+                memory_rows(&mut rows, r);
+            }
+            Case::Batch32 => {
+                let disk_mb = disk.write_sync_mib_per_s * 1.048_576;
+                let row = Row::new(name, "produce bandwidth", p.mb_per_s, "MB/s");
+                let basis = "75% of disk write+fdatasync / 3".to_string();
+                rows.push(row.target(Better::Higher, Some(0.75 * disk_mb / 3.0), basis));
+                rows.push(rate);
+                memory_rows(&mut rows, r);
+            }
+            Case::Async => {
+                let t = four.map(|f| 1.3 * f.produce.messages_per_s);
+                rows.push(rate.target(Better::Higher, t, needs_four("1.3 x four-by-64 (sync)")));
+                let row = Row::new(name, "send p99", ms(p.latency.p99_us), "ms");
+                let t = four.map(|f| ms(f.produce.latency.p99_us));
+                rows.push(row.target(Better::Lower, t, needs_four("four-by-64 (sync) p99")));
+            }
+            Case::ConsumeFollower => {
+                rows.push(rate);
+                if let Some(c) = &r.consume {
+                    let row = Row::new(name, "follower pull rate", c.messages_per_s, "msg/s");
+                    let t = four.map(|f| 3.0 * f.produce.messages_per_s);
+                    rows.push(row.target(Better::Higher, t, needs_four("3 x four-by-64 produce")));
+                    rows.push(Row::new(
+                        name,
+                        "follower pull bandwidth",
+                        c.mb_per_s,
+                        "MB/s",
+                    ));
+                }
+            }
+        }
+    }
+    rows
+}
+
+fn value_text(v: f64, unit: &str) -> String {
+    match unit {
+        "ms" => format!("{v:.2} {unit}"),
+        "MB/s" | "MiB/s" | "MiB" => format!("{v:.1} {unit}"),
+        _ => format!("{v:.0} {unit}"),
+    }
+}
+
+/// The table (one line per row) and footnotes: the machine, the peer figures' source, the
+/// errors of any case.
+pub fn render(r: &SuiteReport) -> String {
+    let lines: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|row| {
+            let target = match (row.target, row.better) {
+                (Some(t), Better::Higher) => format!(">= {}", value_text(t, row.unit)),
+                (Some(t), Better::Lower) => format!("<= {}", value_text(t, row.unit)),
+                (None, _) => "-".to_string(),
+            };
+            let basis = if row.target_basis.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", row.target_basis)
+            };
+            vec![
+                row.case.clone(),
+                row.figure.clone(),
+                value_text(row.value, row.unit),
+                format!("{target}{basis}"),
+                row.ratio.map_or("-".to_string(), |x| format!("{x:.2}x")),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &["case", "figure", "value", "target", "ratio (>=1 met)"],
+        &lines,
+    );
+    out.push_str(&format!(
+        "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; \
+         disk measured in the cluster directory.\nNATS figures: {}.",
+        r.nproc, r.peer.source
+    ));
+    if let Some(path) = &r.nats_server {
+        out.push_str(&format!(
+            "\nnats-server is at {path}: measure JetStream R3 with it and pass --nats-figures."
+        ));
+    }
+    for c in &r.cases {
+        for s in [Some(&c.produce), c.consume.as_ref()].into_iter().flatten() {
+            if !s.errors.is_empty() {
+                let list: Vec<String> = s.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+                out.push_str(&format!(
+                    "\nerrors in {} ({}): {}",
+                    c.case,
+                    s.kind,
+                    list.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bench::Latencies;
+
+    fn summary(messages: u64, secs: u64, p50_us: u64) -> BenchSummary {
+        let mut lat = Latencies::new();
+        lat.record(Duration::from_micros(p50_us));
+        BenchSummary::new(
+            "produce",
+            messages,
+            messages * 1024,
+            Duration::from_secs(secs),
+            &lat,
+        )
+    }
+
+    fn result(case: Case, messages: u64, p50_us: u64) -> CaseResult {
+        CaseResult {
+            case,
+            produce: summary(messages, 1, p50_us),
+            consume: None,
+            leader_rss_peak_mib: None,
+            leader_rss_after_mib: None,
+        }
+    }
+
+    fn disk() -> DiskFigures {
+        DiskFigures {
+            fdatasync_p50_us: 250,
+            fdatasync_p99_us: 900,
+            small_syncs_per_s: 3000.0,
+            write_sync_mib_per_s: 300.0,
+        }
+    }
+
+    fn find<'a>(rows: &'a [Row], case: &str, figure: &str) -> &'a Row {
+        rows.iter()
+            .find(|r| r.case == case && r.figure == figure)
+            .unwrap_or_else(|| panic!("no row {case} / {figure} in {rows:?}"))
+    }
+
+    #[test]
+    fn targets_and_ratios_follow_the_issue() {
+        let peer = PeerFigures::issue_reference();
+        let mut four = result(Case::FourBy64, 40_000, 5000);
+        four.leader_rss_peak_mib = Some(100.0);
+        four.leader_rss_after_mib = Some(400.0);
+        let results = vec![
+            result(Case::Single, 2158, 1200),
+            four,
+            result(Case::Async, 52_000, 10_000),
+        ];
+        let rows = rows(&disk(), &peer, &results);
+        assert_eq!(find(&rows, "disk", "1 KiB write+fdatasync p50").value, 0.25);
+        let single = find(&rows, "single", "produce rate");
+        assert_eq!(single.ratio, Some(1.0));
+        // p50 target 2 x 0.25 + 0.1 = 0.6 ms; 1.2 ms is half of it (lower is better).
+        let p50 = find(&rows, "single", "send p50");
+        assert!((p50.target.unwrap() - 0.6).abs() < 1e-9, "{p50:?}");
+        assert!((p50.ratio.unwrap() - 0.5).abs() < 0.01, "{p50:?}");
+        let rate = find(&rows, "four-by-64", "produce rate");
+        assert_eq!(rate.target, Some(35_200.0));
+        let during = find(&rows, "four-by-64", "leader RssAnon during");
+        assert_eq!(during.ratio, Some(2.0));
+        assert_eq!(
+            find(&rows, "four-by-64", "leader RssAnon after").ratio,
+            Some(0.5)
+        );
+        let a = find(&rows, "async", "produce rate");
+        assert!((a.ratio.unwrap() - 1.0).abs() < 1e-9, "{a:?}");
+        let text = render(&SuiteReport {
+            nproc: 2,
+            disk: disk(),
+            peer,
+            nats_server: None,
+            cases: results,
+            rows,
+        });
+        assert!(text.starts_with("case"), "{text}");
+        assert!(
+            text.contains(">= 35200 msg/s (2 x NATS R3 17600)"),
+            "{text}"
+        );
+        assert!(text.contains("not measured in this run"), "{text}");
+    }
+
+    #[test]
+    fn a_target_on_a_case_not_run_says_so() {
+        let mut consume = result(Case::ConsumeFollower, 1000, 100);
+        consume.consume = Some(summary(5000, 1, 100));
+        let batch = result(Case::Batch32, 100_000, 100);
+        let rows = rows(&disk(), &PeerFigures::issue_reference(), &[batch, consume]);
+        let pull = find(&rows, "consume-follower", "follower pull rate");
+        assert_eq!(pull.target, None);
+        assert!(pull.target_basis.contains("four-by-64 not run"), "{pull:?}");
+        // 300 MiB/s = 314.6 MB/s; 75% of a third is 78.6 MB/s; 102.4 MB/s beats it.
+        let bw = find(&rows, "batch-32", "produce bandwidth");
+        assert!((bw.target.unwrap() - 78.64).abs() < 0.01, "{bw:?}");
+        assert!(bw.ratio.unwrap() > 1.0);
+    }
+}

@@ -1,0 +1,44 @@
+//! Reading one entry back from the CommitLog (replication and apply read every entry this
+//! way, once per follower): header first, then the payload copied once from the segment
+//! straight into the entry, both checked (header CRC, length, payload CRC, index).
+
+use parking_lot::Mutex;
+
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::format::decode_entry_owned;
+use crate::format::decode_header;
+use crate::format::HeaderSlot;
+use crate::format::RecordKind;
+use crate::format::ENTRY_HEADER_LEN;
+use crate::raft_index::EntryLocation;
+use crate::state::State;
+use crate::types::LogEntry;
+
+/// The entry at `l` (a location from the raft index), or a corruption error naming its
+/// segment file when the bytes there are not that entry.
+pub(crate) fn read_entry(state: &Mutex<State>, l: &EntryLocation) -> LogResult<LogEntry> {
+    let (seg, off, path) = state.lock().locate_range(l.phys, l.size)?;
+    let corruption = |reason| state.lock().corruption(l.phys, reason);
+    let read = |at: u64, len: usize| {
+        seg.read_vec(off + at, len)
+            .map_err(|e| LogError::io("read", path.clone(), e))
+    };
+    let head = read(0, ENTRY_HEADER_LEN.min(l.size as usize))?;
+    let h = match decode_header(&head, l.phys, u64::from(l.size)) {
+        Ok(HeaderSlot::Record(h)) if h.kind != RecordKind::Padding => h,
+        Ok(_) => return Err(corruption(format!("expected entry {} here", l.index))),
+        Err(reason) => return Err(corruption(reason)),
+    };
+    let end = ENTRY_HEADER_LEN as u64 + u64::from(h.payload_len);
+    if end > u64::from(l.size) {
+        let reason = format!("truncated: record needs {end} bytes, {} available", l.size);
+        return Err(corruption(reason));
+    }
+    let payload = read(ENTRY_HEADER_LEN as u64, h.payload_len as usize)?;
+    match decode_entry_owned(&h, payload) {
+        Ok(e) if e.log_id.index == l.index => Ok(e),
+        Ok(_) => Err(corruption(format!("expected entry {} here", l.index))),
+        Err(reason) => Err(corruption(reason)),
+    }
+}
