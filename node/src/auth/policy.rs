@@ -10,6 +10,7 @@
 //!
 //! A refusal is PERMISSION_DENIED naming the role, the user and the action.
 
+use raftmq_store::limits::quote;
 use raftmq_store::users::Role;
 
 use super::Principal;
@@ -66,18 +67,18 @@ pub fn authorize(p: &Principal, action: Action<'_>) -> Result<(), NodeError> {
         Action::Describe => Ok(()),
         Action::Admin(rpc) => Err(deny(p, rpc.to_string())),
         Action::Send { topic } if user.role == Role::Producer && topic_ok(topic) => Ok(()),
-        Action::Send { topic } => Err(deny(p, format!("send to topic '{topic}'"))),
+        Action::Send { topic } => Err(deny(p, format!("send to topic {}", quote(topic)))),
         Action::Read { topic } if user.role == Role::Consumer && topic_ok(topic) => Ok(()),
-        Action::Read { topic } => Err(deny(p, format!("read topic '{topic}'"))),
+        Action::Read { topic } => Err(deny(p, format!("read topic {}", quote(topic)))),
         Action::Consume { topic, .. } if user.role != Role::Consumer || !topic_ok(topic) => {
-            Err(deny(p, format!("read topic '{topic}'")))
+            Err(deny(p, format!("read topic {}", quote(topic))))
         }
         Action::Consume { group, .. } if !user.may_group(group) => {
-            Err(deny(p, format!("use consumer group '{group}'")))
+            Err(deny(p, format!("use consumer group {}", quote(group))))
         }
         Action::Consume { .. } => Ok(()),
         Action::Route { topic } if topic_ok(topic) => Ok(()),
-        Action::Route { topic } => Err(deny(p, format!("use topic '{topic}'"))),
+        Action::Route { topic } => Err(deny(p, format!("use topic {}", quote(topic)))),
     }
 }
 
@@ -96,6 +97,17 @@ mod tests {
             topics: vec!["orders*".into()],
             groups: vec!["billing".into()],
         })
+    }
+
+    #[test]
+    fn refusals_quote_client_input_bounded() {
+        let long = "a".repeat(1 << 20);
+        let e = denied(authorize(
+            &user(Role::Producer),
+            Action::Send { topic: &long },
+        ));
+        assert!(e.len() < 200, "{} bytes", e.len());
+        assert!(e.contains("(1048576 bytes)"), "{e}");
     }
 
     fn denied(r: Result<(), NodeError>) -> String {
