@@ -22,6 +22,9 @@ mod config_tests;
 mod file;
 mod member;
 mod raft;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod validate;
 
 use std::net::SocketAddr;
@@ -36,6 +39,8 @@ pub use member::MemberSpec;
 pub use raftmq_raft_log::FlushPolicy;
 pub use raftmq_raft_log::LogConfig;
 pub use raftmq_store::StoreConfig;
+pub use tls::TlsConfig;
+pub use tls::TlsFiles;
 
 /// A configuration value that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +165,10 @@ pub struct NodeConfig {
     /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     /// Default "info"; e.g. "debug" or "info,raftmq_node=debug".
     pub log_level: String,
+    /// TLS files, `allow-plaintext`, `tls-reload-interval-ms`, `max-connections`,
+    /// `max-concurrent-streams` (see [`TlsConfig`]).
+    #[serde(flatten)]
+    pub tls: TlsConfig,
 }
 
 impl Default for NodeConfig {
@@ -189,6 +198,7 @@ impl Default for NodeConfig {
             default_queue_count: 4,
             store: StoreConfig::default(),
             log_level: "info".into(),
+            tls: TlsConfig::default(),
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::error::Verdict;
 use crate::producer::Producer;
 use crate::send_stream::SendMux;
 use crate::send_stream::Sent;
+use crate::tls::ClientTls;
 
 /// Client settings.
 #[derive(Clone, Debug)]
@@ -45,6 +46,8 @@ pub struct ClientOptions {
     /// resend it already stored with the original result. Off: sends carry no identity and
     /// follow `retry_unknown_writes`. Default true.
     pub idempotent: bool,
+    /// TLS towards the nodes (`https`; see [`ClientTls`]). Default None: plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -58,6 +61,7 @@ impl Default for ClientOptions {
             retry_unknown_writes: false,
             max_message_bytes: 64 << 20,
             idempotent: true,
+            tls: None,
         }
     }
 }
@@ -106,6 +110,7 @@ pub struct Client {
 pub(crate) fn normalize(addr: &str) -> String {
     addr.trim()
         .trim_start_matches("http://")
+        .trim_start_matches("https://")
         .trim_end_matches('/')
         .to_string()
 }
@@ -187,10 +192,7 @@ impl Client {
         let ch = match r.channels.get(addr) {
             Some(ch) => ch.clone(),
             None => {
-                let ch = Endpoint::from_shared(format!("http://{addr}"))
-                    .map_err(|e| {
-                        ClientError::InvalidArgument(format!("bad address {addr:?}: {e}"))
-                    })?
+                let ch = crate::tls::endpoint(self.opts.tls.as_ref(), addr)?
                     .connect_timeout(self.opts.connect_timeout)
                     .tcp_nodelay(true)
                     .connect_lazy();

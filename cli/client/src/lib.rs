@@ -32,6 +32,7 @@ mod client_tests;
 mod error;
 mod producer;
 mod send_stream;
+mod tls;
 
 pub use client::Client;
 pub use client::ClientOptions;
@@ -40,3 +41,4 @@ pub use producer::PRODUCER_ID_PROPERTY;
 pub use producer::SEQUENCE_PROPERTY;
 /// The wire types (`Message`, `PullRequest`, `SendResult`, ...).
 pub use raftmq_proto::v1 as proto;
+pub use tls::ClientTls;

@@ -18,7 +18,6 @@ use raftmq_client::proto::PullRequest;
 use raftmq_client::proto::PullStatus;
 use raftmq_client::Client;
 use raftmq_client::ClientError;
-use raftmq_client::ClientOptions;
 
 use super::send::filler;
 use super::Global;
@@ -218,7 +217,7 @@ async fn produce(g: &Global, a: ProduceArgs) -> anyhow::Result<i32> {
     for _ in 0..a.producers {
         // Learn the leader first: a follower forwards every send (an extra hop), and a write
         // it answered does not tell the client who leads.
-        let client = Client::connect(&seeds, ClientOptions::default()).await?;
+        let client = Client::connect(&seeds, crate::client_tls::options()).await?;
         for _ in 0..a.in_flight {
             tasks.spawn(produce_worker(
                 client.clone(),
@@ -341,7 +340,7 @@ async fn consume(g: &Global, a: ConsumeBenchArgs) -> anyhow::Result<i32> {
         (None, Some(id)) => g.manifest()?.node(id)?.client_addr.clone(),
         (None, None) => g.seeds()?.first().cloned().unwrap_or_default(),
     };
-    let client = Client::new(std::slice::from_ref(&addr), ClientOptions::default())?;
+    let client = Client::new(std::slice::from_ref(&addr), crate::client_tls::options())?;
     let topics = client.list_topics().await?;
     let info = topics
         .iter()

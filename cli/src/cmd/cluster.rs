@@ -115,6 +115,11 @@ pub struct UpArgs {
     /// (repeatable), e.g. `--set disk-reject-ratio=0.95`; kept for nodes added later.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<NodeSetting>,
+    /// TLS everywhere: a cluster CA and a certificate per node under <dir>/tls (keys 0600),
+    /// the TLS settings in every node.toml, the CA in cluster.toml (used by every `raftmq`
+    /// command with no extra flag).
+    #[arg(long)]
+    pub secure: bool,
 }
 
 /// Result of a command that acts on one node.
@@ -222,8 +227,12 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
             segment_bytes: a.segment_bytes,
             cluster_id: a.cluster_id,
             settings: a.settings,
+            secure: a.secure,
         })?
     };
+    if g.tls_ca.is_none() {
+        crate::client_tls::set(m.tls_ca.as_deref())?;
+    }
     let started = local::start_all(&mut m, &bin)?;
     if !g.json {
         eprintln!("started nodes {started:?}; waiting for a leader ...");

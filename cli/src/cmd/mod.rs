@@ -58,6 +58,10 @@ pub struct Global {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// PEM CA file to verify the nodes' TLS certificates (a cluster not started by `cluster
+    /// up --secure`; for one that was, its cluster.toml names the CA). [default: plaintext]
+    #[arg(long, global = true, env = "RAFTMQ_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Top-level commands.
@@ -98,7 +102,15 @@ impl Global {
 
     /// A client for the cluster.
     pub fn client(&self) -> anyhow::Result<Client> {
-        self.client_with(ClientOptions::default())
+        self.client_with(crate::client_tls::options())
+    }
+
+    /// The CA clients trust: --tls-ca, else (no --servers) the local cluster's `tls-ca`.
+    pub fn tls_ca(&self) -> Option<PathBuf> {
+        if self.tls_ca.is_some() || !self.servers.is_empty() {
+            return self.tls_ca.clone();
+        }
+        Manifest::load(&self.cluster).ok().and_then(|m| m.tls_ca)
     }
 
     /// A client for the cluster with given options.
@@ -110,6 +122,7 @@ impl Global {
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let g = cli.global;
+    crate::client_tls::set(g.tls_ca().as_deref())?;
     match cli.command {
         Command::Cluster(c) => cluster::run(&g, c).await,
         Command::Send(a) => send::run(&g, a).await,

@@ -69,6 +69,10 @@ pub struct Manifest {
     pub node_settings: Vec<String>,
     /// The nodes, by id.
     pub nodes: Vec<NodeEntry>,
+    /// The cluster CA certificate of a `cluster up --secure` cluster (its nodes serve TLS;
+    /// the `raftmq` command's clients trust this CA). None: plaintext.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Manifest {
@@ -210,6 +214,7 @@ mod tests {
             segment_bytes: 1 << 30,
             node_settings: vec!["disk-reject-ratio=0.95".into()],
             nodes,
+            tls_ca: Some(dir.join("tls/ca.crt")),
         }
     }
 

@@ -173,7 +173,7 @@ fn producer_options(idempotent: bool) -> ClientOptions {
         max_attempts: 10,
         backoff_max: Duration::from_millis(500),
         idempotent,
-        ..ClientOptions::default()
+        ..crate::client_tls::options()
     }
 }
 
@@ -308,7 +308,7 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
 
 async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummary> {
     let m = run.manifest();
-    let reader = Client::new(&m.client_addrs(), ClientOptions::default())?;
+    let reader = Client::new(&m.client_addrs(), crate::client_tls::options())?;
     let mut replicas = Vec::new();
     for n in &m.nodes {
         let read = read_replica(&reader, n.id, &n.client_addr, &run.topic, queues, tag_of).await?;

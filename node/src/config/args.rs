@@ -156,6 +156,29 @@ pub struct NodeArgs {
     /// [default 100000; 1..=10000000]
     #[arg(long)]
     pub dedup_max_entries: Option<u32>,
+    /// PEM certificate chain of this node, for every gRPC listener and towards peers (URI SAN
+    /// raftmq://<cluster-id>/node/<node-id>). [default: none = plaintext]
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of tls-cert-file. [default: none]
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM bundle of the cluster CA(s) that verifies peers. [default: none]
+    #[arg(long)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Serve plaintext on non-loopback listeners when no TLS files are set. [default false]
+    #[arg(long)]
+    pub allow_plaintext: Option<bool>,
+    /// Check the TLS files for changes every this many ms (0: SIGHUP only).
+    /// [default 2000; 0 or 100..=3600000]
+    #[arg(long)]
+    pub tls_reload_interval_ms: Option<u64>,
+    /// Most concurrent connections per listener. [default 10000; 1..=1000000]
+    #[arg(long)]
+    pub max_connections: Option<u32>,
+    /// Most concurrent gRPC streams per connection. [default 1024; 1..=65536]
+    #[arg(long)]
+    pub max_concurrent_streams: Option<u32>,
 }
 
 /// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
@@ -203,6 +226,9 @@ impl NodeArgs {
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);
         override_fields!(self => cfg.store.limits;
             max_message_bytes, max_batch_messages, max_batch_bytes);
+        override_fields!(self => cfg.tls; allow_plaintext, tls_reload_interval_ms,
+            max_connections, max_concurrent_streams);
+        override_fields!(self => cfg.tls; ? tls_cert_file, tls_key_file, tls_ca_file);
         if let Some(v) = self.flush_policy {
             cfg.log.flush = v;
         }

@@ -12,7 +12,6 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use tonic::transport::Channel;
-use tonic::transport::Endpoint;
 
 use super::client::Ctx;
 use super::client::PeerNetwork;
@@ -26,7 +25,7 @@ pub struct PeerNetworkFactory<C, SD> {
     self_id: NodeId,
     opts: Arc<PeerNetworkOptions>,
     /// Invariant: one channel per (peer id, lane), replaced only when the peer's address
-    /// changes.
+    /// or the TLS material changes.
     channels: Arc<Mutex<ChannelMap>>,
     _types: PhantomData<fn() -> (C, SD)>,
 }
@@ -48,12 +47,13 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             .channels
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((known_addr, ch)) = channels.get(&(target, lane)) {
-            if known_addr == addr {
+        let generation = self.opts.tls.as_ref().map_or(0, |t| t.generation());
+        if let Some((known_addr, g, ch)) = channels.get(&(target, lane)) {
+            if known_addr == addr && *g == generation {
                 return Ok(ch.clone());
             }
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        let endpoint = crate::tls::endpoint(self.opts.tls.as_deref(), addr)
             .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
             .connect_timeout(self.opts.connect_timeout)
             .tcp_nodelay(true)
@@ -62,13 +62,13 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             .http2_adaptive_window(true);
         let ch = endpoint.connect_lazy();
         tracing::info!(target_node = target, addr, ?lane, "peer channel created");
-        channels.insert((target, lane), (addr.to_string(), ch.clone()));
+        channels.insert((target, lane), (addr.to_string(), generation, ch.clone()));
         Ok(ch)
     }
 }
 
-/// Channels by (peer, lane), with the address each was made for.
-type ChannelMap = HashMap<(NodeId, Lane), (String, Channel)>;
+/// Channels by (peer, lane), with the address and TLS generation each was made for.
+type ChannelMap = HashMap<(NodeId, Lane), (String, u64, Channel)>;
 
 /// Which connection to a peer a client uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
