@@ -68,12 +68,17 @@ impl LocalCluster {
     /// `raftmq cluster up` of `nodes` nodes with free ports, 1 MiB segments and the disk
     /// ratios off (the host's disk fill must not decide a test); returns the status JSON too.
     pub fn up(nodes: u32) -> (Self, serde_json::Value) {
+        Self::up_with(nodes, &[])
+    }
+
+    /// [`Self::up`] with more `cluster up` arguments (e.g. `--secure`).
+    pub fn up_with(nodes: u32, extra: &[&str]) -> (Self, serde_json::Value) {
         let dir = tempfile::tempdir().expect("a temp dir can be created");
         let manifest = dir.path().join("cluster.toml").display().to_string();
         let c = Self { dir, manifest };
         let d = c.dir.path().display().to_string();
         let n = nodes.to_string();
-        let status = json(&[
+        let mut args = vec![
             "cluster",
             "up",
             "--dir",
@@ -89,7 +94,9 @@ impl LocalCluster {
             "--set",
             "disk-reject-ratio=1.0",
             "--json",
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let status = json(&args);
         (c, status)
     }
 
