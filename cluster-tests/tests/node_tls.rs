@@ -274,3 +274,52 @@ async fn certificates_and_ca_rotate_under_load_without_a_failed_send() {
     assert!(sent > 20, "too few sends to call it load: {sent}");
     cluster.shutdown().await.expect("shutdown");
 }
+
+/// A status call on a new connection to `addr`, within 5 s.
+async fn status_on_new_connection(addr: &str) -> Result<(), String> {
+    let call = async {
+        let mut c =
+            raftmq_proto::v1::raft_mq_client::RaftMqClient::connect(format!("http://{addr}"))
+                .await
+                .map_err(|e| e.to_string())?;
+        c.cluster_status(pb::ClusterStatusRequest::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(c)
+    };
+    match tokio::time::timeout(Duration::from_secs(5), call).await {
+        Ok(r) => r.map(drop),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_are_closed_at_accept() {
+    let cluster = TestCluster::start(&[FlushPolicy::Sync], |c| c.tls.max_connections = 2)
+        .await
+        .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
+    let addr = cluster.client_addr(1);
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let mut c =
+            raftmq_proto::v1::raft_mq_client::RaftMqClient::connect(format!("http://{addr}"))
+                .await
+                .expect("connect");
+        c.cluster_status(pb::ClusterStatusRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("connection {i} is within the limit: {e}"));
+        held.push(c);
+    }
+    status_on_new_connection(&addr)
+        .await
+        .expect_err("a third connection is closed at accept");
+    drop(held);
+    // The slots are free again once the held connections closed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = status_on_new_connection(&addr).await {
+        assert!(Instant::now() < deadline, "no slot freed: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.shutdown().await.expect("shutdown");
+}
