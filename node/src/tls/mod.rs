@@ -12,7 +12,11 @@ mod connector;
 mod incoming;
 mod material;
 mod reload;
+#[cfg(test)]
+mod reload_tests;
 pub mod x509;
+#[cfg(test)]
+mod x509_tests;
 
 pub use admission::member_uri;
 pub use admission::named_member;
