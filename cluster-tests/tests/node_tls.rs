@@ -59,7 +59,6 @@ async fn tls_cluster_sends_forwards_and_reads_with_the_ca() {
     let r = raw
         .send(pb::SendRequest {
             message: Some(msg("tls", b"via-follower")),
-            ..Default::default()
         })
         .await
         .expect("forwarded send");

@@ -56,10 +56,10 @@ fn reload_takes_new_files_and_keeps_the_old_material_on_a_bad_one() {
     );
     // A key that does not fit the certificate, then garbage: refused, the old set stays.
     std::fs::write(&files.key, issue(3).2).expect("write");
-    let e = state.reload().err().expect("mismatched key");
+    let e = state.reload().expect_err("mismatched key");
     assert!(e.to_string().contains("tls-key-file"), "{e}");
     std::fs::write(&files.cert, "not pem").expect("write");
-    let e = state.reload().err().expect("garbage");
+    let e = state.reload().expect_err("garbage");
     assert!(e.to_string().contains("tls-cert-file"), "{e}");
     assert_eq!(state.generation(), 1);
     assert_eq!(
@@ -67,6 +67,6 @@ fn reload_takes_new_files_and_keeps_the_old_material_on_a_bad_one() {
         vec!["raftmq://t/node/2".to_string()]
     );
     std::fs::remove_file(&files.ca).expect("rm");
-    let e = TlsState::load(files).err().expect("missing CA");
+    let e = TlsState::load(files).expect_err("missing CA");
     assert!(e.to_string().contains("tls-ca-file"), "{e}");
 }
