@@ -1,6 +1,7 @@
 //! The `raftmq` command line: argument definitions and dispatch to one module per command.
 
 pub mod bench;
+pub mod cert;
 pub mod cluster;
 pub mod consume;
 pub mod query;
@@ -84,6 +85,9 @@ pub enum Command {
     Bench(bench::BenchCmd),
     /// Produce while injecting faults into the local cluster, then check every invariant.
     FailoverTest(FailoverArgs),
+    /// Issue TLS certificates for a cluster deployed by hand (a CA, then one per node).
+    #[command(subcommand)]
+    Cert(cert::CertCmd),
 }
 
 impl Global {
@@ -131,6 +135,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Topic(c) => topic::run(&g, c).await,
         Command::Bench(c) => bench::run(&g, c).await,
         Command::FailoverTest(a) => crate::failover::run(g.manifest()?, g.json, a).await,
+        Command::Cert(c) => cert::run(&g, c),
     }
 }
 
