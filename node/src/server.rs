@@ -2,7 +2,9 @@
 //! client gRPC services, `/metrics`, retention), in-process; [`NodeHandle`] stops it.
 //!
 //! Start: bind the listeners (port 0 allowed; the bound address is advertised when no
-//! advertised address is configured) → open the LogStore (recovery) → open the Store
+//! advertised address is configured) → load the TLS files, if configured (a bad one stops the
+//! start; every gRPC listener then accepts through [`crate::tls::incoming`]) → open the
+//! LogStore (recovery) → open the Store
 //! (recovery, abort marker) → `Raft::new` → serve → bootstrap or join ([`crate::bootstrap`])
 //! → retention driver.
 //!
