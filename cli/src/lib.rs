@@ -19,10 +19,13 @@
 
 pub mod bench;
 pub mod check;
+mod client_tls;
 mod clock;
 pub mod cmd;
 mod credentials;
 mod deploy;
+/// Certificates of secure local clusters (the CA and node certificates of `cluster up --secure`).
+pub use deploy::certs;
 mod failover;
 pub mod locate;
 mod output;

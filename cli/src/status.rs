@@ -111,7 +111,7 @@ pub fn probe_options() -> ClientOptions {
         connect_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_secs(2),
         max_attempts: 1,
-        ..ClientOptions::default()
+        ..crate::client_tls::options()
     }
 }
 

@@ -83,7 +83,7 @@ impl LocalCluster {
         Self::up_with(nodes, &[])
     }
 
-    /// [`Self::up`] with more `cluster up` flags (e.g. `--secure`).
+    /// [`Self::up`] with more `cluster up` arguments (e.g. `--secure`).
     pub fn up_with(nodes: u32, extra: &[&str]) -> (Self, serde_json::Value) {
         let dir = tempfile::tempdir().expect("a temp dir can be created");
         let manifest = dir.path().join("cluster.toml").display().to_string();

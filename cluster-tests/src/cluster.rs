@@ -31,6 +31,7 @@ pub use crate::node_config::unique_cluster_id;
 pub use crate::node_config::FLUSH_INTERVAL_MS;
 pub use crate::node_config::SEND_TIMEOUT_MS;
 use crate::raw::GrpcClient;
+use crate::tls::TestTls;
 
 /// A cluster of nodes `1..=n` in this process.
 pub struct TestCluster {
@@ -44,6 +45,8 @@ pub struct TestCluster {
     pub faults: Arc<PeerFaults>,
     /// Incremented per node on every restart (for [`crate::check::Observation::restarted`]).
     pub generations: Vec<Arc<AtomicU64>>,
+    /// The cluster's CA and node certificates when it runs with TLS ([`Self::start_secure`]).
+    pub tls: Option<TestTls>,
 }
 
 impl TestCluster {
@@ -54,9 +57,30 @@ impl TestCluster {
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
+        Self::start_with(flush, tweak, false).await
+    }
+
+    /// [`Self::start`] with TLS: a CA and node certificates in the temp dir, every listener
+    /// TLS, mutual TLS between the nodes; [`Self::client`] and [`Self::grpc`] trust the CA.
+    pub async fn start_secure(
+        flush: &[FlushPolicy],
+        tweak: impl Fn(&mut NodeConfig),
+    ) -> anyhow::Result<Self> {
+        Self::start_with(flush, tweak, true).await
+    }
+
+    async fn start_with(
+        flush: &[FlushPolicy],
+        tweak: impl Fn(&mut NodeConfig),
+        secure: bool,
+    ) -> anyhow::Result<Self> {
         crate::init_tracing();
         let dir = tempfile::tempdir()?;
         let cluster_id = unique_cluster_id("ct");
+        let tls = match secure {
+            true => Some(TestTls::new(dir.path(), &cluster_id)?),
+            false => None,
+        };
         let faults = register_faults(&cluster_id);
         // Ports outside the ephemeral range: a restarted node rebinds its old port, which a
         // peer connection's source port could otherwise have taken meanwhile.
@@ -78,6 +102,7 @@ impl TestCluster {
             nodes: Vec::new(),
             faults,
             generations: Vec::new(),
+            tls,
         };
         for (i, (r, c)) in listeners.into_iter().enumerate() {
             let id = i as u64 + 1;
@@ -87,6 +112,9 @@ impl TestCluster {
             cfg.client_listen_addr = c.local_addr()?;
             cfg.rocketmq_listen_addr = Some(free_addr()?);
             cfg.initial_members = members.clone();
+            if let Some(t) = &cluster.tls {
+                t.configure(&mut cfg)?;
+            }
             tweak(&mut cfg);
             cluster.configs.push(cfg);
             cluster.nodes.push(None);
@@ -163,6 +191,9 @@ impl TestCluster {
     /// A raw gRPC client of node `id`'s client API (below `raftmq_client`: no retries, no
     /// leader following).
     pub async fn grpc(&self, id: u64) -> anyhow::Result<GrpcClient> {
+        if let Some(t) = &self.tls {
+            return t.grpc(&self.client_addr(id));
+        }
         Ok(RaftMqClient::connect(format!("http://{}", self.client_addr(id))).await?)
     }
 
@@ -183,6 +214,7 @@ impl TestCluster {
             connect_timeout: Duration::from_millis(300),
             max_attempts: 8,
             backoff_max: Duration::from_millis(300),
+            tls: self.tls.as_ref().map(TestTls::client_tls),
             ..ClientOptions::default()
         };
         Ok(Client::new(&self.seeds(), opts)?)
@@ -341,6 +373,9 @@ impl TestCluster {
         cfg.raft_listen_addr = free_addr()?;
         cfg.client_listen_addr = free_addr()?;
         cfg.join_addr = Some(self.client_addr(via));
+        if let Some(t) = &self.tls {
+            t.configure(&mut cfg)?;
+        }
         tweak(&mut cfg);
         let l = listeners_of(&cfg).await?;
         let node = Node::start_with_listeners(cfg.clone(), l).await?;

@@ -34,6 +34,7 @@ pub mod reader;
 pub mod retention;
 pub mod rocketmq;
 pub mod scenario;
+pub mod tls;
 pub mod workload;
 
 pub use raftmq_cli::check;

@@ -33,12 +33,14 @@ pub struct ProcCluster {
     pub configs: Vec<NodeConfig>,
     children: Vec<Option<Child>>,
     bin: PathBuf,
+    /// The CA and node certificates when the nodes serve TLS ([`Self::start_secure`]).
+    pub tls: Option<crate::tls::TestTls>,
 }
 
 impl ProcCluster {
     /// Starts `flush.len()` node processes bootstrapping one cluster.
     pub fn start(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
-        Self::start_with(flush, |_| {})
+        Self::start_inner(flush, false, &|_| {})
     }
 
     /// [`Self::start`], with `tweak` changing each config first (e.g.
@@ -47,10 +49,28 @@ impl ProcCluster {
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
+        Self::start_inner(flush, false, &tweak)
+    }
+
+    /// [`Self::start`] with TLS (CA and node certificates in the temp dir; see
+    /// [`crate::tls::TestTls`]).
+    pub fn start_secure(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
+        Self::start_inner(flush, true, &|_| {})
+    }
+
+    fn start_inner(
+        flush: &[FlushPolicy],
+        secure: bool,
+        tweak: &dyn Fn(&mut NodeConfig),
+    ) -> anyhow::Result<Self> {
         crate::init_tracing();
         let bin = node_binary()?;
         let dir = tempfile::tempdir()?;
         let cluster_id = unique_cluster_id("proc");
+        let tls = match secure {
+            true => Some(crate::tls::TestTls::new(dir.path(), &cluster_id)?),
+            false => None,
+        };
         let mut members = Vec::new();
         for i in 0..flush.len() {
             members.push(MemberSpec {
@@ -67,6 +87,9 @@ impl ProcCluster {
             cfg.client_listen_addr = m.client_addr.parse()?;
             cfg.rocketmq_listen_addr = Some(free_addr()?);
             cfg.initial_members = members.clone();
+            if let Some(t) = &tls {
+                t.configure(&mut cfg)?;
+            }
             tweak(&mut cfg);
             configs.push(cfg);
         }
@@ -75,6 +98,7 @@ impl ProcCluster {
             children: configs.iter().map(|_| None).collect(),
             configs,
             bin,
+            tls,
         };
         for id in c.ids() {
             c.spawn(id)?;
@@ -150,6 +174,11 @@ impl ProcCluster {
             .as_ref()
             .expect("node process is running");
         i32::try_from(child.id()).expect("pids fit in i32")
+    }
+
+    /// SIGHUP node `id` (a TLS node reloads its certificate files).
+    pub fn hangup(&self, id: u64) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGHUP)
     }
 
     fn signal(&self, id: u64, sig: i32) -> anyhow::Result<()> {

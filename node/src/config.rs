@@ -23,6 +23,9 @@ mod config_tests;
 mod file;
 mod member;
 mod raft;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod validate;
 
 use std::net::SocketAddr;
@@ -39,6 +42,8 @@ pub use member::MemberSpec;
 pub use raftmq_raft_log::FlushPolicy;
 pub use raftmq_raft_log::LogConfig;
 pub use raftmq_store::StoreConfig;
+pub use tls::TlsConfig;
+pub use tls::TlsFiles;
 
 /// A configuration value that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +189,10 @@ pub struct NodeConfig {
     /// `auth-max-skew-ms` (see [`AuthConfig`]).
     #[serde(flatten)]
     pub auth: AuthConfig,
+    /// TLS files, `allow-plaintext`, `tls-reload-interval-ms`, `max-connections`,
+    /// `max-concurrent-streams` (see [`TlsConfig`]).
+    #[serde(flatten)]
+    pub tls: TlsConfig,
 }
 
 impl Default for NodeConfig {
@@ -217,6 +226,7 @@ impl Default for NodeConfig {
             store: StoreConfig::default(),
             log_level: "info".into(),
             auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }

@@ -50,8 +50,9 @@ pub struct NodeCore {
     pub quorum: Arc<QuorumCheck>,
     /// Round-robin counters of leader-chosen queues, per topic.
     pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
-    /// Client channels to other members (forwarding, status), by client address.
-    pub channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+    /// Client channels to other members (forwarding, status), by client address, with the
+    /// TLS generation each was made with (a reload makes new ones).
+    pub channels: Mutex<HashMap<String, (u64, tonic::transport::Channel)>>,
     /// Ends idle replication streams to followers stuck behind (the peer transport's).
     pub replication_kick: Arc<ReplicationKick>,
     /// Disk state: this node's refusal of appends, the other voters' reports (leader).
@@ -60,6 +61,8 @@ pub struct NodeCore {
     pub long_polls: crate::long_poll::LongPolls,
     /// Who may call the client and RocketMQ services (`auth-*` settings).
     pub auth: crate::auth::Authenticator,
+    /// TLS material of the listeners and outgoing connections (None: plaintext).
+    pub tls: Option<Arc<crate::tls::TlsState>>,
 }
 
 impl NodeCore {
@@ -140,15 +143,18 @@ impl NodeCore {
             .channels
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(ch) = map.get(addr) {
-            return Ok(ch.clone());
+        let generation = self.tls.as_ref().map_or(0, |t| t.generation());
+        if let Some((g, ch)) = map.get(addr) {
+            if *g == generation {
+                return Ok(ch.clone());
+            }
         }
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        let ch = crate::tls::endpoint(self.tls.as_deref(), addr)
             .map_err(|e| format!("bad client address {addr:?}: {e}"))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true)
             .connect_lazy();
-        map.insert(addr.to_string(), ch.clone());
+        map.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }
 

@@ -50,6 +50,7 @@ pub mod rocketmq;
 pub mod server;
 pub mod service;
 mod snapshot_io;
+pub mod tls;
 mod watchers;
 
 pub use server::Node;

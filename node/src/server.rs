@@ -2,7 +2,9 @@
 //! client gRPC services, `/metrics`, retention), in-process; [`NodeHandle`] stops it.
 //!
 //! Start: bind the listeners (port 0 allowed; the bound address is advertised when no
-//! advertised address is configured) → open the LogStore (recovery) → open the Store
+//! advertised address is configured) → load the TLS files, if configured (a bad one stops the
+//! start; every gRPC listener then accepts through [`crate::tls::incoming`]) → open the
+//! LogStore (recovery) → open the Store
 //! (recovery, abort marker) → `Raft::new` → serve → bootstrap or join ([`crate::bootstrap`])
 //! → retention driver.
 //!
@@ -29,7 +31,6 @@ use raftmq_store::TypeConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 use tracing::Instrument;
 
 use crate::config::NodeConfig;
@@ -40,6 +41,8 @@ use crate::network::PeerService;
 use crate::rocketmq::RocketMqService;
 use crate::service::ClientService;
 use crate::snapshot_io::FileSnapshotSink;
+use crate::tls::ListenerOpts;
+use crate::tls::TlsState;
 
 /// How often the retention driver runs.
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(10);
@@ -140,7 +143,14 @@ impl Node {
             .client_advertised_addr
             .get_or_insert_with(|| addrs.client.to_string());
         let span = tracing::info_span!("node", node_id = config.node_id);
-        let (core, log) = open(config).instrument(span.clone()).await?;
+        let tls = match config.tls.files() {
+            Some(files) => Some(
+                span.in_scope(|| TlsState::load(files))
+                    .context("cannot load the TLS files")?,
+            ),
+            None => None,
+        };
+        let (core, log) = open(config, tls).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let servers = serve(&core, listeners, stop_rx.clone(), &span);
         let mut tasks = vec![tokio::spawn(
@@ -169,6 +179,12 @@ impl Node {
         tasks.push(tokio::spawn(
             crate::disk_guard::watch_voters(core.clone(), stop_rx.clone()).instrument(span.clone()),
         ));
+        if let Some(tls) = core.tls.clone() {
+            let poll = Duration::from_millis(core.config.tls.tls_reload_interval_ms);
+            tasks.push(tokio::spawn(
+                crate::tls::watch(tls, poll, stop_rx.clone()).instrument(span.clone()),
+            ));
+        }
         if log.lost_commit_floor().is_some() {
             tasks.push(tokio::spawn(
                 crate::watchers::resume_elections_when_caught_up(
@@ -204,7 +220,10 @@ impl Node {
     }
 }
 
-async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
+async fn open(
+    config: NodeConfig,
+    tls: Option<Arc<TlsState>>,
+) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let node_id = config.node_id;
     let auth = crate::auth::Authenticator::from_config(&config.auth)?;
     let dir = config.data_dir.clone();
@@ -222,7 +241,8 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         raft_config.enable_elect = false;
     }
     let raft_config = Arc::new(raft_config);
-    let peer_opts = config.peer_network_options();
+    let mut peer_opts = config.peer_network_options();
+    peer_opts.tls = tls.clone();
     let replication_kick = peer_opts.kick.clone();
     let network = PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, peer_opts);
     let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)
@@ -244,6 +264,7 @@ async fn open(config: NodeConfig) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
         disk: Default::default(),
         long_polls,
         auth,
+        tls,
     });
     Ok((core, log))
 }
@@ -277,12 +298,25 @@ fn serve(
     let client = ClientService::new(core.clone(), stop.clone()).into_server();
     let rocketmq = RocketMqService::new(core.clone(), stop.clone());
     let mut out = Vec::new();
-    let peer_incoming = TcpIncoming::from(listeners.raft).with_nodelay(Some(true));
+    let listener = |name, peer: bool| ListenerOpts {
+        name,
+        tls: core.tls.clone(),
+        peer: peer.then(|| {
+            Arc::new(crate::tls::MemberAdmission {
+                cluster_id: core.config.cluster_id.clone(),
+                raft: core.raft.clone(),
+            }) as Arc<dyn crate::tls::Admit>
+        }),
+        max_connections: core.config.tls.max_connections as usize,
+    };
+    let streams = Some(core.config.tls.max_concurrent_streams);
+    let peer_incoming = crate::tls::incoming(listeners.raft, listener("peer", true));
     let s = stop.clone();
     let ps = span.clone();
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .max_concurrent_streams(streams)
                 .trace_fn(
                     move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
                 )
@@ -295,7 +329,7 @@ fn serve(
         }
         .instrument(span.clone()),
     ));
-    let client_incoming = TcpIncoming::from(listeners.client).with_nodelay(Some(true));
+    let client_incoming = crate::tls::incoming(listeners.client, listener("client", false));
     // Followers forward RocketMQ calls to the leader's client port (the address Raft knows).
     let forwarded_rocketmq = rocketmq.clone().into_server();
     let s = stop.clone();
@@ -303,6 +337,7 @@ fn serve(
     out.push(tokio::spawn(
         async move {
             let r = tonic::transport::Server::builder()
+                .max_concurrent_streams(streams)
                 .trace_fn(
                     move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
                 )
@@ -317,13 +352,14 @@ fn serve(
         .instrument(span.clone()),
     ));
     if let Some(l) = listeners.rocketmq {
-        let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+        let incoming = crate::tls::incoming(l, listener("rocketmq", false));
         let s = stop.clone();
         let rs = span.clone();
         let server = rocketmq.into_server();
         out.push(tokio::spawn(
             async move {
                 let r = tonic::transport::Server::builder()
+                    .max_concurrent_streams(streams)
                     .trace_fn(
                         move |r| tracing::debug_span!(parent: &rs, "rocketmq", path = %r.uri().path()),
                     )

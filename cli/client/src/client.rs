@@ -23,6 +23,7 @@ use crate::error::Verdict;
 use crate::producer::Producer;
 use crate::send_stream::SendMux;
 use crate::send_stream::Sent;
+use crate::tls::ClientTls;
 
 /// Client settings.
 #[derive(Clone, Debug)]
@@ -51,6 +52,8 @@ pub struct ClientOptions {
     /// Access key and secret key that sign every call (needed when the cluster has
     /// `auth-enabled`). Default none: calls go unsigned.
     pub credentials: Option<Credentials>,
+    /// TLS towards the nodes (`https`; see [`ClientTls`]). Default None: plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -65,6 +68,7 @@ impl Default for ClientOptions {
             max_message_bytes: 64 << 20,
             idempotent: true,
             credentials: None,
+            tls: None,
         }
     }
 }
@@ -115,6 +119,7 @@ pub struct Client {
 pub(crate) fn normalize(addr: &str) -> String {
     addr.trim()
         .trim_start_matches("http://")
+        .trim_start_matches("https://")
         .trim_end_matches('/')
         .to_string()
 }
@@ -197,10 +202,7 @@ impl Client {
         let ch = match r.channels.get(addr) {
             Some(ch) => ch.clone(),
             None => {
-                let ch = Endpoint::from_shared(format!("http://{addr}"))
-                    .map_err(|e| {
-                        ClientError::InvalidArgument(format!("bad address {addr:?}: {e}"))
-                    })?
+                let ch = crate::tls::endpoint(self.opts.tls.as_ref(), addr)?
                     .connect_timeout(self.opts.connect_timeout)
                     .tcp_nodelay(true)
                     .connect_lazy();

@@ -33,6 +33,7 @@ mod credentials;
 mod error;
 mod producer;
 mod send_stream;
+mod tls;
 mod users;
 
 pub use client::Client;
@@ -43,3 +44,4 @@ pub use producer::PRODUCER_ID_PROPERTY;
 pub use producer::SEQUENCE_PROPERTY;
 /// The wire types (`Message`, `PullRequest`, `SendResult`, ...).
 pub use raftmq_proto::v1 as proto;
+pub use tls::ClientTls;

@@ -17,7 +17,6 @@ use raftmq_client::proto::PullRequest;
 use raftmq_client::proto::PullStatus;
 use raftmq_client::Client;
 use raftmq_client::ClientError;
-use raftmq_client::ClientOptions;
 
 use super::BenchSummary;
 use super::Latencies;
@@ -196,7 +195,11 @@ pub async fn produce(
         // Learn the leader first: a follower forwards every send (an extra hop), and a write
         // it answered does not tell the client who leads.
         clients.push(
-            Client::connect(seeds, crate::credentials::signed(ClientOptions::default())).await?,
+            Client::connect(
+                seeds,
+                crate::credentials::signed(crate::client_tls::options()),
+            )
+            .await?,
         );
     }
     let a = Arc::new(load);
@@ -314,7 +317,7 @@ pub async fn consume(load: PullLoad, quiet: bool) -> anyhow::Result<BenchSummary
     let addr = load.addr.clone();
     let client = Client::new(
         std::slice::from_ref(&addr),
-        crate::credentials::signed(ClientOptions::default()),
+        crate::credentials::signed(crate::client_tls::options()),
     )?;
     let topics = client.list_topics().await?;
     let info = topics

@@ -115,8 +115,10 @@ pub struct UpArgs {
     /// (repeatable), e.g. `--set disk-reject-ratio=0.95`; kept for nodes added later.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<NodeSetting>,
-    /// Secure cluster: authentication on (a cluster key and an admin credential in
-    /// `<dir>/auth/`, recorded in cluster.toml so every `raftmq --cluster` command signs with it).
+    /// Secure cluster: TLS everywhere (a cluster CA and a certificate per node under
+    /// `<dir>/tls`, keys 0600) and authentication on (a cluster key and an admin credential in
+    /// `<dir>/auth/`); cluster.toml records the CA and the credential, so every `raftmq
+    /// --cluster` command uses them with no extra flag.
     #[arg(long)]
     pub secure: bool,
 }
@@ -234,6 +236,7 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
             segment_bytes: a.segment_bytes,
             cluster_id: a.cluster_id,
             settings,
+            secure: a.secure,
         })?;
         if let Some(s) = secure {
             m.update(|m| {
@@ -246,6 +249,9 @@ async fn up(g: &Global, a: UpArgs) -> anyhow::Result<i32> {
     };
     if g.access_key.is_none() {
         crate::credentials::set(crate::credentials::from_manifest(&m)?);
+    }
+    if g.tls_ca.is_none() {
+        crate::client_tls::set(m.tls_ca.as_deref())?;
     }
     let started = local::start_all(&mut m, &bin)?;
     if !g.json {

@@ -1,6 +1,7 @@
 //! The `raftmq` command line: argument definitions and dispatch to one module per command.
 
 pub mod bench;
+pub mod cert;
 pub mod cluster;
 pub mod consume;
 pub mod query;
@@ -65,6 +66,10 @@ pub struct Global {
     /// Secret key of --access-key.
     #[arg(long, global = true, env = "RAFTMQ_SECRET_KEY", hide_env_values = true)]
     pub secret_key: Option<String>,
+    /// PEM CA file to verify the nodes' TLS certificates (a cluster not started by `cluster
+    /// up --secure`; for one that was, its cluster.toml names the CA). [default: plaintext]
+    #[arg(long, global = true, env = "RAFTMQ_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Top-level commands.
@@ -90,6 +95,9 @@ pub enum Command {
     /// Create, list and delete users (authenticated clusters; admin only).
     #[command(subcommand)]
     User(user::UserCmd),
+    /// Issue TLS certificates for a cluster deployed by hand (a CA, then one per node).
+    #[command(subcommand)]
+    Cert(cert::CertCmd),
 }
 
 impl Global {
@@ -108,7 +116,15 @@ impl Global {
 
     /// A client for the cluster.
     pub fn client(&self) -> anyhow::Result<Client> {
-        self.client_with(ClientOptions::default())
+        self.client_with(crate::client_tls::options())
+    }
+
+    /// The CA clients trust: --tls-ca, else (no --servers) the local cluster's `tls-ca`.
+    pub fn tls_ca(&self) -> Option<PathBuf> {
+        if self.tls_ca.is_some() || !self.servers.is_empty() {
+            return self.tls_ca.clone();
+        }
+        Manifest::load(&self.cluster).ok().and_then(|m| m.tls_ca)
     }
 
     /// A client for the cluster with given options.
@@ -124,6 +140,7 @@ impl Global {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let g = cli.global;
     crate::credentials::init(&g)?;
+    crate::client_tls::set(g.tls_ca().as_deref())?;
     match cli.command {
         Command::Cluster(c) => cluster::run(&g, c).await,
         Command::Send(a) => send::run(&g, a).await,
@@ -133,6 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench(c) => bench::run(&g, c).await,
         Command::User(c) => user::run(&g, c).await,
         Command::FailoverTest(a) => crate::failover::run(g.manifest()?, g.json, a).await,
+        Command::Cert(c) => cert::run(&g, c),
     }
 }
 

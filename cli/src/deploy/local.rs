@@ -37,6 +37,8 @@ pub struct InitOptions {
     pub cluster_id: String,
     /// `--set KEY=VALUE` node settings.
     pub settings: Vec<NodeSetting>,
+    /// `--secure`: a cluster CA and a certificate per node; every node serves TLS.
+    pub secure: bool,
 }
 
 /// An absolute version of `dir` (created if missing).
@@ -61,14 +63,19 @@ fn write_node(
     members: &[NodeAddrs],
     join: Option<String>,
     flush: &str,
+    ca: Option<&super::certs::ClusterCa>,
 ) -> anyhow::Result<NodeEntry> {
     let node_dir = dir.join(format!("node-{}", me.id));
     std::fs::create_dir_all(&node_dir)
         .with_context(|| format!("cannot create {}", node_dir.display()))?;
     let cfg = NodeToml::new(cluster, me, members, join, node_dir.clone(), flush)?;
     let config = node_dir.join("node.toml");
-    std::fs::write(&config, cfg.to_toml()?)
-        .with_context(|| format!("cannot write {}", config.display()))?;
+    let mut text = cfg.to_toml()?;
+    if let Some(ca) = ca {
+        let addrs = [me.raft.as_str(), me.client.as_str(), me.rocketmq.as_str()];
+        text.push_str(&super::certs::node_tls_settings(dir, ca, me.id, &addrs)?);
+    }
+    std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
     Ok(NodeEntry {
         id: me.id,
         raft_addr: me.raft.clone(),
@@ -110,9 +117,25 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         segment_bytes: opts.segment_bytes,
         settings: opts.settings.clone(),
     };
+    let ca = match opts.secure {
+        true => Some(super::certs::ClusterCa::generate(&opts.cluster_id)?),
+        false => None,
+    };
+    let tls_ca = match &ca {
+        Some(ca) => Some(super::certs::write_ca(&dir, ca)?),
+        None => None,
+    };
     let mut nodes = Vec::new();
     for (me, flush) in members.iter().zip(&flush) {
-        nodes.push(write_node(&dir, &cluster, me, &members, None, flush)?);
+        nodes.push(write_node(
+            &dir,
+            &cluster,
+            me,
+            &members,
+            None,
+            flush,
+            ca.as_ref(),
+        )?);
     }
     let m = Manifest {
         cluster_id: opts.cluster_id.clone(),
@@ -123,6 +146,7 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         nodes,
         access_key: None,
         secret_file: None,
+        tls_ca,
     };
     m.save()?;
     Ok(m)
@@ -315,6 +339,11 @@ pub fn add_node(
         segment_bytes: m.segment_bytes,
         settings,
     };
+    // A secure cluster's new node gets its certificate from the same CA.
+    let ca = match m.tls_ca {
+        Some(_) => Some(super::certs::load_ca(&m.dir, &m.cluster_id)?),
+        None => None,
+    };
     let entry = write_node(
         &m.dir.clone(),
         &cluster,
@@ -322,6 +351,7 @@ pub fn add_node(
         &[],
         Some(leader_client_addr.to_string()),
         flush,
+        ca.as_ref(),
     )?;
     m.update(|m| {
         anyhow::ensure!(
@@ -350,6 +380,7 @@ mod tests {
             segment_bytes: 1 << 20,
             cluster_id: "t".into(),
             settings: vec!["disk-reject-ratio=1.0".parse().unwrap()],
+            secure: false,
         };
         let m = init(&opts).unwrap();
         assert_eq!(m.ids(), vec![1, 2, 3]);

@@ -76,6 +76,10 @@ pub struct Manifest {
     /// File holding the secret key of `access-key` (mode 0600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// The cluster CA certificate of a `cluster up --secure` cluster (its nodes serve TLS;
+    /// the `raftmq` command's clients trust this CA). None: plaintext.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Manifest {
@@ -219,6 +223,7 @@ mod tests {
             nodes,
             access_key: None,
             secret_file: None,
+            tls_ca: Some(dir.join("tls/ca.crt")),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Local deployment: the cluster manifest, per-node configs, node processes.
 
+pub mod certs;
 pub mod credentials;
 pub mod local;
 pub mod lock;

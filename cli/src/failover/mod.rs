@@ -176,7 +176,7 @@ fn producer_options(idempotent: bool) -> ClientOptions {
         max_attempts: 10,
         backoff_max: Duration::from_millis(500),
         idempotent,
-        ..ClientOptions::default()
+        ..crate::client_tls::options()
     }
 }
 
@@ -319,7 +319,7 @@ async fn check(run: &Run, queues: u32) -> anyhow::Result<verdict::FailoverSummar
     let m = run.manifest();
     let reader = Client::new(
         &m.client_addrs(),
-        crate::credentials::signed(ClientOptions::default()),
+        crate::credentials::signed(crate::client_tls::options()),
     )?;
     let mut replicas = Vec::new();
     for n in &m.nodes {

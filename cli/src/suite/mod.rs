@@ -84,6 +84,7 @@ impl CaseCluster {
             segment_bytes: a.segment_bytes,
             cluster_id: "raftmq-bench".to_string(),
             settings: a.settings.clone(),
+            secure: false,
         })?;
         let mut c = Self {
             m,

@@ -178,6 +178,29 @@ pub struct NodeArgs {
     /// Authentication flags.
     #[command(flatten)]
     pub auth: super::AuthArgs,
+    /// PEM certificate chain of this node, for every gRPC listener and towards peers (URI SAN
+    /// raftmq://<cluster-id>/node/<node-id>). [default: none = plaintext]
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of tls-cert-file. [default: none]
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM bundle of the cluster CA(s) that verifies peers. [default: none]
+    #[arg(long)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Serve plaintext on non-loopback listeners when no TLS files are set. [default false]
+    #[arg(long)]
+    pub allow_plaintext: Option<bool>,
+    /// Check the TLS files for changes every this many ms (0: SIGHUP only).
+    /// [default 2000; 0 or 100..=3600000]
+    #[arg(long)]
+    pub tls_reload_interval_ms: Option<u64>,
+    /// Most concurrent connections per listener. [default 10000; 1..=1000000]
+    #[arg(long)]
+    pub max_connections: Option<u32>,
+    /// Most concurrent gRPC streams per connection. [default 1024; 1..=65536]
+    #[arg(long)]
+    pub max_concurrent_streams: Option<u32>,
 }
 
 /// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
@@ -228,6 +251,9 @@ impl NodeArgs {
         override_fields!(self => cfg.store.limits; max_topics, max_queues_per_topic, max_groups);
         override_fields!(self => cfg;
             max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes);
+        override_fields!(self => cfg.tls; allow_plaintext, tls_reload_interval_ms,
+            max_connections, max_concurrent_streams);
+        override_fields!(self => cfg.tls; ? tls_cert_file, tls_key_file, tls_ca_file);
         if let Some(v) = self.flush_policy {
             cfg.log.flush = v;
         }

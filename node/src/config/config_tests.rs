@@ -191,6 +191,9 @@ fn every_key_is_written_and_read_back() {
         rocketmq_advertised_addr: Some("h:4".into()),
         ..Default::default()
     };
+    c.tls.tls_cert_file = Some("n.crt".into());
+    c.tls.tls_key_file = Some("n.key".into());
+    c.tls.tls_ca_file = Some("ca.crt".into());
     c.store.consume_queue.units_per_file = 7;
     c.store.index.max_units_per_file = 9;
     c.auth.auth_key_file = Some("/k".into());
@@ -223,6 +226,8 @@ fn rocketmq_service_is_on_by_default_and_can_be_turned_off() {
         "0.0.0.0:8081",
         "--rocketmq-advertised-addr",
         "mq-1.example.com:8081",
+        "--allow-plaintext",
+        "true",
     ])
     .expect("flags parse")
     .resolve()

@@ -79,6 +79,7 @@ impl NodeConfig {
             return Err(invalid("data-dir", "must not be empty"));
         }
         self.validate_addrs()?;
+        self.validate_tls()?;
         self.validate_members()?;
         self.validate_fifo_groups()?;
         self.auth.validate()?;
@@ -176,6 +177,18 @@ impl NodeConfig {
             check_host_port("join-addr", j)?;
         }
         Ok(())
+    }
+
+    /// The TLS settings against the gRPC listeners (not `/metrics`, which stays plaintext).
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let mut listeners = vec![
+            ("raft-listen-addr", self.raft_listen_addr),
+            ("client-listen-addr", self.client_listen_addr),
+        ];
+        if let Some(r) = self.rocketmq_listen_addr {
+            listeners.push(("rocketmq-listen-addr", r));
+        }
+        self.tls.validate(&listeners)
     }
 
     fn validate_fifo_groups(&self) -> Result<(), ConfigError> {

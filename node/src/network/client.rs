@@ -50,11 +50,19 @@ pub struct PeerNetwork<C, SD> {
     pub(super) opts: Arc<PeerNetworkOptions>,
     /// `Err` when the peer's address cannot be a URI: every call answers `Unreachable`.
     pub(super) client: Result<RaftPeerClient<Channel>, String>,
+    /// The TLS generation `client` was made with, and how to get the channel of the current
+    /// one: after a certificate or CA reload, calls go on a new connection with the new
+    /// material (the old connection serves the calls already on it).
+    pub(super) tls_refresh: Option<(u64, PeerClientSource)>,
     /// Replication streams that failed to open in a row (0 after one opened); each failure
     /// waits the next backoff delay before it is reported (see `streams.rs`).
     pub(super) failed_opens: u32,
     pub(super) _types: PhantomData<fn() -> (C, SD)>,
 }
+
+/// Makes the client of a peer from the factory's current channel.
+pub(super) type PeerClientSource =
+    Arc<dyn Fn() -> Result<RaftPeerClient<Channel>, String> + Send + Sync>;
 
 /// The unary RPCs.
 #[derive(Clone, Copy, Debug)]
@@ -144,9 +152,12 @@ impl Ctx {
 
 impl<C: LogTypes, SD> PeerNetwork<C, SD> {
     pub(super) fn client(&self) -> Result<RaftPeerClient<Channel>, RPCError<C>> {
-        self.client
-            .clone()
-            .map_err(|e| RPCError::Unreachable(Unreachable::from_string(e)))
+        let current = self.opts.tls.as_ref().map(|t| t.generation());
+        let client = match (&self.tls_refresh, current) {
+            (Some((made_with, source)), Some(now)) if *made_with != now => source(),
+            _ => self.client.clone(),
+        };
+        client.map_err(|e| RPCError::Unreachable(Unreachable::from_string(e)))
     }
 
     /// One unary call: encode, send with a deadline of `option.hard_ttl()`, decode.

@@ -12,7 +12,6 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use tonic::transport::Channel;
-use tonic::transport::Endpoint;
 
 use super::client::Ctx;
 use super::client::PeerNetwork;
@@ -26,7 +25,7 @@ pub struct PeerNetworkFactory<C, SD> {
     self_id: NodeId,
     opts: Arc<PeerNetworkOptions>,
     /// Invariant: one channel per (peer id, lane), replaced only when the peer's address
-    /// changes.
+    /// or the TLS material changes.
     channels: Arc<Mutex<ChannelMap>>,
     _types: PhantomData<fn() -> (C, SD)>,
 }
@@ -41,34 +40,56 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             _types: PhantomData,
         }
     }
-
-    /// The channel to `target` at `addr`, created (lazily connecting) on first use.
-    fn channel(&self, target: NodeId, lane: Lane, addr: &str) -> Result<Channel, String> {
-        let mut channels = self
-            .channels
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((known_addr, ch)) = channels.get(&(target, lane)) {
-            if known_addr == addr {
-                return Ok(ch.clone());
-            }
-        }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
-            .connect_timeout(self.opts.connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(self.opts.keepalive_interval)
-            .keep_alive_while_idle(true)
-            .http2_adaptive_window(true);
-        let ch = endpoint.connect_lazy();
-        tracing::info!(target_node = target, addr, ?lane, "peer channel created");
-        channels.insert((target, lane), (addr.to_string(), ch.clone()));
-        Ok(ch)
-    }
 }
 
-/// Channels by (peer, lane), with the address each was made for.
-type ChannelMap = HashMap<(NodeId, Lane), (String, Channel)>;
+/// The channel to `target` at `addr` in `channels`, created (lazily connecting) on first use
+/// and again after a TLS reload.
+fn channel(
+    opts: &PeerNetworkOptions,
+    channels: &Mutex<ChannelMap>,
+    target: NodeId,
+    lane: Lane,
+    addr: &str,
+) -> Result<Channel, String> {
+    let mut channels = channels
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let generation = opts.tls.as_ref().map_or(0, |t| t.generation());
+    if let Some((known_addr, g, ch)) = channels.get(&(target, lane)) {
+        if known_addr == addr && *g == generation {
+            return Ok(ch.clone());
+        }
+    }
+    let endpoint = crate::tls::endpoint(opts.tls.as_deref(), addr)
+        .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
+        .connect_timeout(opts.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(opts.keepalive_interval)
+        .keep_alive_while_idle(true)
+        .http2_adaptive_window(true);
+    let ch = endpoint.connect_lazy();
+    tracing::info!(target_node = target, addr, ?lane, "peer channel created");
+    channels.insert((target, lane), (addr.to_string(), generation, ch.clone()));
+    Ok(ch)
+}
+
+/// A client on [`channel`], with the message size limits of `opts`.
+fn peer_client(
+    opts: &PeerNetworkOptions,
+    channels: &Mutex<ChannelMap>,
+    target: NodeId,
+    lane: Lane,
+    addr: &str,
+) -> Result<RaftPeerClient<Channel>, String> {
+    channel(opts, channels, target, lane, addr).map(|ch| {
+        RaftPeerClient::new(ch)
+            .max_decoding_message_size(opts.max_message_bytes)
+            .max_encoding_message_size(opts.max_message_bytes)
+    })
+}
+
+/// Channels by (peer, lane), with the address and TLS generation each was made for.
+type ChannelMap = HashMap<(NodeId, Lane), (String, u64, Channel)>;
 
 /// Which connection to a peer a client uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,10 +131,13 @@ where
 
 impl<C, SD> PeerNetworkFactory<C, SD> {
     fn network(&self, target: NodeId, node: &PeerNode, lane: Lane) -> PeerNetwork<C, SD> {
-        let client = self.channel(target, lane, &node.raft_addr).map(|ch| {
-            RaftPeerClient::new(ch)
-                .max_decoding_message_size(self.opts.max_message_bytes)
-                .max_encoding_message_size(self.opts.max_message_bytes)
+        let client = peer_client(&self.opts, &self.channels, target, lane, &node.raft_addr);
+        let tls_refresh = self.opts.tls.as_ref().map(|t| {
+            let (opts, channels) = (self.opts.clone(), self.channels.clone());
+            let addr = node.raft_addr.clone();
+            let source: super::client::PeerClientSource =
+                Arc::new(move || peer_client(&opts, &channels, target, lane, &addr));
+            (t.generation(), source)
         });
         PeerNetwork {
             ctx: Ctx {
@@ -123,6 +147,7 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             },
             opts: self.opts.clone(),
             client,
+            tls_refresh,
             failed_opens: 0,
             _types: PhantomData,
         }

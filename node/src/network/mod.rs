@@ -98,6 +98,8 @@ pub struct PeerNetworkOptions {
     pub replication_timeout: Duration,
     /// Ends idle replication streams on request of the catch-up watcher.
     pub kick: Arc<ReplicationKick>,
+    /// TLS towards peers (node certificate, CA; None: plaintext). A reload makes new channels.
+    pub tls: Option<Arc<crate::tls::TlsState>>,
 }
 
 impl PeerNetworkOptions {
@@ -113,6 +115,7 @@ impl PeerNetworkOptions {
             keepalive_interval: Duration::from_secs(10),
             replication_timeout: DEFAULT_REPLICATION_TIMEOUT,
             kick: Arc::default(),
+            tls: None,
         }
     }
 
