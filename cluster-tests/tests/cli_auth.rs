@@ -92,12 +92,21 @@ fn secure_cluster_users_and_env_override() {
     let err = stderr_of(&cli::run_env(&c.args(&["topic", "list"]), &half));
     assert!(err.contains("--access-key needs --secret-key"), "{err}");
 
-    // Without any credential (--servers skips cluster.toml): refused with the reason.
+    // Without any credential (--servers skips cluster.toml; the CA is given): refused with
+    // the reason.
     let addr = status["nodes"][0]["client_addr"]
         .as_str()
         .expect("addr")
         .to_string();
-    let err = stderr_of(&cli::run(&["topic", "list", "--servers", &addr]));
+    let ca = c.dir.path().join("tls/ca.crt").display().to_string();
+    let err = stderr_of(&cli::run(&[
+        "topic",
+        "list",
+        "--servers",
+        &addr,
+        "--tls-ca",
+        &ca,
+    ]));
     assert!(err.contains("missing authorization"), "{err}");
 
     c.json(&["user", "delete", "shop"]);

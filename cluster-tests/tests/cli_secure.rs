@@ -47,19 +47,46 @@ fn secure_cluster_up_serves_tls_and_every_command_uses_its_ca() {
         !plain.status.success(),
         "plaintext send to a TLS node succeeded"
     );
-    // With --tls-ca, a cluster reached by --servers works too.
+    // With --tls-ca (and the admin credential, as cluster.toml names it), a cluster reached
+    // by --servers works too.
     let ca = tls.join("ca.crt").display().to_string();
-    cli::ok(&[
-        "send",
-        "--servers",
-        &first,
-        "--tls-ca",
-        &ca,
-        "--topic",
-        "sec",
-        "--body",
-        "y",
-    ]);
+    let field = |name: &str| {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = ")))
+            .map(|v| v.trim().trim_matches('"').to_string())
+            .unwrap_or_else(|| panic!("{name} in {manifest}"))
+    };
+    let ak = field("access-key");
+    let secret_file = std::path::PathBuf::from(field("secret-file"));
+    let secret_file = if secret_file.is_absolute() {
+        secret_file
+    } else {
+        c.dir.path().join(secret_file)
+    };
+    let sk = std::fs::read_to_string(&secret_file).expect("secret file");
+    let out = cli::run_env(
+        &[
+            "send",
+            "--servers",
+            &first,
+            "--tls-ca",
+            &ca,
+            "--topic",
+            "sec",
+            "--body",
+            "y",
+        ],
+        &[
+            ("RAFTMQ_ACCESS_KEY", ak.as_str()),
+            ("RAFTMQ_SECRET_KEY", sk.trim()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // failover-test goes through the client library: works against TLS.
     let out = cli::run(&c.args(&[
