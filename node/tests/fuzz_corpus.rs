@@ -203,17 +203,31 @@ fn snapshot() -> Vec<u8> {
         size,
         tag_hash: tag_hash("TagA"),
     };
+    let mut m = snapshot_manifest();
+    m.dispatched_phys_end = PhysOffset::new(end);
+    m.log_end_phys = Some(PhysOffset::new(end));
+    m.segments = vec![SegmentManifest {
+        start: PhysOffset::new(0),
+        len: end,
+        crc: crc32fast::hash(&seg),
+    }];
+    snapshot_of(&m, &unit.encode(), &seg)
+}
+
+/// The manifest of a one-topic snapshot at log id 1-1 with one unit in `t/0` (segments and
+/// log end are the caller's).
+fn snapshot_manifest() -> Manifest {
     let mut topics = TopicTable::new();
     topics.create(TopicConfig::new("t", 1)).expect("creates");
-    let m = Manifest {
+    Manifest {
         last_log_id: Some(LogId::new_term_index(1, 1)),
         membership: Default::default(),
         topics,
         offsets: Default::default(),
         receive: Default::default(),
         dedup: Default::default(),
-        dispatched_phys_end: PhysOffset::new(end),
-        log_end_phys: Some(PhysOffset::new(end)),
+        dispatched_phys_end: PhysOffset::new(0),
+        log_end_phys: None,
         segment_bytes: 4096,
         queues: vec![QueueManifest {
             topic: "t".into(),
@@ -221,20 +235,8 @@ fn snapshot() -> Vec<u8> {
             min_offset: QueueOffset::new(0),
             max_offset: QueueOffset::new(1),
         }],
-        segments: vec![SegmentManifest {
-            start: PhysOffset::new(0),
-            len: end,
-            crc: crc32fast::hash(&seg),
-        }],
-    };
-    let manifest = encode_manifest(&m).expect("encodes");
-    let mut out = encode_header(manifest.len() as u64).to_vec();
-    out.extend_from_slice(&manifest);
-    out.extend_from_slice(&unit.encode());
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&seg);
-    out
+        segments: Vec::new(),
+    }
 }
 
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -500,7 +502,104 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     s
 }
 
-/// Regenerates `fuzz/corpus/<target>/seed-<n>` from the real encoders:
+/// A snapshot of manifest `m` and unit bytes `units` (correct prefix CRC), then `tail`.
+fn snapshot_of(m: &Manifest, units: &[u8], tail: &[u8]) -> Vec<u8> {
+    let manifest = encode_manifest(m).expect("encodes");
+    let mut out = encode_header(manifest.len() as u64).to_vec();
+    out.extend_from_slice(&manifest);
+    out.extend_from_slice(units);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(tail);
+    out
+}
+
+/// Inputs that made a body panic before its fix (named after the bug).
+fn regressions() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let mut r = Vec::new();
+    // rocketmq/message.rs timestamp_ms: i64::MAX seconds + 999 ms overflowed.
+    let mut sys = rmq::SystemProperties {
+        message_id: "01ABCDEF".into(),
+        born_timestamp: Some(prost_types::Timestamp {
+            seconds: i64::MAX,
+            nanos: 999_999_999,
+        }),
+        ..Default::default()
+    };
+    let req = |sys: rmq::SystemProperties| {
+        let m = rmq::Message {
+            topic: Some(rmq::Resource {
+                name: "t".into(),
+                ..Default::default()
+            }),
+            system_properties: Some(sys),
+            ..Default::default()
+        };
+        [
+            vec![0u8],
+            rmq::SendMessageRequest { messages: vec![m] }.encode_to_vec(),
+        ]
+        .concat()
+    };
+    r.push((
+        "rocketmq_request",
+        "regress-born-timestamp-overflow",
+        req(sys.clone()),
+    ));
+    sys.born_timestamp = None;
+    sys.message_type = rmq::MessageType::Delay as i32;
+    sys.delivery_timestamp = Some(prost_types::Timestamp {
+        seconds: i64::MIN,
+        nanos: -999_999_999,
+    });
+    r.push((
+        "rocketmq_request",
+        "regress-delivery-timestamp-overflow",
+        req(sys),
+    ));
+    // snapshot/verify.rs: a segment (or a unit) ending past u64::MAX overflowed.
+    let start = PhysOffset::new(u64::MAX / 4096 * 4096);
+    let mut m = snapshot_manifest();
+    m.segments = vec![SegmentManifest {
+        start,
+        len: 4096,
+        crc: 0,
+    }];
+    m.log_end_phys = Some(start);
+    m.queues.clear();
+    r.push((
+        "snapshot_file",
+        "regress-segment-end-overflow",
+        snapshot_of(&m, &[], &[]),
+    ));
+    let tail = vec![7u8; 100];
+    let mut m = snapshot_manifest();
+    m.segments = vec![SegmentManifest {
+        start: PhysOffset::new(0),
+        len: 100,
+        crc: crc32fast::hash(&tail),
+    }];
+    m.log_end_phys = Some(PhysOffset::new(100));
+    let unit = CqUnit {
+        phys_offset: PhysOffset::new(u64::MAX - 1),
+        size: 10,
+        tag_hash: 0,
+    };
+    let snap = snapshot_of(&m, &unit.encode(), &tail);
+    r.push(("snapshot_file", "regress-unit-end-overflow", snap));
+    // recovery.rs follows(): the entry after index u64::MAX overflowed.
+    let mut b = vec![0u8; 18];
+    let mut rec = Vec::new();
+    encode_record(RecordKind::Blank, 1, u64::MAX, 0, &[], &mut rec).expect("encodes");
+    let next = rec.len() as u64;
+    encode_record(RecordKind::Blank, 1, 5, next, &[], &mut rec).expect("encodes");
+    b.extend_from_slice(&rec);
+    r.push(("segment_scan", "regress-index-max-successor", b));
+    r
+}
+
+/// Regenerates `fuzz/corpus/<target>/seed-<n>` from the real encoders (and the
+/// `regress-*` inputs of the bugs fixed so far):
 /// `cargo test -p raftmq-node --test fuzz_corpus -- --ignored write_seeds`.
 #[test]
 #[ignore = "rewrites the checked-in seeds"]
@@ -513,5 +612,8 @@ fn write_seeds() {
         std::fs::create_dir_all(&dir).expect("corpus dir");
         std::fs::write(dir.join(format!("seed-{i}")), bytes).expect("writes seed");
         *i += 1;
+    }
+    for (target, name, bytes) in regressions() {
+        std::fs::write(root.join(target).join(name), bytes).expect("writes regression");
     }
 }
