@@ -20,7 +20,15 @@ fn recover_bytes(bytes: &[u8]) -> LogResult<Recovered> {
         preallocate: false,
         ..LogConfig::default()
     };
-    recover(env, dir, &config, None, FlushCheckpoint::default(), None, &[])
+    recover(
+        env,
+        dir,
+        &config,
+        None,
+        FlushCheckpoint::default(),
+        None,
+        &[],
+    )
 }
 
 #[test]
@@ -32,5 +40,8 @@ fn an_entry_after_index_u64_max_ends_the_log_instead_of_overflowing() {
     let r = recover_bytes(&b).expect("a torn tail is truncated");
     assert_eq!(r.locations.len(), 1);
     assert_eq!(r.locations[0].index, u64::MAX);
-    assert_eq!(r.end, next, "the log ends before the entry that does not follow");
+    assert_eq!(
+        r.end, next,
+        "the log ends before the entry that does not follow"
+    );
 }
