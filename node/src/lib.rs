@@ -40,6 +40,10 @@ pub mod config;
 pub mod core;
 pub mod disk_guard;
 pub mod error;
+/// Fuzz target bodies and the table of every target (for `fuzz/` and the corpus replay
+/// test; not an API).
+#[doc(hidden)]
+pub mod fuzzing;
 mod handover;
 pub mod long_poll;
 pub mod metrics;

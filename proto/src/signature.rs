@@ -30,7 +30,7 @@ pub const ALGORITHM: &str = "MQv2-HMAC-SHA1";
 pub const SIGNED_HEADERS: &str = "x-mq-date-time";
 
 /// Longest `authorization` value read (a real one is about 120 bytes).
-const MAX_AUTHORIZATION_BYTES: usize = 1024;
+pub const MAX_AUTHORIZATION_BYTES: usize = 1024;
 
 /// Why an `authorization` or `x-mq-date-time` value was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -112,6 +112,9 @@ pub mod config;
 pub mod env;
 pub mod error;
 pub mod format;
+/// Fuzz target bodies (for `fuzz/` and the corpus replay test; not an API).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod mem_env;
 pub mod raft_index;
 pub mod store;

@@ -329,7 +329,8 @@ fn follows(
             h.term, prev.term
         ));
     }
-    if h.index == prev.index + 1 {
+    // Checked: an index of u64::MAX on disk has no successor.
+    if prev.index.checked_add(1) == Some(h.index) {
         return Ok(true);
     }
     // Every missing index (prev.index + 1 ..= h.index - 1) must be purged. `h` itself may be
@@ -387,3 +388,7 @@ pub fn truncate_tail(segs: &mut Segments, end: RawPhys) -> LogResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;

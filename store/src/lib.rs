@@ -91,6 +91,9 @@ pub mod disk_reserve;
 pub mod error;
 pub mod filter;
 mod fs_space;
+/// Fuzz target bodies (for `fuzz/` and the corpus replay test; not an API).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hash;
 pub mod index;
 pub mod limits;

@@ -29,7 +29,7 @@
 
 mod checker;
 mod client;
-mod codec;
+pub(crate) mod codec;
 mod factory;
 pub mod fault;
 mod kick;

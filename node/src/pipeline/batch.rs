@@ -65,19 +65,33 @@ impl SubmitBatch {
     where
         I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
     {
+        let max = core.config.store.limits.max_batch_messages as usize;
+        Self::validate_parts(items, arrived, max, core.store.limits(), check)
+    }
+
+    /// The validation of [`validate`](Self::validate) with its inputs given: at most `max`
+    /// messages, each passing `check` against `limits` (the fuzz targets call it directly).
+    pub(crate) fn validate_parts<I>(
+        items: I,
+        arrived: Instant,
+        max: usize,
+        limits: &StoreLimits,
+        check: fn(&StoreLimits, &Message) -> raftmq_store::error::Result<()>,
+    ) -> Result<Self, NodeError>
+    where
+        I: ExactSizeIterator<Item = Result<(Message, Option<QueueId>), NodeError>>,
+    {
         let count = items.len();
         if count == 0 {
             return Err(NodeError::InvalidArgument(
                 "the batch holds no message".into(),
             ));
         }
-        let max = core.config.store.limits.max_batch_messages as usize;
         if count > max {
             return Err(NodeError::InvalidArgument(format!(
                 "the batch holds {count} messages; max-batch-messages is {max}"
             )));
         }
-        let limits = core.store.limits();
         let mut messages = Vec::with_capacity(count);
         let mut wanted = Vec::with_capacity(count);
         for (i, item) in items.enumerate() {

@@ -61,10 +61,14 @@ fn bad(code: Code, message: String) -> rmq::Status {
     status::status(code, message)
 }
 
-/// Milliseconds since the epoch of a protobuf timestamp (0 for none or a negative one).
+/// Milliseconds since the epoch of a protobuf timestamp (0 for none or a negative one;
+/// saturating, as the client's fields are any `i64`/`i32`).
 pub fn timestamp_ms(t: Option<&prost_types::Timestamp>) -> u64 {
     t.map_or(0, |t| {
-        let ms = t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000);
+        let ms = t
+            .seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(t.nanos / 1_000_000));
         u64::try_from(ms).unwrap_or(0)
     })
 }
@@ -353,5 +357,21 @@ mod tests {
         m.user_properties
             .insert(DELIVER_MS_PROPERTY.into(), NOW.to_string());
         assert_eq!(code(m).code, Code::IllegalMessagePropertyKey as i32);
+    }
+
+    #[test]
+    fn extreme_timestamps_saturate_instead_of_overflowing() {
+        let at = |seconds, nanos| timestamp_ms(Some(&prost_types::Timestamp { seconds, nanos }));
+        assert_eq!(at(i64::MAX, 999_999_999), i64::MAX as u64);
+        assert_eq!(at(i64::MIN, -999_999_999), 0);
+        let mut m = msg("01ABCDEF");
+        let sys = m.system_properties.as_mut().expect("set");
+        sys.message_type = rmq::MessageType::Delay as i32;
+        sys.delivery_timestamp = Some(prost_types::Timestamp {
+            seconds: i64::MAX,
+            nanos: 999_999_999,
+        });
+        let e = incoming_at(m, 1024, 1_700_000_000_000).expect_err("too far away");
+        assert_eq!(e.code, Code::IllegalDeliveryTime as i32);
     }
 }

@@ -93,14 +93,14 @@ fn kind_and_delivery(
 }
 
 /// A checked receive request and how long it may poll.
-struct Checked {
-    req: consume::ReceiveRequest,
-    namespace: String,
-    poll: Duration,
+pub(crate) struct Checked {
+    pub(crate) req: consume::ReceiveRequest,
+    pub(crate) namespace: String,
+    pub(crate) poll: Duration,
 }
 
 /// Checks a request; `fifo_groups` (rocketmq-fifo-groups) decides its FIFO flag.
-fn check(
+pub(crate) fn check(
     r: &rmq::ReceiveMessageRequest,
     call_timeout: Option<Duration>,
     fifo_groups: &[String],

@@ -50,7 +50,7 @@ pub mod format;
 mod install;
 mod intent;
 pub mod receiver;
-mod verify;
+pub(crate) mod verify;
 
 pub(crate) use build::build;
 pub(crate) use build::trim_current;

@@ -67,9 +67,12 @@ fn check_manifest(f: &SnapshotFile, m: &Manifest, segment_bytes: u64) -> Result<
     }
     for (i, s) in m.segments.iter().enumerate() {
         let last = i + 1 == m.segments.len();
-        let follows = i == 0 || s.start == m.segments[i - 1].start.advance(segment_bytes);
+        // Checked: the numbers are the sender's (a start near u64::MAX must not wrap).
+        let follows =
+            i == 0 || m.segments[i - 1].start.checked_advance(segment_bytes) == Some(s.start);
         let full_or_last = s.len == segment_bytes || (last && s.len <= segment_bytes);
-        if !s.start.is_aligned(segment_bytes) || !follows || !full_or_last || s.len == 0 {
+        let fits = s.start.checked_advance(s.len).is_some();
+        if !s.start.is_aligned(segment_bytes) || !follows || !full_or_last || s.len == 0 || !fits {
             return bad(format!(
                 "segment {} (+{}) is not aligned, contiguous and full",
                 s.start, s.len
@@ -168,7 +171,11 @@ fn check_units(f: &SnapshotFile, m: &Manifest, mut pos: u64) -> Result<()> {
             for (i, b) in bytes.chunks_exact(CQ_UNIT_LEN).enumerate() {
                 let at = pos + (i * CQ_UNIT_LEN) as u64;
                 let u = CqUnit::decode(b).ok_or_else(|| corrupt(f, at, "bad unit"))?;
-                if u.size == 0 || u.phys_offset < first.start || u.end_phys() > end {
+                let past_end = u
+                    .phys_offset
+                    .checked_advance(u64::from(u.size))
+                    .is_none_or(|e| e > end);
+                if u.size == 0 || u.phys_offset < first.start || past_end {
                     let reason = format!(
                         "unit of {}/{} points at {}+{}, outside the segments [{}, {end})",
                         q.topic, q.queue_id, u.phys_offset, u.size, first.start
@@ -212,3 +219,7 @@ pub(crate) fn verify(
         layout: l,
     })
 }
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;

@@ -93,7 +93,7 @@ fn unexpected(call: &str, data: &ApplyResponse) -> NodeError {
     NodeError::Internal(format!("{call} answered {data:?}"))
 }
 
-fn invisible_ms(d: Duration) -> Result<u64, NodeError> {
+pub(crate) fn invisible_ms(d: Duration) -> Result<u64, NodeError> {
     let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     if ms > MAX_INVISIBLE_MS {
         return Err(NodeError::InvalidArgument(format!(
