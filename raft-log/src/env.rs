@@ -36,6 +36,14 @@ pub trait SegmentFile: Send + Sync {
     }
     /// Makes `[offset, offset + len)` durable.
     fn sync_range(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Starts writing `[offset, offset + len)` back to the disk and returns without waiting
+    /// for it. Promises nothing about durability (only [`SegmentFile::sync_range`] does): it
+    /// lets an `async` log spread its writeback over the flush interval rather than leave
+    /// one burst to the periodic flush. Default: nothing to start (in-memory files).
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// A small file written by offset and read whole (the raft index).
@@ -193,6 +201,23 @@ impl SegmentFile for MmapSegment {
         }
         // fdatasync writes only this file's dirty pages: the range is implied.
         self.file.sync_data()
+    }
+
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        check_range(offset, len as usize, self.len)?;
+        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "writeback range");
+        let off = libc::off64_t::try_from(offset).map_err(too_big)?;
+        let n = libc::off64_t::try_from(len).map_err(too_big)?;
+        // SAFETY: sync_file_range(2) on a descriptor this segment owns; no memory is passed.
+        // SYNC_FILE_RANGE_WRITE only queues the dirty pages of the range for writeback.
+        let rc = unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 

@@ -34,6 +34,17 @@ struct Queue {
     stop: bool,
 }
 
+/// Why [`FlushQueue::wait_for_work`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// An append waits for a flush, or a cycle was asked for ([`FlushQueue::wake`]).
+    Asked,
+    /// The timeout passed with nothing asked.
+    TimedOut,
+    /// The queue was stopped: the flusher thread ends.
+    Stop,
+}
+
 /// The waiters and the flusher's wake-up flags, shared by appenders and the flusher thread.
 #[derive(Default)]
 pub struct FlushQueue {
@@ -54,28 +65,29 @@ impl FlushQueue {
         self.cv.notify_one();
     }
 
-    /// Tells the flusher thread to stop ([`FlushQueue::wait_for_work`] answers false).
+    /// Tells the flusher thread to stop ([`FlushQueue::wait_for_work`] answers [`Wake::Stop`]).
     pub fn stop(&self) {
         self.queue.lock().stop = true;
         self.cv.notify_all();
     }
 
-    /// Blocks the flusher thread until a cycle is due: a waiter is queued, a wake-up was
-    /// asked for, or `interval` (the `async` flush interval) passed. False once stopped.
-    pub fn wait_for_work(&self, interval: Option<Duration>) -> bool {
+    /// Blocks the flusher thread until a cycle is asked for (a waiter is queued or a wake-up
+    /// was asked for: [`Wake::Asked`]), `timeout` passes ([`Wake::TimedOut`]) or the queue
+    /// is stopped ([`Wake::Stop`]). `None`: no timeout.
+    pub fn wait_for_work(&self, timeout: Option<Duration>) -> Wake {
         let mut q = self.queue.lock();
         loop {
             if q.stop {
-                return false;
+                return Wake::Stop;
             }
             if !q.waiters.is_empty() || q.wake {
                 q.wake = false;
-                return true;
+                return Wake::Asked;
             }
-            match interval {
+            match timeout {
                 Some(d) => {
                     if self.cv.wait_for(&mut q, d).timed_out() {
-                        return true;
+                        return Wake::TimedOut;
                     }
                 }
                 None => self.cv.wait(&mut q),

@@ -7,11 +7,22 @@
 //! flush checkpoint; the `checkpointer` makes it durable. The thread holds only the [`Shared`]
 //! core.
 //!
+//! `async`: between two periodic flushes the thread starts the writeback of the whole pages
+//! appended since its last step, every [`WRITEBACK_STEP`] (`sync_file_range`, no wait, no
+//! durability promise), so the periodic fdatasync finds little left to write. Left to the
+//! periodic flush, 500 ms of a 4 x 64 load (~15 MB) went to the disk in one burst, and the
+//! meta db's fsync of the committed id, which an `async` node makes in openraft's core loop
+//! before it goes on, queued behind it: every append and reply waited (p99 51 ms against
+//! `sync`'s 37 ms).
+//!
 //! [`FlushQueue`]: crate::flush_queue::FlushQueue
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use parking_lot::MutexGuard;
@@ -19,8 +30,15 @@ use parking_lot::MutexGuard;
 use crate::checkpointer::Checkpointer;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::flush_queue::Wake;
 use crate::meta::FlushCheckpoint;
 use crate::shared::Shared;
+use crate::types::RawPhys;
+
+/// How often an `async` log's flusher starts the writeback of what was appended meanwhile.
+pub const WRITEBACK_STEP: Duration = Duration::from_millis(10);
+/// Writeback is started in whole pages (a partial last page would be written twice).
+const PAGE_BYTES: RawPhys = 4096;
 
 /// The flush cycle and its thread.
 pub struct Flusher {
@@ -31,6 +49,8 @@ pub struct Flusher {
     index_dir: PathBuf,
     /// Makes the checkpoints of the thread's cycles durable.
     checkpointer: Arc<Checkpointer>,
+    /// Physical end of the writeback started so far (`async`; only the thread touches it).
+    written_back: AtomicU64,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -47,6 +67,7 @@ impl Flusher {
             shared,
             cycle: Mutex::new(()),
             index_dir,
+            written_back: AtomicU64::new(0),
             thread: Mutex::new(None),
         });
         let f = flusher.clone();
@@ -59,10 +80,61 @@ impl Flusher {
     }
 
     fn run(&self, interval: Option<Duration>) {
-        while self.shared.waiters.wait_for_work(interval) {
-            let _cycle = self.cycle.lock();
-            if let Err(e) = self.cycle_locked(false) {
-                tracing::error!(error = %e, "flush failed: the log is stopped");
+        let Some(interval) = interval else {
+            while self.shared.waiters.wait_for_work(None) == Wake::Asked {
+                self.cycle();
+            }
+            return;
+        };
+        let step = interval.min(WRITEBACK_STEP);
+        let mut next_cycle = Instant::now() + interval;
+        loop {
+            let wait = next_cycle
+                .saturating_duration_since(Instant::now())
+                .min(step);
+            match self.shared.waiters.wait_for_work(Some(wait)) {
+                Wake::Stop => return,
+                Wake::TimedOut if Instant::now() < next_cycle => self.start_writeback(),
+                Wake::Asked | Wake::TimedOut => {
+                    self.cycle();
+                    next_cycle = Instant::now() + interval;
+                }
+            }
+        }
+    }
+
+    fn cycle(&self) {
+        let _cycle = self.cycle.lock();
+        if let Err(e) = self.cycle_locked(false) {
+            tracing::error!(error = %e, "flush failed: the log is stopped");
+        }
+    }
+
+    /// Starts the writeback of the whole pages appended since the last step (`async`). Takes
+    /// the log lock only to read the ranges, and not the cycle lock: a segment detached
+    /// meanwhile is still open through its `Arc`, and writing it back is harmless. A failure
+    /// is only logged: nothing depends on the writeback, and the periodic flush reports
+    /// the disk's errors.
+    fn start_writeback(&self) {
+        let ranges = {
+            let st = self.shared.state.lock();
+            if st.failed.is_some() {
+                return;
+            }
+            let from = self
+                .written_back
+                .load(Ordering::Relaxed)
+                .max(st.flushed.phys_end);
+            let to = st.append_pos - st.append_pos % PAGE_BYTES;
+            if to <= from {
+                return;
+            }
+            self.written_back.store(to, Ordering::Relaxed);
+            st.ranges_between(from, to)
+        };
+        for (seg, path, off, len) in ranges {
+            if let Err(e) = seg.start_writeback(off, len) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot start writeback");
             }
         }
     }

@@ -106,12 +106,23 @@ impl State {
 
     /// The byte ranges written but not yet flushed: (segment, path, offset in it, length).
     pub fn dirty_ranges(&self) -> Vec<(Arc<dyn SegmentFile>, PathBuf, u64, u64)> {
+        self.ranges_between(self.flushed.phys_end, self.append_pos)
+    }
+
+    /// The written byte ranges of `[from, to)` (clamped to `[min_phys, append_pos)`), split
+    /// by segment: (segment, path, offset in it, length).
+    pub fn ranges_between(
+        &self,
+        from: RawPhys,
+        to: RawPhys,
+    ) -> Vec<(Arc<dyn SegmentFile>, PathBuf, u64, u64)> {
         let seg_bytes = self.segments.segment_bytes();
+        let to = to.min(self.append_pos);
         let mut out = Vec::new();
-        let mut pos = self.flushed.phys_end.max(self.min_phys);
-        while pos < self.append_pos {
+        let mut pos = from.max(self.min_phys);
+        while pos < to {
             let start = self.segments.start_of(pos);
-            let end = (start + seg_bytes).min(self.append_pos);
+            let end = (start + seg_bytes).min(to);
             if let Some(seg) = self.segments.get(start) {
                 out.push((seg, self.segments.path(start), pos - start, end - pos));
             }

@@ -30,7 +30,7 @@ pub enum BenchCmd {
   raftmq bench consume --topic bench --addr 127.0.0.1:9203 --duration 10s")]
     Consume(ConsumeBenchArgs),
     /// Every case of the performance issue on fresh local 3-node clusters, with the disk
-    /// measured in the same run, as one table of figures, targets and ratios.
+    /// probed right before each case, as one table of figures, targets and ratios.
     #[command(after_help = "Examples:
   raftmq bench suite
   raftmq bench suite --duration 3s --cases single,four-by-64 --json

@@ -1,7 +1,8 @@
 //! `raftmq bench suite`: issue 14's performance table in one run. It builds nothing (the
-//! installed `raftmq-node` via [`crate::locate`]), measures the disk in its directory, runs
-//! each case on a fresh local 3-node cluster ([`crate::deploy`], free ports, a temp dir
-//! removed afterwards) and prints one table of figures, targets and ratios ([`report`]).
+//! installed `raftmq-node` via [`crate::locate`]), runs each case on a fresh local 3-node
+//! cluster ([`crate::deploy`], free ports, a temp dir removed afterwards), probes the disk in
+//! that directory right before each case's load (the shared disk's fdatasync swings minute to
+//! minute) and prints one table of figures, targets and ratios ([`report`]).
 //!
 //! Layer: above `status`, `deploy` and `bench`, below `cmd`.
 
@@ -34,7 +35,7 @@ use cases::PeerFigures;
 use report::CaseResult;
 use report::SuiteReport;
 
-/// Longest time the disk probes take, each.
+/// Longest time each of a case's two disk probes takes.
 const DISK_PROBE_MAX: Duration = Duration::from_secs(3);
 /// How long to wait for a leader on a fresh cluster.
 const LEADER_WAIT: Duration = Duration::from_secs(60);
@@ -153,6 +154,12 @@ async fn wait_stored(addr: &str, messages: u64, timeout: Duration) -> anyhow::Re
 
 async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::Result<CaseResult> {
     let c = CaseCluster::up(dir, case, a, bin).await?;
+    // Probed with the cluster up (its segments preallocated) and idle, just before the load.
+    let probe_dir = c.dir.clone();
+    let budget = a.duration.min(DISK_PROBE_MAX);
+    let disk = tokio::task::spawn_blocking(move || disk::measure(&probe_dir, budget))
+        .await
+        .context("disk probe task")??;
     let seeds = c.m.client_addrs();
     let sampler = case
         .samples_memory()
@@ -160,6 +167,7 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
     let produce = load::produce(&seeds, case.load(a.duration), true).await?;
     let mut r = CaseResult {
         case,
+        disk,
         produce,
         consume: None,
         leader_rss_peak_mib: None,
@@ -201,14 +209,13 @@ pub async fn run(json: bool, a: SuiteArgs) -> anyhow::Result<i32> {
         .prefix("raftmq-bench-")
         .tempdir_in(&parent)
         .with_context(|| format!("cannot create a temp dir in {}", parent.display()))?;
-    if !json {
-        eprintln!("measuring the disk in {} ...", tmp.path().display());
-    }
-    let disk = disk::measure(tmp.path(), a.duration.min(DISK_PROBE_MAX))?;
     let mut results = Vec::new();
     for case in selected {
         if !json {
-            eprintln!("case {case}: fresh cluster, {:?} of load ...", a.duration);
+            eprintln!(
+                "case {case}: fresh cluster, disk probe, {:?} of load ...",
+                a.duration
+            );
         }
         let r = run_case(tmp.path(), case, &a, &bin)
             .await
@@ -221,8 +228,7 @@ pub async fn run(json: bool, a: SuiteArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(PeerFigures::issue_reference);
     let report = SuiteReport {
         nproc: std::thread::available_parallelism().map_or(1, usize::from),
-        rows: report::rows(&disk, &peer, &results),
-        disk,
+        rows: report::rows(&peer, &results),
         peer,
         nats_server: find_on_path("nats-server"),
         cases: results,

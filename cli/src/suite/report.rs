@@ -1,6 +1,6 @@
 //! The suite's one table: every case's figures next to issue 14's targets (relative to the
-//! peer, to the disk measured in the same run, or to another case), with the ratio, and the
-//! same as JSON.
+//! peer, to the disk probed right before that case, or to another case), with the ratio, and
+//! the same as JSON.
 
 use serde::Serialize;
 
@@ -18,6 +18,9 @@ const MEMORY_TARGET_MIB: f64 = 200.0;
 pub struct CaseResult {
     /// The case.
     pub case: Case,
+    /// The disk, probed in the cluster directory right before this case's load (this shared
+    /// disk's fdatasync swings minute to minute; each case is judged against its own minute).
+    pub disk: DiskFigures,
     /// The produce run (for `consume-follower`: the fill).
     pub produce: BenchSummary,
     /// The pull from a follower (`consume-follower` only).
@@ -41,7 +44,7 @@ pub enum Better {
 /// One line of the table.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    /// Case name (`disk` for the disk's own figures).
+    /// Case name.
     pub case: String,
     /// What the value is.
     pub figure: String,
@@ -90,8 +93,6 @@ impl Row {
 pub struct SuiteReport {
     /// CPUs of the machine (`nproc`).
     pub nproc: usize,
-    /// The disk, measured in the cluster directory in this run.
-    pub disk: DiskFigures,
     /// The peer's figures targets 1 to 3 use.
     pub peer: PeerFigures,
     /// Path of `nats-server` when it is on PATH (the suite does not run it).
@@ -120,41 +121,45 @@ fn memory_rows(rows: &mut Vec<Row>, r: &CaseResult) {
     }
 }
 
-/// The table's rows: the disk first, then each case run with its targets.
-pub fn rows(disk: &DiskFigures, peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
-    let mut rows = vec![
-        Row::new(
-            "disk",
-            "1 KiB write+fdatasync p50",
-            ms(disk.fdatasync_p50_us),
-            "ms",
-        ),
-        Row::new(
-            "disk",
-            "1 KiB write+fdatasync p99",
-            ms(disk.fdatasync_p99_us),
-            "ms",
-        ),
-        Row::new(
-            "disk",
-            "1 KiB write+fdatasync rate",
-            disk.small_syncs_per_s,
-            "/s",
-        ),
-        Row::new(
-            "disk",
-            "1 MiB write+fdatasync",
-            disk.write_sync_mib_per_s,
+/// The disk rows of one case: its probe's small-write figures (and the 1 MiB bandwidth where
+/// the case's target uses it), so each case's ratios sit next to the disk they are judged by.
+fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
+    let name = r.case.name();
+    let d = &r.disk;
+    rows.push(Row::new(
+        name,
+        "disk 1 KiB write+fdatasync p50",
+        ms(d.fdatasync_p50_us),
+        "ms",
+    ));
+    rows.push(Row::new(
+        name,
+        "disk 1 KiB write+fdatasync p99",
+        ms(d.fdatasync_p99_us),
+        "ms",
+    ));
+    if r.case == Case::Batch32 {
+        rows.push(Row::new(
+            name,
+            "disk 1 MiB write+fdatasync",
+            d.write_sync_mib_per_s,
             "MiB/s",
-        ),
-    ];
+        ));
+    }
+}
+
+/// The table's rows: each case run, its disk probe first, then its figures with their targets.
+pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
+    let mut rows = Vec::new();
     let four = results.iter().find(|r| r.case == Case::FourBy64);
     let needs_four = |what: &str| match four {
         Some(_) => what.to_string(),
         None => format!("{what} (four-by-64 not run)"),
     };
     for r in results {
+        disk_rows(&mut rows, r);
         let p = &r.produce;
+        let disk = &r.disk;
         let name = r.case.name();
         let rate = Row::new(name, "produce rate", p.messages_per_s, "msg/s");
         match r.case {
@@ -251,7 +256,8 @@ pub fn render(r: &SuiteReport) -> String {
     );
     out.push_str(&format!(
         "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; \
-         disk measured in the cluster directory.\nNATS figures: {}.",
+         each case's disk rows: probed in the cluster directory right before its load.\n\
+         NATS figures: {}.",
         r.nproc, r.peer.source
     ));
     if let Some(path) = &r.nats_server {
@@ -297,6 +303,7 @@ mod tests {
     fn result(case: Case, messages: u64, p50_us: u64) -> CaseResult {
         CaseResult {
             case,
+            disk: disk(),
             produce: summary(messages, 1, p50_us),
             consume: None,
             leader_rss_peak_mib: None,
@@ -330,8 +337,11 @@ mod tests {
             four,
             result(Case::Async, 52_000, 10_000),
         ];
-        let rows = rows(&disk(), &peer, &results);
-        assert_eq!(find(&rows, "disk", "1 KiB write+fdatasync p50").value, 0.25);
+        let rows = rows(&peer, &results);
+        assert_eq!(
+            find(&rows, "single", "disk 1 KiB write+fdatasync p50").value,
+            0.25
+        );
         let single = find(&rows, "single", "produce rate");
         assert_eq!(single.ratio, Some(1.0));
         // p50 target 2 x 0.25 + 0.1 = 0.6 ms; 1.2 ms is half of it (lower is better).
@@ -350,7 +360,6 @@ mod tests {
         assert!((a.ratio.unwrap() - 1.0).abs() < 1e-9, "{a:?}");
         let text = render(&SuiteReport {
             nproc: 2,
-            disk: disk(),
             peer,
             nats_server: None,
             cases: results,
@@ -369,7 +378,7 @@ mod tests {
         let mut consume = result(Case::ConsumeFollower, 1000, 100);
         consume.consume = Some(summary(5000, 1, 100));
         let batch = result(Case::Batch32, 100_000, 100);
-        let rows = rows(&disk(), &PeerFigures::issue_reference(), &[batch, consume]);
+        let rows = rows(&PeerFigures::issue_reference(), &[batch, consume]);
         let pull = find(&rows, "consume-follower", "follower pull rate");
         assert_eq!(pull.target, None);
         assert!(pull.target_basis.contains("four-by-64 not run"), "{pull:?}");
@@ -377,5 +386,37 @@ mod tests {
         let bw = find(&rows, "batch-32", "produce bandwidth");
         assert!((bw.target.unwrap() - 78.64).abs() < 0.01, "{bw:?}");
         assert!(bw.ratio.unwrap() > 1.0);
+    }
+
+    #[test]
+    fn each_case_is_judged_against_the_disk_probed_before_it() {
+        // The same send p50 against two minutes of the disk: 0.25 ms (target 0.6 ms) before
+        // the first single run, 2 ms (target 4.1 ms) before the second.
+        let fast = result(Case::Single, 2000, 1200);
+        let mut slow = result(Case::Single, 2000, 1200);
+        slow.disk.fdatasync_p50_us = 2000;
+        slow.disk.write_sync_mib_per_s = 30.0;
+        let mut batch = result(Case::Batch32, 100_000, 100);
+        batch.disk.write_sync_mib_per_s = 30.0;
+        let rows = rows(&PeerFigures::issue_reference(), &[fast, slow, batch]);
+        let p50: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.case == "single" && r.figure == "send p50")
+            .collect();
+        assert_eq!(p50.len(), 2, "{rows:?}");
+        assert!((p50[0].target.unwrap() - 0.6).abs() < 1e-9, "{:?}", p50[0]);
+        assert!((p50[1].target.unwrap() - 4.1).abs() < 1e-9, "{:?}", p50[1]);
+        // Each case's own probe sits in the table just before its figures.
+        let i = rows.iter().position(|r| std::ptr::eq(r, p50[1])).unwrap();
+        assert_eq!(rows[i - 3].figure, "disk 1 KiB write+fdatasync p50");
+        assert_eq!(rows[i - 3].value, 2.0);
+        // 30 MiB/s = 31.46 MB/s; 75% of a third: 7.86 MB/s.
+        let bw = find(&rows, "batch-32", "produce bandwidth");
+        assert!((bw.target.unwrap() - 7.864).abs() < 0.01, "{bw:?}");
+        assert_eq!(
+            find(&rows, "batch-32", "disk 1 MiB write+fdatasync").value,
+            30.0
+        );
+        assert!(rows.iter().all(|r| r.case != "disk"), "{rows:?}");
     }
 }
