@@ -152,8 +152,17 @@ fn row_from(reply: &ClusterStatusReply, addr: &str) -> NodeRow {
 /// Asks every address (concurrently) for its status; `ids` gives the expected id of each
 /// address (when known) so a silent node still gets its row.
 pub async fn gather(targets: &[(Option<u64>, String)]) -> anyhow::Result<ClusterView> {
+    gather_with(targets, crate::credentials::signed(probe_options())).await
+}
+
+/// [`gather`] with the client options given (TLS, credentials, timeouts), not the command
+/// line's.
+pub async fn gather_with(
+    targets: &[(Option<u64>, String)],
+    opts: ClientOptions,
+) -> anyhow::Result<ClusterView> {
     let addrs: Vec<String> = targets.iter().map(|t| t.1.clone()).collect();
-    let client = Client::new(&addrs, crate::credentials::signed(probe_options()))?;
+    let client = Client::new(&addrs, opts)?;
     let replies =
         futures::future::join_all(addrs.iter().map(|a| client.cluster_status_from(a))).await;
     let mut view = ClusterView::default();

@@ -20,9 +20,9 @@ use raftmq_node::network::fault::PeerFaults;
 use raftmq_node::Node;
 use raftmq_node::NodeHandle;
 use raftmq_node::NodeListeners;
-use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tokio::time::Instant;
 
+use crate::auth::TestAuth;
 pub use crate::node_config::bind;
 use crate::node_config::bind_optional;
 use crate::node_config::listeners_of;
@@ -32,6 +32,7 @@ pub use crate::node_config::FLUSH_INTERVAL_MS;
 pub use crate::node_config::SEND_TIMEOUT_MS;
 use crate::raw::GrpcClient;
 use crate::tls::TestTls;
+pub use crate::Security;
 
 /// A cluster of nodes `1..=n` in this process.
 pub struct TestCluster {
@@ -45,8 +46,12 @@ pub struct TestCluster {
     pub faults: Arc<PeerFaults>,
     /// Incremented per node on every restart (for [`crate::check::Observation::restarted`]).
     pub generations: Vec<Arc<AtomicU64>>,
-    /// The cluster's CA and node certificates when it runs with TLS ([`Self::start_secure`]).
+    /// The cluster's CA and node certificates when it runs with TLS ([`Self::start_tls`],
+    /// [`Security::Secure`]).
     pub tls: Option<TestTls>,
+    /// The cluster key and root credential when it authenticates ([`Security::Secure`]);
+    /// [`Self::client`] and [`Self::grpc`] sign as root.
+    pub auth: Option<TestAuth>,
 }
 
 impl TestCluster {
@@ -57,28 +62,46 @@ impl TestCluster {
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
-        Self::start_with(flush, tweak, false).await
+        Self::start_with(flush, tweak, false, false).await
     }
 
-    /// [`Self::start`] with TLS: a CA and node certificates in the temp dir, every listener
-    /// TLS, mutual TLS between the nodes; [`Self::client`] and [`Self::grpc`] trust the CA.
-    pub async fn start_secure(
+    /// [`Self::start`] with TLS only: a CA and node certificates in the temp dir, every
+    /// listener TLS, mutual TLS between the nodes; [`Self::client`] and [`Self::grpc`] trust
+    /// the CA. No authentication.
+    pub async fn start_tls(
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
-        Self::start_with(flush, tweak, true).await
+        Self::start_with(flush, tweak, true, false).await
+    }
+
+    /// [`Self::start`] guarded as `security` says: [`Security::Secure`] is TLS as
+    /// [`Self::start_tls`] plus access-key authentication (root credential in the temp dir),
+    /// what `raftmq cluster up --secure` deploys.
+    pub async fn start_as(
+        security: Security,
+        flush: &[FlushPolicy],
+        tweak: impl Fn(&mut NodeConfig),
+    ) -> anyhow::Result<Self> {
+        let secure = security == Security::Secure;
+        Self::start_with(flush, tweak, secure, secure).await
     }
 
     async fn start_with(
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
-        secure: bool,
+        tls: bool,
+        auth: bool,
     ) -> anyhow::Result<Self> {
         crate::init_tracing();
         let dir = tempfile::tempdir()?;
         let cluster_id = unique_cluster_id("ct");
-        let tls = match secure {
+        let tls = match tls {
             true => Some(TestTls::new(dir.path(), &cluster_id)?),
+            false => None,
+        };
+        let auth = match auth {
+            true => Some(TestAuth::new()?),
             false => None,
         };
         let faults = register_faults(&cluster_id);
@@ -103,6 +126,7 @@ impl TestCluster {
             faults,
             generations: Vec::new(),
             tls,
+            auth,
         };
         for (i, (r, c)) in listeners.into_iter().enumerate() {
             let id = i as u64 + 1;
@@ -114,6 +138,9 @@ impl TestCluster {
             cfg.initial_members = members.clone();
             if let Some(t) = &cluster.tls {
                 t.configure(&mut cfg)?;
+            }
+            if let Some(a) = &cluster.auth {
+                a.apply(&mut cfg);
             }
             tweak(&mut cfg);
             cluster.configs.push(cfg);
@@ -189,20 +216,27 @@ impl TestCluster {
     }
 
     /// A raw gRPC client of node `id`'s client API (below `raftmq_client`: no retries, no
-    /// leader following).
+    /// leader following), signing as root when the cluster authenticates.
     pub async fn grpc(&self, id: u64) -> anyhow::Result<GrpcClient> {
+        let admin = self.admin();
         if let Some(t) = &self.tls {
-            return t.grpc(&self.client_addr(id));
+            return t.grpc(&self.client_addr(id), admin);
         }
-        Ok(RaftMqClient::connect(format!("http://{}", self.client_addr(id))).await?)
+        crate::raw::connect(&self.client_addr(id), admin).await
+    }
+
+    /// The root credential of an authenticating cluster.
+    pub fn admin(&self) -> Option<raftmq_client::Credentials> {
+        self.auth.as_ref().map(|a| a.admin.clone())
     }
 
     /// A client library instance seeded with every node; `request_timeout` bounds one attempt.
+    /// It signs as root when the cluster authenticates.
     pub fn client(&self, request_timeout: Duration) -> anyhow::Result<Client> {
-        self.client_as(request_timeout, None)
+        self.client_as(request_timeout, self.admin())
     }
 
-    /// [`Self::client`] signing every call with `credentials` (authenticated clusters).
+    /// [`Self::client`] signing every call with `credentials` (None: unsigned).
     pub fn client_as(
         &self,
         request_timeout: Duration,
@@ -210,14 +244,23 @@ impl TestCluster {
     ) -> anyhow::Result<Client> {
         let opts = ClientOptions {
             credentials,
+            ..self.client_options(request_timeout)
+        };
+        Ok(Client::new(&self.seeds(), opts)?)
+    }
+
+    /// The options of [`Self::client`]: the CA when the cluster serves TLS, the root
+    /// credential when it authenticates, short connect timeout and backoff, 8 attempts.
+    pub fn client_options(&self, request_timeout: Duration) -> ClientOptions {
+        ClientOptions {
+            credentials: self.admin(),
             request_timeout,
             connect_timeout: Duration::from_millis(300),
             max_attempts: 8,
             backoff_max: Duration::from_millis(300),
             tls: self.tls.as_ref().map(TestTls::client_tls),
             ..ClientOptions::default()
-        };
-        Ok(Client::new(&self.seeds(), opts)?)
+        }
     }
 
     /// The leader the running nodes (all of `among`, or all running) agree on, waiting up to
@@ -375,6 +418,9 @@ impl TestCluster {
         cfg.join_addr = Some(self.client_addr(via));
         if let Some(t) = &self.tls {
             t.configure(&mut cfg)?;
+        }
+        if let Some(a) = &self.auth {
+            a.apply(&mut cfg);
         }
         tweak(&mut cfg);
         let l = listeners_of(&cfg).await?;

@@ -22,8 +22,13 @@ use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
 use tokio::time::Instant;
 
+use raftmq_client::Client;
+use raftmq_client::ClientOptions;
+
+use crate::auth::TestAuth;
 use crate::cluster::test_config;
 use crate::cluster::unique_cluster_id;
+use crate::Security;
 
 /// A cluster of `raftmq-node` processes `1..=n`.
 pub struct ProcCluster {
@@ -33,14 +38,25 @@ pub struct ProcCluster {
     pub configs: Vec<NodeConfig>,
     children: Vec<Option<Child>>,
     bin: PathBuf,
-    /// The CA and node certificates when the nodes serve TLS ([`Self::start_secure`]).
+    /// The CA and node certificates when the nodes serve TLS ([`Self::start_tls`],
+    /// [`Security::Secure`]).
     pub tls: Option<crate::tls::TestTls>,
+    /// The cluster key and root credential when the nodes authenticate
+    /// ([`Security::Secure`]); [`Self::client`] signs as root.
+    pub auth: Option<TestAuth>,
 }
 
 impl ProcCluster {
     /// Starts `flush.len()` node processes bootstrapping one cluster.
     pub fn start(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
-        Self::start_inner(flush, false, &|_| {})
+        Self::start_inner(flush, false, false, &|_| {})
+    }
+
+    /// [`Self::start`] guarded as `security` says ([`Security::Secure`]: TLS, mutual TLS
+    /// between the nodes and access-key authentication, as `raftmq cluster up --secure`).
+    pub fn start_as(security: Security, flush: &[FlushPolicy]) -> anyhow::Result<Self> {
+        let secure = security == Security::Secure;
+        Self::start_inner(flush, secure, secure, &|_| {})
     }
 
     /// [`Self::start`], with `tweak` changing each config first (e.g.
@@ -49,26 +65,31 @@ impl ProcCluster {
         flush: &[FlushPolicy],
         tweak: impl Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
-        Self::start_inner(flush, false, &tweak)
+        Self::start_inner(flush, false, false, &tweak)
     }
 
-    /// [`Self::start`] with TLS (CA and node certificates in the temp dir; see
-    /// [`crate::tls::TestTls`]).
-    pub fn start_secure(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
-        Self::start_inner(flush, true, &|_| {})
+    /// [`Self::start`] with TLS only (CA and node certificates in the temp dir; see
+    /// [`crate::tls::TestTls`]), no authentication.
+    pub fn start_tls(flush: &[FlushPolicy]) -> anyhow::Result<Self> {
+        Self::start_inner(flush, true, false, &|_| {})
     }
 
     fn start_inner(
         flush: &[FlushPolicy],
-        secure: bool,
+        tls: bool,
+        auth: bool,
         tweak: &dyn Fn(&mut NodeConfig),
     ) -> anyhow::Result<Self> {
         crate::init_tracing();
         let bin = node_binary()?;
         let dir = tempfile::tempdir()?;
         let cluster_id = unique_cluster_id("proc");
-        let tls = match secure {
+        let tls = match tls {
             true => Some(crate::tls::TestTls::new(dir.path(), &cluster_id)?),
+            false => None,
+        };
+        let auth = match auth {
+            true => Some(TestAuth::new()?),
             false => None,
         };
         let mut members = Vec::new();
@@ -90,6 +111,9 @@ impl ProcCluster {
             if let Some(t) = &tls {
                 t.configure(&mut cfg)?;
             }
+            if let Some(a) = &auth {
+                a.apply(&mut cfg);
+            }
             tweak(&mut cfg);
             configs.push(cfg);
         }
@@ -99,6 +123,7 @@ impl ProcCluster {
             configs,
             bin,
             tls,
+            auth,
         };
         for id in c.ids() {
             c.spawn(id)?;
@@ -117,6 +142,21 @@ impl ProcCluster {
             .iter()
             .map(|c| c.client_listen_addr.to_string())
             .collect()
+    }
+
+    /// A client library instance seeded with every node, trusting the CA and signing as root
+    /// when the cluster is secure; `request_timeout` bounds one attempt.
+    pub fn client(&self, request_timeout: Duration) -> anyhow::Result<Client> {
+        let opts = ClientOptions {
+            credentials: self.auth.as_ref().map(|a| a.admin.clone()),
+            request_timeout,
+            connect_timeout: Duration::from_millis(300),
+            max_attempts: 8,
+            backoff_max: Duration::from_millis(300),
+            tls: self.tls.as_ref().map(crate::tls::TestTls::client_tls),
+            ..ClientOptions::default()
+        };
+        Ok(Client::new(&self.seeds(), opts)?)
     }
 
     /// Client address of node `id`.

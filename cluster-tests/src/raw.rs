@@ -1,12 +1,30 @@
 //! Raw gRPC access to one node's client API, below `raftmq_client` (no retries, no leader
 //! following): the tests of request validation, forwarding and per-node reads use it.
 
+use raftmq_client::Credentials;
+use raftmq_client::Signer;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-/// A generated `RaftMq` client on one node's client address.
-pub type GrpcClient = RaftMqClient<Channel>;
+/// A generated `RaftMq` client on one node's client address, signing every call with the
+/// cluster's root credential when the cluster authenticates ([`crate::Security::Secure`]).
+pub type GrpcClient = RaftMqClient<InterceptedService<Channel, Signer>>;
+
+/// A plaintext [`GrpcClient`] of `addr` (host:port), connected, signing with `credentials`
+/// (None: unsigned).
+pub async fn connect(addr: &str, credentials: Option<Credentials>) -> anyhow::Result<GrpcClient> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    Ok(grpc_client(channel, credentials))
+}
+
+/// A [`GrpcClient`] over `channel`, signing with `credentials` (None: unsigned).
+pub fn grpc_client(channel: Channel, credentials: Option<Credentials>) -> GrpcClient {
+    RaftMqClient::with_interceptor(channel, Signer::new(credentials))
+}
 
 /// One message read back: (queue id, queue offset, message id, body).
 pub type ReadMessage = (i32, u64, u64, Vec<u8>);

@@ -12,7 +12,6 @@ use raftmq_cli::certs::ClusterCa;
 use raftmq_cli::certs::NodeCert;
 use raftmq_client::ClientTls;
 use raftmq_node::config::NodeConfig;
-use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tonic::transport::Certificate;
 use tonic::transport::Channel;
 use tonic::transport::ClientTlsConfig;
@@ -106,9 +105,16 @@ impl TestTls {
         tls_channel(addr, &ca, identity)
     }
 
-    /// A raw `RaftMq` client of `addr` over TLS.
-    pub fn grpc(&self, addr: &str) -> anyhow::Result<RaftMqClient<Channel>> {
-        Ok(RaftMqClient::new(self.channel(addr, None)?))
+    /// A raw `RaftMq` client of `addr` over TLS, signing with `credentials` if given.
+    pub fn grpc(
+        &self,
+        addr: &str,
+        credentials: Option<raftmq_client::Credentials>,
+    ) -> anyhow::Result<crate::raw::GrpcClient> {
+        Ok(crate::raw::grpc_client(
+            self.channel(addr, None)?,
+            credentials,
+        ))
     }
 }
 

@@ -155,7 +155,7 @@ async fn retention_then_learner_joins_by_snapshot() {
         assert!(tokio::time::Instant::now() < end, "joiner did not catch up");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut c2 = GrpcClient::connect(format!("http://{}", n2.addrs().client))
+    let mut c2 = cluster_tests::raw::connect(&n2.addrs().client.to_string(), None)
         .await
         .expect("connect n2");
     let key = |v: Vec<ReadMessage>| -> Vec<(i32, u64, u64)> {

@@ -43,7 +43,7 @@ fn one_shot(seeds: &[String], tls: Option<ClientTls>) -> raftmq_client::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_cluster_sends_forwards_and_reads_with_the_ca() {
-    let cluster = TestCluster::start_secure(&SYNC3, |_| {})
+    let cluster = TestCluster::start_tls(&SYNC3, |_| {})
         .await
         .expect("cluster starts");
     let leader = cluster.wait_leader().await.expect("a leader");
@@ -116,7 +116,7 @@ fn refused(what: &str, s: &tonic::Status) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_port_refuses_connections_without_a_member_certificate() {
-    let cluster = TestCluster::start_secure(&SYNC3, |_| {})
+    let cluster = TestCluster::start_tls(&SYNC3, |_| {})
         .await
         .expect("cluster starts");
     cluster.wait_leader().await.expect("a leader");
@@ -191,7 +191,7 @@ async fn wait_active(cluster: &TestCluster, serials: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_and_ca_rotate_under_load_without_a_failed_send() {
-    let mut cluster = TestCluster::start_secure(&SYNC3, |_| {})
+    let mut cluster = TestCluster::start_tls(&SYNC3, |_| {})
         .await
         .expect("cluster starts");
     let leader = cluster.wait_leader().await.expect("a leader");

@@ -24,7 +24,7 @@ fn client(seeds: &[String], tls: ClientTls, attempts: u32) -> raftmq_client::Cli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_processes_serve_and_reload_on_sighup() {
-    let mut cluster = ProcCluster::start_secure(&[FlushPolicy::Sync; 3]).expect("start");
+    let mut cluster = ProcCluster::start_tls(&[FlushPolicy::Sync; 3]).expect("start");
     // SIGHUP only: no file polling.
     for cfg in &mut cluster.configs {
         cfg.tls.tls_reload_interval_ms = 0;

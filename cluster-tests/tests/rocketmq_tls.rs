@@ -19,7 +19,7 @@ const TOPIC: &str = "rmq-tls";
 fn official_rust_client_sends_over_tls_with_ssl_cert_file() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let cluster = rt
-        .block_on(TestCluster::start_secure(&[FlushPolicy::Sync; 3], |_| {}))
+        .block_on(TestCluster::start_tls(&[FlushPolicy::Sync; 3], |_| {}))
         .expect("cluster starts");
     let ca = cluster.tls.as_ref().expect("secure").ca_file.clone();
     // Read by rustls-native-certs on each TLS connect of the client.

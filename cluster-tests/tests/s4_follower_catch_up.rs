@@ -28,45 +28,51 @@ fn opts() -> ProducerOptions {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn follower_down_for_many_writes_catches_up() -> anyhow::Result<()> {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {}).await?;
-    let leader = cluster.wait_leader().await?;
-    let run = Run::start(&cluster, opts())?;
-    run.producers
-        .wait_more_acked(30, Duration::from_secs(20))
-        .await?;
-    let follower = leader % 3 + 1;
-    cluster.kill(follower).await;
-    run.producers
-        .wait_more_acked(400, Duration::from_secs(60))
-        .await?;
-    cluster.restart(follower).await?;
-    run.producers
-        .wait_more_acked(30, Duration::from_secs(20))
-        .await?;
-    let out = run.finish(&cluster).await?;
-    out.assert_pass(450);
-    cluster.shutdown().await
+cluster_tests::plain_and_secure! {
+    async fn follower_down_for_many_writes_catches_up(security) -> anyhow::Result<()> {
+        let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], |_| {}).await?;
+        let leader = cluster.wait_leader().await?;
+        let run = Run::start(&cluster, opts())?;
+        run.producers
+            .wait_more_acked(30, Duration::from_secs(20))
+            .await?;
+        let follower = leader % 3 + 1;
+        cluster.kill(follower).await;
+        run.producers
+            .wait_more_acked(400, Duration::from_secs(60))
+            .await?;
+        cluster.restart(follower).await?;
+        run.producers
+            .wait_more_acked(30, Duration::from_secs(20))
+            .await?;
+        let out = run.finish(&cluster).await?;
+        out.assert_pass(450);
+        cluster.shutdown().await
+    }
 }
 
-/// Once intermittent (issue 3): retention trimmed the stored snapshot by copying the live
-/// ConsumeQueues to their end, past the units its manifest named, so the follower's install
-/// failed on the prefix CRC and stopped its Raft. See `store/tests/snapshot_race.rs`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn follower_behind_the_purge_point_gets_every_retained_message() -> anyhow::Result<()> {
-    catch_up_past_the_purge_point(false).await
+cluster_tests::plain_and_secure! {
+    /// Once intermittent (issue 3): retention trimmed the stored snapshot by copying the live
+    /// ConsumeQueues to their end, past the units its manifest named, so the follower's install
+    /// failed on the prefix CRC and stopped its Raft. See `store/tests/snapshot_race.rs`.
+    async fn follower_behind_the_purge_point_gets_every_retained_message(security) -> anyhow::Result<()> {
+        catch_up_past_the_purge_point(security, false).await
+    }
 }
 
-/// The first snapshot the follower receives is corrupted on the wire: it refuses it (its
-/// Raft keeps running), the leader sends again, and the fresh one installs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn follower_refuses_a_corrupted_snapshot_then_installs_a_fresh_one() -> anyhow::Result<()> {
-    catch_up_past_the_purge_point(true).await
+cluster_tests::plain_and_secure! {
+    /// The first snapshot the follower receives is corrupted on the wire: it refuses it (its
+    /// Raft keeps running), the leader sends again, and the fresh one installs.
+    async fn follower_refuses_a_corrupted_snapshot_then_installs_a_fresh_one(security) -> anyhow::Result<()> {
+        catch_up_past_the_purge_point(security, true).await
+    }
 }
 
-async fn catch_up_past_the_purge_point(corrupt_first_snapshot: bool) -> anyhow::Result<()> {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
+async fn catch_up_past_the_purge_point(
+    security: cluster_tests::Security,
+    corrupt_first_snapshot: bool,
+) -> anyhow::Result<()> {
+    let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], |c| {
         c.store.file_reserved_hours = 1;
     })
     .await?;

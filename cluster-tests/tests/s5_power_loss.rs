@@ -39,105 +39,108 @@ async fn power_loss(cluster: &mut TestCluster, run: &Run, ids: &[u64]) -> anyhow
     Ok(at_us)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn power_loss_of_one_sync_node_loses_nothing() -> anyhow::Result<()> {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {}).await?;
-    cluster.wait_leader().await?;
-    let run = Run::start(&cluster, ProducerOptions::default())?;
-    run.producers
-        .wait_more_acked(50, Duration::from_secs(20))
-        .await?;
-    // A follower, then the leader.
-    let leader = cluster.wait_leader().await?;
-    let follower = leader % 3 + 1;
-    power_loss(&mut cluster, &run, &[follower]).await?;
-    run.producers
-        .wait_more_acked(40, Duration::from_secs(20))
-        .await?;
-    let leader = cluster.wait_leader().await?;
-    power_loss(&mut cluster, &run, &[leader]).await?;
-    run.producers
-        .wait_more_acked(40, Duration::from_secs(20))
-        .await?;
-    let out = run.finish(&cluster).await?;
-    out.assert_pass(130);
-    cluster.shutdown().await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn power_loss_of_two_sync_nodes_at_once_loses_nothing() -> anyhow::Result<()> {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {}).await?;
-    cluster.wait_leader().await?;
-    let run = Run::start(&cluster, ProducerOptions::default())?;
-    run.producers
-        .wait_more_acked(60, Duration::from_secs(20))
-        .await?;
-    let leader = cluster.wait_leader().await?;
-    let follower = leader % 3 + 1;
-    power_loss(&mut cluster, &run, &[leader, follower]).await?;
-    cluster.wait_leader().await?;
-    run.producers
-        .wait_more_acked(40, Duration::from_secs(20))
-        .await?;
-    let out = run.finish(&cluster).await?;
-    out.assert_pass(100);
-    cluster.shutdown().await
-}
-
-/// Nodes 1 and 2 (`async`) lose their unflushed tails at once; node 3 (`sync`) holds every
-/// committed entry. Both recovered nodes know their committed index lies past their log end
-/// (the lost-commit floor), so neither votes for a candidate below it: they cannot elect each
-/// other and overwrite what node 3 committed; node 3 is elected and re-replicates. Loss is
-/// therefore allowed (the documented async bound) but none is expected here.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn power_loss_of_two_async_nodes_loses_at_most_one_flush_interval() -> anyhow::Result<()> {
-    let flush = [FlushPolicy::Async, FlushPolicy::Async, FlushPolicy::Sync];
-    let mut cluster = TestCluster::start(&flush, |_| {}).await?;
-    cluster.wait_leader().await?;
-    let run = Run::start(&cluster, ProducerOptions::default())?;
-    run.producers
-        .wait_more_acked(80, Duration::from_secs(20))
-        .await?;
-    let at_us = power_loss(&mut cluster, &run, &[1, 2]).await?;
-    cluster.wait_leader().await?;
-    run.producers
-        .wait_more_acked(40, Duration::from_secs(20))
-        .await?;
-    let out = run.finish(&cluster).await?;
-    let r = &out.report;
-    // Everything but loss must hold as usual.
-    assert!(
-        r.never_sent.is_empty()
-            && r.duplicates.unexplained.is_empty()
-            && r.reordered.is_empty()
-            && r.gaps.is_empty()
-            && r.divergences.is_empty()
-            && r.ack_mismatches.is_empty(),
-        "{r}"
-    );
-    // Loss is allowed only within one flush interval (plus scheduling slack on a loaded
-    // 2-core machine) before the power cut: the documented async behaviour.
-    let slack_us = 500_000;
-    let window_start = at_us.saturating_sub(FLUSH_INTERVAL_MS * 1000 + slack_us);
-    let acked = out.history.acked();
-    let mut lost_total = 0;
-    for l in &r.lost {
-        for tag in l.prefix.iter().chain(&l.middle).chain(&l.suffix) {
-            lost_total += 1;
-            let a = acked[tag];
-            assert!(matches!(a.outcome, AttemptOutcome::Acked { .. }));
-            assert!(
-                a.finished_us >= window_start,
-                "{tag} acknowledged at {} us was lost, but the power cut was at {at_us} us: \
-                 older than one flush interval ({FLUSH_INTERVAL_MS} ms): {r}",
-                a.finished_us
-            );
-        }
+cluster_tests::plain_and_secure! {
+    async fn power_loss_of_one_sync_node_loses_nothing(security) -> anyhow::Result<()> {
+        let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], |_| {}).await?;
+        cluster.wait_leader().await?;
+        let run = Run::start(&cluster, ProducerOptions::default())?;
+        run.producers
+            .wait_more_acked(50, Duration::from_secs(20))
+            .await?;
+        // A follower, then the leader.
+        let leader = cluster.wait_leader().await?;
+        let follower = leader % 3 + 1;
+        power_loss(&mut cluster, &run, &[follower]).await?;
+        run.producers
+            .wait_more_acked(40, Duration::from_secs(20))
+            .await?;
+        let leader = cluster.wait_leader().await?;
+        power_loss(&mut cluster, &run, &[leader]).await?;
+        run.producers
+            .wait_more_acked(40, Duration::from_secs(20))
+            .await?;
+        let out = run.finish(&cluster).await?;
+        out.assert_pass(130);
+        cluster.shutdown().await
     }
-    tracing::info!(
-        lost_total,
-        "async power loss: acknowledged messages lost within the window"
-    );
-    assert!(r.acked >= 100, "{r}");
-    cluster.shutdown().await
+}
+
+cluster_tests::plain_and_secure! {
+    async fn power_loss_of_two_sync_nodes_at_once_loses_nothing(security) -> anyhow::Result<()> {
+        let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], |_| {}).await?;
+        cluster.wait_leader().await?;
+        let run = Run::start(&cluster, ProducerOptions::default())?;
+        run.producers
+            .wait_more_acked(60, Duration::from_secs(20))
+            .await?;
+        let leader = cluster.wait_leader().await?;
+        let follower = leader % 3 + 1;
+        power_loss(&mut cluster, &run, &[leader, follower]).await?;
+        cluster.wait_leader().await?;
+        run.producers
+            .wait_more_acked(40, Duration::from_secs(20))
+            .await?;
+        let out = run.finish(&cluster).await?;
+        out.assert_pass(100);
+        cluster.shutdown().await
+    }
+}
+
+cluster_tests::plain_and_secure! {
+    /// Nodes 1 and 2 (`async`) lose their unflushed tails at once; node 3 (`sync`) holds every
+    /// committed entry. Both recovered nodes know their committed index lies past their log end
+    /// (the lost-commit floor), so neither votes for a candidate below it: they cannot elect each
+    /// other and overwrite what node 3 committed; node 3 is elected and re-replicates. Loss is
+    /// therefore allowed (the documented async bound) but none is expected here.
+    async fn power_loss_of_two_async_nodes_loses_at_most_one_flush_interval(security) -> anyhow::Result<()> {
+        let flush = [FlushPolicy::Async, FlushPolicy::Async, FlushPolicy::Sync];
+        let mut cluster = TestCluster::start_as(security, &flush, |_| {}).await?;
+        cluster.wait_leader().await?;
+        let run = Run::start(&cluster, ProducerOptions::default())?;
+        run.producers
+            .wait_more_acked(80, Duration::from_secs(20))
+            .await?;
+        let at_us = power_loss(&mut cluster, &run, &[1, 2]).await?;
+        cluster.wait_leader().await?;
+        run.producers
+            .wait_more_acked(40, Duration::from_secs(20))
+            .await?;
+        let out = run.finish(&cluster).await?;
+        let r = &out.report;
+        // Everything but loss must hold as usual.
+        assert!(
+            r.never_sent.is_empty()
+                && r.duplicates.unexplained.is_empty()
+                && r.reordered.is_empty()
+                && r.gaps.is_empty()
+                && r.divergences.is_empty()
+                && r.ack_mismatches.is_empty(),
+            "{r}"
+        );
+        // Loss is allowed only within one flush interval (plus scheduling slack on a loaded
+        // 2-core machine) before the power cut: the documented async behaviour.
+        let slack_us = 500_000;
+        let window_start = at_us.saturating_sub(FLUSH_INTERVAL_MS * 1000 + slack_us);
+        let acked = out.history.acked();
+        let mut lost_total = 0;
+        for l in &r.lost {
+            for tag in l.prefix.iter().chain(&l.middle).chain(&l.suffix) {
+                lost_total += 1;
+                let a = acked[tag];
+                assert!(matches!(a.outcome, AttemptOutcome::Acked { .. }));
+                assert!(
+                    a.finished_us >= window_start,
+                    "{tag} acknowledged at {} us was lost, but the power cut was at {at_us} us: \
+                     older than one flush interval ({FLUSH_INTERVAL_MS} ms): {r}",
+                    a.finished_us
+                );
+            }
+        }
+        tracing::info!(
+            lost_total,
+            "async power loss: acknowledged messages lost within the window"
+        );
+        assert!(r.acked >= 100, "{r}");
+        cluster.shutdown().await
+    }
 }

@@ -39,8 +39,11 @@ fn write_torn_header(dir: &std::path::Path, phys: u64) -> anyhow::Result<()> {
 /// Torn tail cut on restart; a flipped bit in flushed data makes the node refuse to start
 /// with an error naming the file, offset and reason. Returns the cluster (node `f` down,
 /// corrupted), the run and `f`.
-async fn torn_then_corrupt(flush: [FlushPolicy; 3]) -> anyhow::Result<(TestCluster, Run, u64)> {
-    let mut cluster = TestCluster::start(&flush, |_| {}).await?;
+async fn torn_then_corrupt(
+    security: cluster_tests::Security,
+    flush: [FlushPolicy; 3],
+) -> anyhow::Result<(TestCluster, Run, u64)> {
+    let mut cluster = TestCluster::start_as(security, &flush, |_| {}).await?;
     cluster.wait_leader().await?;
     let run = Run::start(&cluster, ProducerOptions::default())?;
     run.producers
@@ -122,28 +125,31 @@ async fn repair(mut cluster: TestCluster, run: Run, f: u64) -> anyhow::Result<()
     cluster.shutdown().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn torn_tail_is_cut_and_corruption_refuses_to_start() -> anyhow::Result<()> {
-    let (cluster, run, _) = torn_then_corrupt([FlushPolicy::Sync; 3]).await?;
-    let out = run.finish(&cluster).await?;
-    out.assert_pass(150);
-    cluster.shutdown().await
+cluster_tests::plain_and_secure! {
+    async fn torn_tail_is_cut_and_corruption_refuses_to_start(security) -> anyhow::Result<()> {
+        let (cluster, run, _) = torn_then_corrupt(security, [FlushPolicy::Sync; 3]).await?;
+        let out = run.finish(&cluster).await?;
+        out.assert_pass(150);
+        cluster.shutdown().await
+    }
 }
 
-/// The repair path with `async` peers: their Raft config allows log reversion, so the leader
-/// accepts that the repaired node's log went backwards.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn repair_truncate_corruption_restores_from_async_peers() -> anyhow::Result<()> {
-    let flush = [FlushPolicy::Async, FlushPolicy::Async, FlushPolicy::Sync];
-    let (cluster, run, f) = torn_then_corrupt(flush).await?;
-    repair(cluster, run, f).await
+cluster_tests::plain_and_secure! {
+    /// The repair path with `async` peers: their Raft config allows log reversion, so the leader
+    /// accepts that the repaired node's log went backwards.
+    async fn repair_truncate_corruption_restores_from_async_peers(security) -> anyhow::Result<()> {
+        let flush = [FlushPolicy::Async, FlushPolicy::Async, FlushPolicy::Sync];
+        let (cluster, run, f) = torn_then_corrupt(security, flush).await?;
+        repair(cluster, run, f).await
+    }
 }
 
-/// With `sync` peers the repaired node's log is shorter than the leader's recorded matching
-/// index for it; openraft accepts that only with `Config::allow_log_reversion` on the *leader*,
-/// which is why every node enables it (`NodeConfig::raft_config`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn repair_truncate_corruption_restores_from_sync_peers() -> anyhow::Result<()> {
-    let (cluster, run, f) = torn_then_corrupt([FlushPolicy::Sync; 3]).await?;
-    repair(cluster, run, f).await
+cluster_tests::plain_and_secure! {
+    /// With `sync` peers the repaired node's log is shorter than the leader's recorded matching
+    /// index for it; openraft accepts that only with `Config::allow_log_reversion` on the *leader*,
+    /// which is why every node enables it (`NodeConfig::raft_config`).
+    async fn repair_truncate_corruption_restores_from_sync_peers(security) -> anyhow::Result<()> {
+        let (cluster, run, f) = torn_then_corrupt(security, [FlushPolicy::Sync; 3]).await?;
+        repair(cluster, run, f).await
+    }
 }

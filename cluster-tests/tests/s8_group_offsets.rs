@@ -11,60 +11,61 @@ use raftmq_client::proto as pb;
 
 const GROUPS: [&str; 2] = ["billing", "audit"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn offsets_survive_failover() -> anyhow::Result<()> {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |_| {}).await?;
-    cluster.wait_leader().await?;
-    let client = cluster.client(Duration::from_secs(3))?;
-    for i in 0..40u32 {
-        let m = pb::Message {
-            topic: "orders".into(),
-            body: format!("m{i}").into_bytes(),
-            ..Default::default()
-        };
-        client.send(m).await?;
-    }
-    let expected = |g: usize, q: i32| (g as u64 + 1) * 3 + q as u64;
-    for (g, group) in GROUPS.iter().enumerate() {
+cluster_tests::plain_and_secure! {
+    async fn offsets_survive_failover(security) -> anyhow::Result<()> {
+        let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], |_| {}).await?;
+        cluster.wait_leader().await?;
+        let client = cluster.client(Duration::from_secs(3))?;
+        for i in 0..40u32 {
+            let m = pb::Message {
+                topic: "orders".into(),
+                body: format!("m{i}").into_bytes(),
+                ..Default::default()
+            };
+            client.send(m).await?;
+        }
+        let expected = |g: usize, q: i32| (g as u64 + 1) * 3 + q as u64;
+        for (g, group) in GROUPS.iter().enumerate() {
+            for q in 0..4 {
+                client
+                    .commit_offset(group, "orders", q, expected(g, q))
+                    .await?;
+            }
+        }
+        // Failover: crash the leader that stored them.
+        let leader = cluster.wait_leader().await?;
+        cluster.kill(leader).await;
+        let next = cluster.wait_leader().await?;
+        assert_ne!(next, leader);
+        check_offsets(&cluster, &client, &expected).await?;
+        // Move them on under the new leader, then restart the old one: it must learn them.
         for q in 0..4 {
             client
-                .commit_offset(group, "orders", q, expected(g, q))
+                .commit_offset("billing", "orders", q, 100 + q as u64)
                 .await?;
         }
-    }
-    // Failover: crash the leader that stored them.
-    let leader = cluster.wait_leader().await?;
-    cluster.kill(leader).await;
-    let next = cluster.wait_leader().await?;
-    assert_ne!(next, leader);
-    check_offsets(&cluster, &client, &expected).await?;
-    // Move them on under the new leader, then restart the old one: it must learn them.
-    for q in 0..4 {
-        client
-            .commit_offset("billing", "orders", q, 100 + q as u64)
-            .await?;
-    }
-    cluster.restart(leader).await?;
-    cluster.wait_converged(Duration::from_secs(20)).await?;
-    let moved = |g: usize, q: i32| {
-        if g == 0 {
-            100 + q as u64
-        } else {
-            expected(g, q)
+        cluster.restart(leader).await?;
+        cluster.wait_converged(Duration::from_secs(20)).await?;
+        let moved = |g: usize, q: i32| {
+            if g == 0 {
+                100 + q as u64
+            } else {
+                expected(g, q)
+            }
+        };
+        check_offsets(&cluster, &client, &moved).await?;
+        // Full crash of every node and restart.
+        for id in cluster.ids() {
+            cluster.kill(id).await;
         }
-    };
-    check_offsets(&cluster, &client, &moved).await?;
-    // Full crash of every node and restart.
-    for id in cluster.ids() {
-        cluster.kill(id).await;
+        for id in cluster.ids() {
+            cluster.restart(id).await?;
+        }
+        cluster.wait_leader().await?;
+        cluster.wait_converged(Duration::from_secs(20)).await?;
+        check_offsets(&cluster, &client, &moved).await?;
+        cluster.shutdown().await
     }
-    for id in cluster.ids() {
-        cluster.restart(id).await?;
-    }
-    cluster.wait_leader().await?;
-    cluster.wait_converged(Duration::from_secs(20)).await?;
-    check_offsets(&cluster, &client, &moved).await?;
-    cluster.shutdown().await
 }
 
 /// Every running node serves the expected offset of every group and queue.

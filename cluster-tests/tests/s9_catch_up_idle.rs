@@ -42,29 +42,29 @@ fn tweak(c: &mut raftmq_node::config::NodeConfig) {
     c.store.limits.max_batch_bytes = (1 << 20) + (64 << 10);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn idle_cluster_brings_a_follower_behind_by_large_entries_to_lag_zero() -> anyhow::Result<()>
-{
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], tweak).await?;
-    let leader = cluster.wait_leader().await?;
-    let client = cluster.client(Duration::from_secs(10))?;
-    send_batches(&client, "s9", 2).await?;
-    let follower = leader % 3 + 1;
-    for round in 0..ROUNDS {
+cluster_tests::plain_and_secure! {
+    async fn idle_cluster_brings_a_follower_behind_by_large_entries_to_lag_zero(security) -> anyhow::Result<()> {
+        let mut cluster = TestCluster::start_as(security, &[FlushPolicy::Sync; 3], tweak).await?;
         let leader = cluster.wait_leader().await?;
-        let follower = if follower == leader {
-            leader % 3 + 1
-        } else {
-            follower
-        };
-        cluster.kill(follower).await;
-        send_batches(&client, "s9", BATCHES_PER_ROUND).await?;
-        cluster.restart(follower).await?;
-        // No further load from here on.
-        let waited = wait_lag_zero(&cluster, CATCH_UP_DEADLINE).await?;
-        tracing::warn!(round, follower, ?waited, "follower caught up while idle");
+        let client = cluster.client(Duration::from_secs(10))?;
+        send_batches(&client, "s9", 2).await?;
+        let follower = leader % 3 + 1;
+        for round in 0..ROUNDS {
+            let leader = cluster.wait_leader().await?;
+            let follower = if follower == leader {
+                leader % 3 + 1
+            } else {
+                follower
+            };
+            cluster.kill(follower).await;
+            send_batches(&client, "s9", BATCHES_PER_ROUND).await?;
+            cluster.restart(follower).await?;
+            // No further load from here on.
+            let waited = wait_lag_zero(&cluster, CATCH_UP_DEADLINE).await?;
+            tracing::warn!(round, follower, ?waited, "follower caught up while idle");
+        }
+        cluster.shutdown().await
     }
-    cluster.shutdown().await
 }
 
 /// Sends `batches` batches of [`BATCH`] messages to `topic` from [`SENDERS`] tasks.

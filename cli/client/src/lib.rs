@@ -39,6 +39,7 @@ mod users;
 pub use client::Client;
 pub use client::ClientOptions;
 pub use credentials::Credentials;
+pub use credentials::Signer;
 pub use error::ClientError;
 pub use producer::PRODUCER_ID_PROPERTY;
 pub use producer::SEQUENCE_PROPERTY;
