@@ -310,18 +310,17 @@ pub fn auth_header(data: &[u8]) {
 /// A peer's certificate (DER) as the peer port's member check reads it, and a member URI.
 /// Fields that parse come from inside the input; the check answers a node id or a reason.
 pub fn peer_certificate(data: &[u8]) {
-    use crate::tls::admission;
     use crate::tls::x509;
     if let Ok(f) = x509::parse(data) {
         assert!(f.uris.iter().all(|u| u.len() <= data.len()));
         assert!(f.dns.iter().all(|d| d.len() <= data.len()));
     }
     let der = tokio_rustls::rustls::pki_types::CertificateDer::from(data.to_vec());
-    let _ = admission::named_member("c", &der);
+    let _ = crate::tls::named_member("c", &der);
     if let Ok(uri) = std::str::from_utf8(data) {
-        if let Some((cluster, id)) = admission::parse_member_uri(uri) {
-            let again = admission::member_uri(cluster, id);
-            assert_eq!(admission::parse_member_uri(&again), Some((cluster, id)));
+        if let Some((cluster, id)) = crate::tls::parse_member_uri(uri) {
+            let again = crate::tls::member_uri(cluster, id);
+            assert_eq!(crate::tls::parse_member_uri(&again), Some((cluster, id)));
         }
     }
 }

@@ -51,6 +51,7 @@ pub mod network;
 pub mod pipeline;
 pub mod retention;
 pub mod rocketmq;
+mod serve;
 pub mod server;
 pub mod service;
 mod snapshot_io;

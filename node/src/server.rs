@@ -4,9 +4,9 @@
 //! Start: bind the listeners (port 0 allowed; the bound address is advertised when no
 //! advertised address is configured) → load the TLS files, if configured (a bad one stops the
 //! start; every gRPC listener then accepts through [`crate::tls::incoming`]) → open the
-//! LogStore (recovery) → open the Store
-//! (recovery, abort marker) → `Raft::new` → serve → bootstrap or join ([`crate::bootstrap`])
-//! → retention driver.
+//! LogStore (recovery) → open the Store (recovery, abort marker) → `Raft::new` → serve (the
+//! servers of every listener, `crate::serve`) → bootstrap or join ([`crate::bootstrap`]) →
+//! retention driver.
 //!
 //! Graceful stop ([`NodeHandle::shutdown`]): refuse new writes (UNAVAILABLE, SHUTTING_DOWN,
 //! not applied) → if leader, transfer leadership to the most caught-up voter (bounded wait)
@@ -37,11 +37,6 @@ use crate::config::NodeConfig;
 use crate::core::NodeCore;
 use crate::metrics::NodeMetrics;
 use crate::network::PeerNetworkFactory;
-use crate::network::PeerService;
-use crate::rocketmq::RocketMqService;
-use crate::service::ClientService;
-use crate::snapshot_io::FileSnapshotSink;
-use crate::tls::ListenerOpts;
 use crate::tls::TlsState;
 
 /// How often the retention driver runs.
@@ -152,7 +147,7 @@ impl Node {
         };
         let (core, log) = open(config, tls).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let servers = serve(&core, listeners, stop_rx.clone(), &span);
+        let servers = crate::serve::serve(&core, listeners, stop_rx.clone(), &span);
         let mut tasks = vec![tokio::spawn(
             crate::watchers::log_role_changes(core.clone(), stop_rx.clone())
                 .instrument(span.clone()),
@@ -267,127 +262,6 @@ async fn open(
         tls,
     });
     Ok((core, log))
-}
-
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    while !*stop.borrow_and_update() {
-        if stop.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-fn serve(
-    core: &Arc<NodeCore>,
-    listeners: NodeListeners,
-    stop: watch::Receiver<bool>,
-    span: &tracing::Span,
-) -> Vec<JoinHandle<()>> {
-    let max = usize::try_from(core.config.grpc_max_message_bytes).unwrap_or(usize::MAX);
-    let snapshot_max = core.config.max_snapshot_bytes;
-    let peer = PeerService::new(
-        core.raft.clone(),
-        core.node_id,
-        core.config.cluster_id.clone(),
-        FileSnapshotSink(core.store.snapshot_receiver(snapshot_max)),
-    )
-    .with_lost_commit_floor(Arc::new(core.store.log().lost_commit_floor_reader()))
-    .with_pre_vote_counter(core.metrics.leader_lost_pre_votes.clone())
-    .with_disk_gate(Arc::new(crate::disk_guard::append_gate(core)))
-    .into_server(max);
-    let client = ClientService::new(core.clone(), stop.clone()).into_server();
-    let rocketmq = RocketMqService::new(core.clone(), stop.clone());
-    let mut out = Vec::new();
-    let listener = |name, peer: bool| ListenerOpts {
-        name,
-        tls: core.tls.clone(),
-        peer: peer.then(|| {
-            Arc::new(crate::tls::MemberAdmission {
-                cluster_id: core.config.cluster_id.clone(),
-                raft: core.raft.clone(),
-            }) as Arc<dyn crate::tls::Admit>
-        }),
-        max_connections: core.config.tls.max_connections as usize,
-    };
-    let streams = Some(core.config.tls.max_concurrent_streams);
-    let peer_incoming = crate::tls::incoming(listeners.raft, listener("peer", true));
-    let s = stop.clone();
-    let ps = span.clone();
-    out.push(tokio::spawn(
-        async move {
-            let r = tonic::transport::Server::builder()
-                .max_concurrent_streams(streams)
-                .trace_fn(
-                    move |r| tracing::debug_span!(parent: &ps, "peer", path = %r.uri().path()),
-                )
-                .add_service(peer)
-                .serve_with_incoming_shutdown(peer_incoming, stopped(s))
-                .await;
-            if let Err(e) = r {
-                tracing::error!(error = %e, "peer service stopped with an error");
-            }
-        }
-        .instrument(span.clone()),
-    ));
-    let client_incoming = crate::tls::incoming(listeners.client, listener("client", false));
-    // Followers forward RocketMQ calls to the leader's client port (the address Raft knows).
-    let forwarded_rocketmq = rocketmq.clone().into_server();
-    let s = stop.clone();
-    let cs = span.clone();
-    out.push(tokio::spawn(
-        async move {
-            let r = tonic::transport::Server::builder()
-                .max_concurrent_streams(streams)
-                .trace_fn(
-                    move |r| tracing::debug_span!(parent: &cs, "client", path = %r.uri().path()),
-                )
-                .add_service(client)
-                .add_service(forwarded_rocketmq)
-                .serve_with_incoming_shutdown(client_incoming, stopped(s))
-                .await;
-            if let Err(e) = r {
-                tracing::error!(error = %e, "client service stopped with an error");
-            }
-        }
-        .instrument(span.clone()),
-    ));
-    if let Some(l) = listeners.rocketmq {
-        let incoming = crate::tls::incoming(l, listener("rocketmq", false));
-        let s = stop.clone();
-        let rs = span.clone();
-        let server = rocketmq.into_server();
-        out.push(tokio::spawn(
-            async move {
-                let r = tonic::transport::Server::builder()
-                    .max_concurrent_streams(streams)
-                    .trace_fn(
-                        move |r| tracing::debug_span!(parent: &rs, "rocketmq", path = %r.uri().path()),
-                    )
-                    .add_service(server)
-                    .serve_with_incoming_shutdown(incoming, stopped(s))
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "rocketmq service stopped with an error");
-                }
-            }
-            .instrument(span.clone()),
-        ));
-    }
-    if let Some(l) = listeners.metrics {
-        let app = crate::metrics::router(core.clone());
-        out.push(tokio::spawn(
-            async move {
-                let r = axum::serve(l, app)
-                    .with_graceful_shutdown(stopped(stop))
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "metrics endpoint stopped with an error");
-                }
-            }
-            .instrument(span.clone()),
-        ));
-    }
-    out
 }
 
 impl NodeHandle {

@@ -604,7 +604,7 @@ fn the_seeds_decode() {
             }
             "peer_certificate" if bytes[0] == 0x30 => {
                 let der = tokio_rustls::rustls::pki_types::CertificateDer::from(bytes.clone());
-                let id = raftmq_node::tls::admission::named_member("c", &der).expect("a member");
+                let id = raftmq_node::tls::named_member("c", &der).expect("a member");
                 assert_eq!(id, 2);
             }
             _ => {}

@@ -7,7 +7,7 @@
 //! files the same accept loop serves plaintext (config validation allows that only on
 //! loopback listeners or with `allow-plaintext`).
 
-pub mod admission;
+mod admission;
 mod connector;
 mod incoming;
 mod material;
