@@ -33,10 +33,24 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
         Some(true),
         "{report}"
     );
-    let disk = &report["disk"];
-    assert!(disk["fdatasync_p50_us"].as_u64() > Some(0), "{disk}");
-    assert!(disk["write_sync_mib_per_s"].as_f64() > Some(0.0), "{disk}");
-    assert_eq!(rows_of(&report, "disk").len(), 4, "{report}");
+    // Each case carries the disk probed right before its load, and its table rows start with
+    // that probe's figures.
+    for c in report["cases"].as_array().expect("cases array") {
+        let disk = &c["disk"];
+        assert!(disk["fdatasync_p50_us"].as_u64() > Some(0), "{c}");
+        assert!(disk["write_sync_mib_per_s"].as_f64() > Some(0.0), "{c}");
+        let name = c["case"].as_str().expect("case name");
+        let rows = rows_of(&report, name);
+        let disk_rows: Vec<_> = rows
+            .iter()
+            .filter(|r| r["figure"].as_str().is_some_and(|f| f.starts_with("disk ")))
+            .collect();
+        assert_eq!(disk_rows.len(), 2, "{name}: {report}");
+        assert_eq!(
+            rows[0]["figure"], "disk 1 KiB write+fdatasync p50",
+            "{report}"
+        );
+    }
     let cases: Vec<&str> = report["cases"]
         .as_array()
         .expect("cases array")

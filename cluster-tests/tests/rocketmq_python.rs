@@ -34,8 +34,14 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     ))
 }
 
-/// The venv's python with the client installed (created on first use).
+/// The venv's python with the client installed (created on first use, once per test
+/// binary: the tests run in parallel and two pip installs into one venv break each other).
 fn python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(install_python).clone()
+}
+
+fn install_python() -> PathBuf {
     let dir = venv();
     let py = dir.join("bin/python");
     let has_client = || {
