@@ -371,6 +371,10 @@ impl RaftMq for ClientService {
         mut request: Request<pb::ListUsersRequest>,
     ) -> Result<Response<pb::ListUsersReply>, Status> {
         self.allow(&mut request, Action::Admin("ListUsers"))?;
+        // The leader answers (a follower forwards): it has applied every user change it
+        // acknowledged, so an admin sees the user it just created or deleted.
+        leader_or_forward!(self, request, list_users);
+        drop(request);
         Ok(Response::new(users::list_users(&self.core)))
     }
 
