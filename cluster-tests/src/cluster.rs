@@ -9,8 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use raftmq_cli::ports::free_addr;
-use raftmq_client::Client;
-use raftmq_client::ClientOptions;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::MemberSpec;
 use raftmq_node::config::NodeConfig;
@@ -30,9 +28,11 @@ pub use crate::node_config::test_config;
 pub use crate::node_config::unique_cluster_id;
 pub use crate::node_config::FLUSH_INTERVAL_MS;
 pub use crate::node_config::SEND_TIMEOUT_MS;
-use crate::raw::GrpcClient;
 use crate::tls::TestTls;
 pub use crate::Security;
+
+mod clients;
+mod faults;
 
 /// A cluster of nodes `1..=n` in this process.
 pub struct TestCluster {
@@ -205,64 +205,6 @@ impl TestCluster {
         self.nodes[id as usize - 1].is_some()
     }
 
-    /// Client address of node `id`.
-    pub fn client_addr(&self, id: u64) -> String {
-        self.configs[id as usize - 1].client_listen_addr.to_string()
-    }
-
-    /// Client addresses of every node.
-    pub fn seeds(&self) -> Vec<String> {
-        self.ids().iter().map(|&i| self.client_addr(i)).collect()
-    }
-
-    /// A raw gRPC client of node `id`'s client API (below `raftmq_client`: no retries, no
-    /// leader following), signing as root when the cluster authenticates.
-    pub async fn grpc(&self, id: u64) -> anyhow::Result<GrpcClient> {
-        let admin = self.admin();
-        if let Some(t) = &self.tls {
-            return t.grpc(&self.client_addr(id), admin);
-        }
-        crate::raw::connect(&self.client_addr(id), admin).await
-    }
-
-    /// The root credential of an authenticating cluster.
-    pub fn admin(&self) -> Option<raftmq_client::Credentials> {
-        self.auth.as_ref().map(|a| a.admin.clone())
-    }
-
-    /// A client library instance seeded with every node; `request_timeout` bounds one attempt.
-    /// It signs as root when the cluster authenticates.
-    pub fn client(&self, request_timeout: Duration) -> anyhow::Result<Client> {
-        self.client_as(request_timeout, self.admin())
-    }
-
-    /// [`Self::client`] signing every call with `credentials` (None: unsigned).
-    pub fn client_as(
-        &self,
-        request_timeout: Duration,
-        credentials: Option<raftmq_client::Credentials>,
-    ) -> anyhow::Result<Client> {
-        let opts = ClientOptions {
-            credentials,
-            ..self.client_options(request_timeout)
-        };
-        Ok(Client::new(&self.seeds(), opts)?)
-    }
-
-    /// The options of [`Self::client`]: the CA when the cluster serves TLS, the root
-    /// credential when it authenticates, short connect timeout and backoff, 8 attempts.
-    pub fn client_options(&self, request_timeout: Duration) -> ClientOptions {
-        ClientOptions {
-            credentials: self.admin(),
-            request_timeout,
-            connect_timeout: Duration::from_millis(300),
-            max_attempts: 8,
-            backoff_max: Duration::from_millis(300),
-            tls: self.tls.as_ref().map(TestTls::client_tls),
-            ..ClientOptions::default()
-        }
-    }
-
     /// The leader the running nodes (all of `among`, or all running) agree on, waiting up to
     /// `timeout`.
     pub async fn wait_leader_among(&self, among: &[u64], timeout: Duration) -> anyhow::Result<u64> {
@@ -388,15 +330,6 @@ impl TestCluster {
         Node::start_with_listeners(cfg, l).await
     }
 
-    /// RocketMQ address of node `id` (while it runs).
-    pub fn rocketmq_addr(&self, id: u64) -> Option<String> {
-        let n = self
-            .nodes
-            .get(usize::try_from(id).ok()?.checked_sub(1)?)?
-            .as_ref()?;
-        n.addrs().rocketmq.map(|a| a.to_string())
-    }
-
     /// Starts a new node (id `n + 1`) that joins the cluster through node `via`'s client
     /// address (it becomes a learner; promote it with `change_membership`). Returns its id.
     pub async fn add_node(&mut self, flush: FlushPolicy, via: u64) -> anyhow::Result<u64> {
@@ -434,31 +367,6 @@ impl TestCluster {
     /// Data dir of node `id`.
     pub fn data_dir(&self, id: u64) -> PathBuf {
         self.configs[id as usize - 1].data_dir.clone()
-    }
-
-    /// Cuts every link between `a` and `b`, both ways.
-    pub fn partition_pair(&self, a: u64, b: u64) {
-        self.faults.cut((a, b));
-        self.faults.cut((b, a));
-    }
-
-    /// Splits the cluster into `side` and everyone else (both ways).
-    pub fn partition(&self, side: &[u64]) {
-        for &a in side {
-            for b in self.ids().into_iter().filter(|b| !side.contains(b)) {
-                self.partition_pair(a, b);
-            }
-        }
-    }
-
-    /// Drops only what `from` sends to `to` (requests and responses that travel that way).
-    pub fn cut_one_way(&self, from: u64, to: u64) {
-        self.faults.cut((from, to));
-    }
-
-    /// Removes every fault.
-    pub fn heal(&self) {
-        self.faults.heal();
     }
 
     /// Stops every running node gracefully and forgets the fault table.

@@ -10,6 +10,7 @@ use crate::command::pop::ChangeInvisible;
 use crate::command::pop::Receive;
 use crate::dedup::DedupParams;
 use crate::message::format::encode as encode_message;
+use crate::message::format::encoded_len;
 use crate::message::message_id;
 use crate::message::Message;
 use crate::types::LogIndex;

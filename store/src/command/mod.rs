@@ -8,6 +8,7 @@
 //! [`ChangeInvisible`]) carry the leader's clock and limits, so apply reads neither.
 
 mod batch_format;
+mod encode;
 pub mod format;
 mod owned;
 pub mod pop;
@@ -35,7 +36,7 @@ use crate::types::PhysOffset;
 impl Command {
     /// Encodes into a Raft entry payload (deterministic).
     pub fn encode(&self) -> Result<AppPayload> {
-        format::encode(self).map(AppPayload)
+        encode::encode(self).map(AppPayload)
     }
 
     /// Decodes and copies a payload (tests and tools; the apply path uses [`CommandView`]).

@@ -1,0 +1,156 @@
+//! What a SendStream does with each request or group it took: submit through the pipeline
+//! (a single message relayed to the leader when this node is not it) and build the replies.
+
+use raftmq_proto::v1 as pb;
+use tokio::time::Instant;
+use tonic::Request;
+use tonic::Status;
+
+use super::Group;
+use super::Replies;
+use crate::auth::Principal;
+use crate::core::NodeCore;
+use crate::error::client_status;
+use crate::error::NodeError;
+use crate::pipeline::GroupOutcome;
+use crate::pipeline::Pipeline;
+use crate::pipeline::Sent;
+use crate::pipeline::SubmitBatch;
+use crate::service::convert;
+use crate::service::forward::forward;
+use crate::service::send;
+
+pub(super) fn missing_message() -> NodeError {
+    NodeError::InvalidArgument("message is missing".into())
+}
+
+pub(super) fn same_topic(a: &SubmitBatch, b: &SubmitBatch) -> bool {
+    fn topic(x: &SubmitBatch) -> Option<&str> {
+        x.messages().first().map(|m| m.topic.as_str())
+    }
+    topic(a) == topic(b)
+}
+
+pub(super) fn error_reply(seq: u64, status: &Status) -> pb::SendStreamReply {
+    pb::SendStreamReply {
+        seq,
+        outcome: Some(pb::send_stream_reply::Outcome::Error(
+            raftmq_proto::send_error(status),
+        )),
+        leader_addr: String::new(),
+    }
+}
+
+pub(super) fn result_reply(seq: u64, r: pb::SendResult) -> pb::SendStreamReply {
+    pb::SendStreamReply {
+        seq,
+        outcome: Some(pb::send_stream_reply::Outcome::Result(r)),
+        leader_addr: String::new(),
+    }
+}
+
+/// The answer to a message submitted alone.
+pub(super) fn single_reply(
+    seq: u64,
+    res: Result<Sent, NodeError>,
+    node_id: u64,
+) -> pb::SendStreamReply {
+    match res {
+        Ok(sent) => match sent.acks.first() {
+            Some(a) => result_reply(seq, convert::ack_out(a, &sent.log_id)),
+            None => error_reply(seq, &Status::internal("the send produced no result")),
+        },
+        Err(e) => error_reply(seq, &client_status(e, node_id)),
+    }
+}
+
+/// One message, answered as `Send` answers it: stored alone on the leader, relayed by a
+/// follower.
+pub(super) async fn send_one(
+    pipeline: Pipeline,
+    req: pb::SendStreamRequest,
+    arrived: Instant,
+    principal: &Principal,
+) -> pb::SendStreamReply {
+    let core = pipeline.core();
+    if !core.is_leader() {
+        if let Some(reply) = relayed(core, req.clone(), principal).await {
+            return reply;
+        }
+        // This node was elected while the message waited for a new leader; nothing was sent.
+    }
+    let res = match req.message.ok_or_else(missing_message) {
+        Ok(m) => match send::batch_in(&pipeline, std::iter::once(m), arrived) {
+            Ok(single) => pipeline.submit(single).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    single_reply(req.seq, res, core.node_id)
+}
+
+/// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
+/// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
+/// node became the leader meanwhile and the message was sent nowhere (submit it here).
+pub(super) async fn relayed(
+    core: &NodeCore,
+    req: pb::SendStreamRequest,
+    principal: &Principal,
+) -> Option<pb::SendStreamReply> {
+    let seq = req.seq;
+    let mut fwd = Request::new(pb::SendRequest {
+        message: req.message,
+    });
+    // The leader authorizes the stream's caller again (see `crate::auth`).
+    fwd.extensions_mut().insert(principal.clone());
+    match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
+        Ok(r) => {
+            let leader = r
+                .metadata()
+                .get(raftmq_proto::LEADER_ADDR_KEY)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            Some(match r.into_inner().result {
+                Some(result) => pb::SendStreamReply {
+                    leader_addr: leader,
+                    ..result_reply(seq, result)
+                },
+                None => error_reply(seq, &Status::internal("the send produced no result")),
+            })
+        }
+        Err(status) if core.is_leader() && crate::service::forward::not_leader_unsent(&status) => {
+            None
+        }
+        Err(status) => Some(error_reply(seq, &status)),
+    }
+}
+
+/// A group as one entry; one answer per message.
+pub(super) async fn send_group(pipeline: Pipeline, g: Group) -> Replies {
+    let node_id = pipeline.core().node_id;
+    if let [seq] = g.seqs[..] {
+        return vec![single_reply(seq, pipeline.submit(g.batch).await, node_id)];
+    }
+    match pipeline.submit_group(g.batch).await {
+        GroupOutcome::Stored(sent) => g
+            .seqs
+            .iter()
+            .zip(&sent.acks)
+            .map(|(seq, a)| result_reply(*seq, convert::ack_out(a, &sent.log_id)))
+            .collect(),
+        GroupOutcome::OneByOne(results) => g
+            .seqs
+            .iter()
+            .zip(results)
+            .map(|(seq, res)| single_reply(*seq, res, node_id))
+            .collect(),
+        GroupOutcome::Unknown(e) => {
+            let status = client_status(e, node_id);
+            g.seqs
+                .iter()
+                .map(|seq| error_reply(*seq, &status))
+                .collect()
+        }
+    }
+}
