@@ -4,6 +4,11 @@
 use clap::Parser;
 use raftmq_cli::cmd;
 
+/// mimalloc, as the node: `bench` runs the load generator on the same machine as the nodes,
+/// so every cycle its allocator spends is taken from them.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = cmd::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
