@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CPU per message of each process (and optionally a perf profile of one node) under a produce
+# load on a fresh local 3-node cluster. Uses the `raftmq` and `raftmq-node` found on PATH
+# (build them in release first). Prints one line: rate, p50, p99, CPU us/msg of the leader,
+# the followers and the load generator (utime+stime from /proc and getrusage).
+#
+#   P=4 F=64 B=1 T=10s cli/perf/cpu.sh            # 4 producers x 64 in flight, single sends
+#   PERF=1 cli/perf/cpu.sh                         # + perf record of the leader (5 s)
+#   PERF=1 FOLLOWER=1 cli/perf/cpu.sh              # + perf record of a follower
+#   perf report -i $D/perf.data --no-children --sort dso,symbol -g none --stdio
+set -euo pipefail
+D=${D:-/var/tmp/raftmq-cpu}
+rm -rf "$D"; mkdir -p "$D"
+raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 268435456 ${UPARGS:-} >/dev/null
+trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
+raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
+LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
+import json, sys
+print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))')
+TCK=$(getconf CLK_TCK)
+pids=$(pgrep -f "raftmq-node --config $D/")
+ticks() { for p in $pids; do awk -v p="$p" '{print p, $14 + $15}' "/proc/$p/stat"; done; }
+ticks > "$D/t0"
+lpid=$(pgrep -f "raftmq-node --config $D/node-$LP/")
+ppid=$lpid
+if [ -n "${FOLLOWER:-}" ]; then ppid=$(pgrep -f "raftmq-node --config $D/node-$((LP % 3 + 1))/"); fi
+if [ -n "${PERF:-}" ]; then
+  (sleep 2; perf record -F 999 -g -p "$ppid" -o "$D/perf.data" -- sleep 5 >/dev/null 2>&1) &
+fi
+/usr/bin/time -f "%U %S" -o "$D/time.txt" raftmq bench produce --cluster "$D/cluster.toml" \
+  --producers "${P:-4}" --in-flight "${F:-64}" --batch "${B:-1}" --duration "${T:-10s}" --json > "$D/r.json"
+wait
+ticks > "$D/t1"
+python3 - "$D" "$TCK" "$lpid" <<'PY'
+import json, sys
+d, tck, lpid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+r = json.loads(open(d + '/r.json').read().strip().splitlines()[-1])
+n = r['messages']
+t0 = dict(l.split() for l in open(d + '/t0'))
+t1 = dict(l.split() for l in open(d + '/t1'))
+u, s = map(float, open(d + '/time.txt').read().split()[-2:])
+per = {p: (int(t1[p]) - int(t0[p])) / tck * 1e6 / n for p in t0}
+fol = ' '.join('%.1f' % v for p, v in per.items() if p != lpid)
+print(f"{r['messages_per_s']:.0f} msg/s p50 {r['latency']['p50_us'] / 1000:.2f} ms "
+      f"p99 {r['latency']['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.1f}, "
+      f"followers {fol}, load generator {(u + s) * 1e6 / n:.1f}")
+PY
