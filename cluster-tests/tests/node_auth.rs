@@ -124,6 +124,8 @@ async fn authenticated_cluster_refuses_and_keeps_serving() -> anyhow::Result<()>
     let prod = user(&admin, "billing", "producer", &["orders*"], &[]).await;
     let cons = user(&admin, "reader", "consumer", &["orders"], &["g1"]).await;
     assert_eq!(admin.list_users().await?.len(), 2);
+    // The follower below must have applied both users (a node knows a user once it has).
+    cluster.wait_converged(Duration::from_secs(30)).await?;
 
     // Unsigned, wrong secret, unknown key.
     let anon = cluster.client(T)?;
@@ -377,6 +379,15 @@ async fn node_processes_read_the_auth_settings() -> anyhow::Result<()> {
         }
     }
     let prod = user(&admin, "p", "producer", &["*"], &[]).await;
+    // A node knows a new user once it has applied its entry (README, "Users and roles"): wait
+    // for every node, as an operator would with `cluster status`, since the producer's first
+    // call may reach any of them.
+    let nodes: Vec<_> = cluster
+        .ids()
+        .into_iter()
+        .map(|i| (i, cluster.client_addr(i)))
+        .collect();
+    cluster_tests::scenario::wait_converged_status(&admin, &nodes, Duration::from_secs(30)).await?;
     let producer = Client::new(
         &cluster.seeds(),
         raftmq_client::ClientOptions {
