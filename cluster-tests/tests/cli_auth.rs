@@ -15,30 +15,6 @@ fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Waits (up to 30 s) until `cluster status` shows every node's `applied` at the leader's
-/// `committed`: a node knows a new user once it has applied it (README, users and roles).
-fn wait_all_applied(c: &LocalCluster) {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let status = c.json(&["cluster", "status"]);
-        let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
-        let committed = nodes
-            .iter()
-            .find(|n| n["role"] == "leader")
-            .and_then(|n| n["committed"].as_u64());
-        let caught_up = committed.is_some_and(|c| {
-            nodes
-                .iter()
-                .all(|n| n["applied"].as_u64().is_some_and(|a| a >= c))
-        });
-        if caught_up {
-            return;
-        }
-        assert!(std::time::Instant::now() < end, "not converged: {status}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn secure_cluster_users_and_env_override() {
     let (c, status) = LocalCluster::up_with(3, &["--secure"]);
@@ -82,7 +58,6 @@ fn secure_cluster_users_and_env_override() {
     let table = cli::ok(&c.args(&["user", "list"]));
     assert!(table.contains("shop") && table.contains(&ak), "{table}");
 
-    wait_all_applied(&c);
     // The producer's key through the environment overrides cluster.toml's.
     let env = [
         ("RAFTMQ_ACCESS_KEY", ak.as_str()),

@@ -124,8 +124,6 @@ async fn authenticated_cluster_refuses_and_keeps_serving() -> anyhow::Result<()>
     let prod = user(&admin, "billing", "producer", &["orders*"], &[]).await;
     let cons = user(&admin, "reader", "consumer", &["orders"], &["g1"]).await;
     assert_eq!(admin.list_users().await?.len(), 2);
-    // The follower below must have applied both users (a node knows a user once it has).
-    cluster.wait_converged(Duration::from_secs(30)).await?;
 
     // Unsigned, wrong secret, unknown key.
     let anon = cluster.client(T)?;
@@ -379,15 +377,8 @@ async fn node_processes_read_the_auth_settings() -> anyhow::Result<()> {
         }
     }
     let prod = user(&admin, "p", "producer", &["*"], &[]).await;
-    // A node knows a new user once it has applied its entry (README, "Users and roles"): wait
-    // for every node, as an operator would with `cluster status`, since the producer's first
-    // call may reach any of them.
-    let nodes: Vec<_> = cluster
-        .ids()
-        .into_iter()
-        .map(|i| (i, cluster.client_addr(i)))
-        .collect();
-    cluster_tests::scenario::wait_converged_status(&admin, &nodes, Duration::from_secs(30)).await?;
+    // The producer's first call may reach a follower that has not applied the user yet: it
+    // looks again as it applies (USER_CATCH_UP) instead of refusing.
     let producer = Client::new(
         &cluster.seeds(),
         raftmq_client::ClientOptions {
@@ -405,4 +396,35 @@ async fn node_processes_read_the_auth_settings() -> anyhow::Result<()> {
         "missing authorization",
     );
     Ok(())
+}
+
+/// A follower that has not applied a new user yet looks again as it applies entries (up to
+/// `USER_CATCH_UP`) instead of refusing a call the leader would take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_behind_waits_for_a_new_user() -> anyhow::Result<()> {
+    let auth = TestAuth::new()?;
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| auth.apply(c)).await?;
+    let leader = cluster.wait_leader().await?;
+    let behind = leader % 3 + 1;
+    let admin = cluster.client_as(T, Some(auth.admin.clone()))?;
+    admin.create_topic(topic("orders", 1)).await?;
+    cluster.wait_converged(T).await?;
+    // The follower hears nothing from the leader while the user is created.
+    cluster.partition_pair(leader, behind);
+    let prod = user(&admin, "late", "producer", &["orders"], &[]).await;
+    let mut g = cluster.grpc(behind).await?;
+    let send = pb::SendRequest {
+        message: Some(msg("orders", b"to the follower behind")),
+    };
+    let started = tokio::time::Instant::now();
+    let call = tokio::spawn(async move { g.send(signed(send, &prod)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !call.is_finished(),
+        "the follower answered before it had the user"
+    );
+    cluster.heal();
+    call.await??;
+    tracing::info!(waited = ?started.elapsed(), "the follower took the new user's call");
+    cluster.shutdown().await
 }

@@ -83,8 +83,6 @@ async fn official_rust_client_with_access_keys() -> anyhow::Result<()> {
             vec!["g1".into()],
         )
         .await?;
-    // The follower the clients use knows the users once it has applied them.
-    cluster.wait_converged(Duration::from_secs(30)).await?;
     let (pak, psk) = (prod.user.expect("user").access_key, prod.secret_key);
     let (cak, csk) = (cons.user.expect("user").access_key, cons.secret_key);
 

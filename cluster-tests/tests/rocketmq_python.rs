@@ -94,11 +94,6 @@ async fn python_clients_with_access_keys() {
         keys.push(r.user.expect("user").access_key);
         keys.push(r.secret_key);
     }
-    // The follower the script uses knows the users once it has applied them.
-    cluster
-        .wait_converged(Duration::from_secs(30))
-        .await
-        .expect("converged");
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     run_script(&cluster, &keys).await;
     cluster.shutdown().await.expect("shutdown");

@@ -93,6 +93,14 @@ fn unauthenticated(reason: impl Into<String>) -> NodeError {
     NodeError::Unauthenticated(reason.into())
 }
 
+/// How a refusal for an access key that is neither root nor in the user table begins.
+const UNKNOWN_ACCESS_KEY: &str = "unknown access key";
+
+/// How long a node that is not the leader keeps looking for an access key it does not know
+/// before refusing it. A user reaches a follower's table when the follower applies its entry,
+/// normally within a heartbeat of the leader's reply, and a client may call any node at once.
+pub const USER_CATCH_UP: Duration = Duration::from_secs(1);
+
 impl Authenticator {
     /// Off: every call is anonymous.
     pub fn disabled() -> Self {
@@ -178,6 +186,32 @@ impl Authenticator {
         })
     }
 
+    /// [`Self::authenticate`], except on a node that is not the leader (`is_leader`) and does
+    /// not know the access key yet: it looks again after each entry it applies, for up to
+    /// [`USER_CATCH_UP`], before refusing. Every client-facing handler authenticates this way.
+    pub async fn authenticate_applied(
+        &self,
+        store: &Store,
+        is_leader: impl Fn() -> bool,
+        md: &MetadataMap,
+    ) -> Result<Principal, NodeError> {
+        // Subscribed before the first look, so no entry applied after it goes unnoticed.
+        let mut applied = store.subscribe_applied();
+        let deadline = tokio::time::Instant::now() + USER_CATCH_UP;
+        loop {
+            let res = self.authenticate(store, md);
+            let unknown = matches!(&res, Err(NodeError::Unauthenticated(m))
+                if m.starts_with(UNKNOWN_ACCESS_KEY));
+            if !unknown || is_leader() {
+                return res;
+            }
+            match tokio::time::timeout_at(deadline, applied.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return res,
+            }
+        }
+    }
+
     /// [`Self::authenticate`] at clock `now`, users looked up by access key with `user_of`.
     pub fn authenticate_at(
         &self,
@@ -209,7 +243,7 @@ impl Authenticator {
         } else {
             let user = user_of(&auth.access_key).ok_or_else(|| {
                 unauthenticated(format!(
-                    "unknown access key '{}'",
+                    "{UNKNOWN_ACCESS_KEY} '{}'",
                     auth.access_key.chars().take(128).collect::<String>()
                 ))
             })?;
@@ -227,7 +261,7 @@ impl Authenticator {
                     .map_err(|_| unauthenticated(format!("{ON_BEHALF_OF_KEY} is not ASCII")))?;
                 Principal::User(
                     user_of(ak)
-                        .ok_or_else(|| unauthenticated(format!("unknown access key '{ak}'")))?,
+                        .ok_or_else(|| unauthenticated(format!("{UNKNOWN_ACCESS_KEY} '{ak}'")))?,
                 )
             }
             (p, _) => p,

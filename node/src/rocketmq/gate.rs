@@ -54,7 +54,7 @@ with_status!(
 
 impl RocketMqService {
     /// Authenticates `req` and authorizes each of `actions`; the refusal as a body status.
-    pub(super) fn gate<T>(
+    pub(super) async fn gate<T: Sync>(
         &self,
         req: &Request<T>,
         actions: &[Action<'_>],
@@ -63,7 +63,8 @@ impl RocketMqService {
         let p = self
             .core
             .auth
-            .authenticate(&self.core.store, req.metadata())
+            .authenticate_applied(&self.core.store, || self.core.is_leader(), req.metadata())
+            .await
             .map_err(|e| status::from_error(&e, node_id))?;
         for a in actions {
             authorize(&p, *a).map_err(|e| status::from_error(&e, node_id))?;
@@ -72,12 +73,12 @@ impl RocketMqService {
     }
 
     /// [`Self::gate`], a refusal as the response `R` to answer with.
-    pub(super) fn admit<R: WithStatus, T>(
+    pub(super) async fn admit<R: WithStatus, T: Sync>(
         &self,
         req: &Request<T>,
         actions: &[Action<'_>],
     ) -> Result<(), Response<R>> {
-        self.gate(req, actions).map_err(|s| {
+        self.gate(req, actions).await.map_err(|s| {
             let mut r = R::default();
             r.set(s);
             Response::new(r)

@@ -118,12 +118,15 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::QueryRouteRequest>,
     ) -> Result<Response<rmq::QueryRouteResponse>, Status> {
         self.check_forwarded(&request)?;
-        if let Err(r) = self.admit::<rmq::QueryRouteResponse, _>(
-            &request,
-            &[Action::Route {
-                topic: name(&request.get_ref().topic),
-            }],
-        ) {
+        if let Err(r) = self
+            .admit::<rmq::QueryRouteResponse, _>(
+                &request,
+                &[Action::Route {
+                    topic: name(&request.get_ref().topic),
+                }],
+            )
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(self.query_route(request.into_inner()).await))
@@ -133,7 +136,10 @@ impl MessagingService for RocketMqService {
         &self,
         request: Request<rmq::HeartbeatRequest>,
     ) -> Result<Response<rmq::HeartbeatResponse>, Status> {
-        if let Err(r) = self.admit::<rmq::HeartbeatResponse, _>(&request, &[Action::Describe]) {
+        if let Err(r) = self
+            .admit::<rmq::HeartbeatResponse, _>(&request, &[Action::Describe])
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(rmq::HeartbeatResponse {
@@ -146,8 +152,9 @@ impl MessagingService for RocketMqService {
         request: Request<rmq::SendMessageRequest>,
     ) -> Result<Response<rmq::SendMessageResponse>, Status> {
         self.check_forwarded(&request)?;
-        if let Err(r) =
-            self.admit::<rmq::SendMessageResponse, _>(&request, &actions_of_send(request.get_ref()))
+        if let Err(r) = self
+            .admit::<rmq::SendMessageResponse, _>(&request, &actions_of_send(request.get_ref()))
+            .await
         {
             return Ok(r);
         }
@@ -160,13 +167,16 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::QueryAssignmentResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        if let Err(r) = self.admit::<rmq::QueryAssignmentResponse, _>(
-            &request,
-            &[Action::Consume {
-                group: name(&r.group),
-                topic: name(&r.topic),
-            }],
-        ) {
+        if let Err(r) = self
+            .admit::<rmq::QueryAssignmentResponse, _>(
+                &request,
+                &[Action::Consume {
+                    group: name(&r.group),
+                    topic: name(&r.topic),
+                }],
+            )
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(
@@ -187,7 +197,7 @@ impl MessagingService for RocketMqService {
             group: name(&r.group),
             topic,
         };
-        if let Err(s) = self.gate(&request, &[consume]) {
+        if let Err(s) = self.gate(&request, &[consume]).await {
             let answer = rmq::ReceiveMessageResponse {
                 content: Some(rmq::receive_message_response::Content::Status(s)),
             };
@@ -206,13 +216,16 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::AckMessageResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        if let Err(r) = self.admit::<rmq::AckMessageResponse, _>(
-            &request,
-            &[Action::Consume {
-                group: name(&r.group),
-                topic: name(&r.topic),
-            }],
-        ) {
+        if let Err(r) = self
+            .admit::<rmq::AckMessageResponse, _>(
+                &request,
+                &[Action::Consume {
+                    group: name(&r.group),
+                    topic: name(&r.topic),
+                }],
+            )
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(self.ack_message(request.into_inner()).await))
@@ -224,13 +237,16 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::ForwardMessageToDeadLetterQueueResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        if let Err(r) = self.admit::<rmq::ForwardMessageToDeadLetterQueueResponse, _>(
-            &request,
-            &[Action::Consume {
-                group: name(&r.group),
-                topic: name(&r.topic),
-            }],
-        ) {
+        if let Err(r) = self
+            .admit::<rmq::ForwardMessageToDeadLetterQueueResponse, _>(
+                &request,
+                &[Action::Consume {
+                    group: name(&r.group),
+                    topic: name(&r.topic),
+                }],
+            )
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(
@@ -298,7 +314,7 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<Self::TelemetryStream>, Status> {
         // Checked once, at the stream's start; a refusal ends the stream (the client's
         // session reports it).
-        if let Err(s) = self.gate(&request, &[Action::Describe]) {
+        if let Err(s) = self.gate(&request, &[Action::Describe]).await {
             return Err(Status::unauthenticated(s.message));
         }
         Ok(Response::new(self.telemetry(request.into_inner())))
@@ -319,13 +335,16 @@ impl MessagingService for RocketMqService {
     ) -> Result<Response<rmq::ChangeInvisibleDurationResponse>, Status> {
         self.check_forwarded(&request)?;
         let r = request.get_ref();
-        if let Err(r) = self.admit::<rmq::ChangeInvisibleDurationResponse, _>(
-            &request,
-            &[Action::Consume {
-                group: name(&r.group),
-                topic: name(&r.topic),
-            }],
-        ) {
+        if let Err(r) = self
+            .admit::<rmq::ChangeInvisibleDurationResponse, _>(
+                &request,
+                &[Action::Consume {
+                    group: name(&r.group),
+                    topic: name(&r.topic),
+                }],
+            )
+            .await
+        {
             return Ok(r);
         }
         Ok(Response::new(

@@ -97,19 +97,24 @@ impl ClientService {
 
     /// Authenticates `req` (see [`crate::auth`]) and files the principal in its extensions,
     /// where forwarding finds it.
-    fn principal<T>(&self, req: &mut Request<T>) -> Result<Principal, Status> {
+    async fn principal<T>(&self, req: &mut Request<T>) -> Result<Principal, Status> {
         let p = self
             .core
             .auth
-            .authenticate(&self.core.store, req.metadata())
+            .authenticate_applied(&self.core.store, || self.core.is_leader(), req.metadata())
+            .await
             .map_err(|e| self.status(e))?;
         req.extensions_mut().insert(p.clone());
         Ok(p)
     }
 
     /// Authenticates `req` and authorizes `action`.
-    fn allow<T>(&self, req: &mut Request<T>, action: Action<'_>) -> Result<Principal, Status> {
-        let p = self.principal(req)?;
+    async fn allow<T>(
+        &self,
+        req: &mut Request<T>,
+        action: Action<'_>,
+    ) -> Result<Principal, Status> {
+        let p = self.principal(req).await?;
         authorize(&p, action).map_err(|e| self.status(e))?;
         Ok(p)
     }
@@ -121,7 +126,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::SendRequest>,
     ) -> Result<Response<pb::SendReply>, Status> {
-        let p = self.principal(&mut request)?;
+        let p = self.principal(&mut request).await?;
         if let Some(m) = &request.get_ref().message {
             authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
         }
@@ -144,7 +149,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<tonic::Streaming<pb::SendStreamRequest>>,
     ) -> Result<Response<Self::SendStreamStream>, Status> {
-        let principal = self.principal(&mut request)?;
+        let principal = self.principal(&mut request).await?;
         if self.core.is_shutting_down() {
             return Err(self.status(NodeError::ShuttingDown));
         }
@@ -160,7 +165,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::SendBatchRequest>,
     ) -> Result<Response<pb::SendBatchReply>, Status> {
-        let p = self.principal(&mut request)?;
+        let p = self.principal(&mut request).await?;
         for m in &request.get_ref().messages {
             authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
         }
@@ -176,7 +181,8 @@ impl RaftMq for ClientService {
         mut request: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullReply>, Status> {
         let topic = request.get_ref().topic.clone();
-        self.allow(&mut request, Action::Read { topic: &topic })?;
+        self.allow(&mut request, Action::Read { topic: &topic })
+            .await?;
         let start = Instant::now();
         let res = read::pull(&self.core, request.into_inner()).await;
         self.core.metrics.record_pull(start.elapsed());
@@ -187,7 +193,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::QueryByIdRequest>,
     ) -> Result<Response<pb::QueryByIdReply>, Status> {
-        let p = self.principal(&mut request)?;
+        let p = self.principal(&mut request).await?;
         let reply = read::query_by_id(&self.core, request.into_inner().msg_id)
             .map_err(|e| self.status(e))?;
         if let Some(m) = &reply.message {
@@ -207,7 +213,8 @@ impl RaftMq for ClientService {
         mut request: Request<pb::QueryByKeyRequest>,
     ) -> Result<Response<pb::QueryByKeyReply>, Status> {
         let topic = request.get_ref().topic.clone();
-        self.allow(&mut request, Action::Read { topic: &topic })?;
+        self.allow(&mut request, Action::Read { topic: &topic })
+            .await?;
         read::query_by_key(&self.core, request.into_inner())
             .map(Response::new)
             .map_err(|e| self.status(e))
@@ -227,7 +234,8 @@ impl RaftMq for ClientService {
                 group: &group,
                 topic: &topic,
             },
-        )?;
+        )
+        .await?;
         leader_or_forward!(self, request, commit_offset);
         admin::commit_offset(&self.core, request.into_inner())
             .await
@@ -249,7 +257,8 @@ impl RaftMq for ClientService {
                 group: &group,
                 topic: &topic,
             },
-        )?;
+        )
+        .await?;
         read::fetch_offset(&self.core, request.into_inner())
             .map(Response::new)
             .map_err(|e| self.status(e))
@@ -259,7 +268,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::CreateTopicRequest>,
     ) -> Result<Response<pb::CreateTopicReply>, Status> {
-        self.allow(&mut request, Action::Admin("CreateTopic"))?;
+        self.allow(&mut request, Action::Admin("CreateTopic"))
+            .await?;
         leader_or_forward!(self, request, create_topic);
         let cfg = request
             .into_inner()
@@ -277,7 +287,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::UpdateTopicRequest>,
     ) -> Result<Response<pb::UpdateTopicReply>, Status> {
-        self.allow(&mut request, Action::Admin("UpdateTopic"))?;
+        self.allow(&mut request, Action::Admin("UpdateTopic"))
+            .await?;
         leader_or_forward!(self, request, update_topic);
         let config = admin::update_topic(&self.core, request.into_inner())
             .await
@@ -291,7 +302,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::DeleteTopicRequest>,
     ) -> Result<Response<pb::DeleteTopicReply>, Status> {
-        self.allow(&mut request, Action::Admin("DeleteTopic"))?;
+        self.allow(&mut request, Action::Admin("DeleteTopic"))
+            .await?;
         leader_or_forward!(self, request, delete_topic);
         admin::delete_topic(&self.core, request.into_inner().name)
             .await
@@ -303,7 +315,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::ListTopicsRequest>,
     ) -> Result<Response<pb::ListTopicsReply>, Status> {
-        self.allow(&mut request, Action::Describe)?;
+        self.allow(&mut request, Action::Describe).await?;
         Ok(Response::new(read::list_topics(&self.core)))
     }
 
@@ -311,7 +323,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusReply>, Status> {
-        self.allow(&mut request, Action::Describe)?;
+        self.allow(&mut request, Action::Describe).await?;
         let local_only = request.metadata().get(status::STATUS_SCOPE_KEY).is_some();
         Ok(Response::new(
             status::cluster_status(&self.core, local_only).await,
@@ -322,7 +334,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
-        self.allow(&mut request, Action::Admin("TransferLeader"))?;
+        self.allow(&mut request, Action::Admin("TransferLeader"))
+            .await?;
         leader_or_forward!(self, request, transfer_leader);
         let leader_id = admin::transfer_leader(&self.core, request.into_inner().to_node_id)
             .await
@@ -334,7 +347,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::AddLearnerReply>, Status> {
-        self.allow(&mut request, Action::Admin("AddLearner"))?;
+        self.allow(&mut request, Action::Admin("AddLearner"))
+            .await?;
         leader_or_forward!(self, request, add_learner);
         admin::add_learner(&self.core, request.into_inner())
             .await
@@ -346,7 +360,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::ChangeMembershipRequest>,
     ) -> Result<Response<pb::ChangeMembershipReply>, Status> {
-        self.allow(&mut request, Action::Admin("ChangeMembership"))?;
+        self.allow(&mut request, Action::Admin("ChangeMembership"))
+            .await?;
         leader_or_forward!(self, request, change_membership);
         admin::change_membership(&self.core, request.into_inner())
             .await
@@ -358,7 +373,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::CreateUserRequest>,
     ) -> Result<Response<pb::CreateUserReply>, Status> {
-        self.allow(&mut request, Action::Admin("CreateUser"))?;
+        self.allow(&mut request, Action::Admin("CreateUser"))
+            .await?;
         leader_or_forward!(self, request, create_user);
         users::create_user(&self.core, request.into_inner())
             .await
@@ -370,7 +386,7 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::ListUsersRequest>,
     ) -> Result<Response<pb::ListUsersReply>, Status> {
-        self.allow(&mut request, Action::Admin("ListUsers"))?;
+        self.allow(&mut request, Action::Admin("ListUsers")).await?;
         // The leader answers (a follower forwards): it has applied every user change it
         // acknowledged, so an admin sees the user it just created or deleted.
         leader_or_forward!(self, request, list_users);
@@ -382,7 +398,8 @@ impl RaftMq for ClientService {
         &self,
         mut request: Request<pb::DeleteUserRequest>,
     ) -> Result<Response<pb::DeleteUserReply>, Status> {
-        self.allow(&mut request, Action::Admin("DeleteUser"))?;
+        self.allow(&mut request, Action::Admin("DeleteUser"))
+            .await?;
         leader_or_forward!(self, request, delete_user);
         users::delete_user(&self.core, request.into_inner().name)
             .await
