@@ -20,6 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::codec::StrictProstCodec")
         // Holds a secret key: its Debug (lib.rs) redacts it.
         .skip_debug([".raftmq.v1.CreateUserReply"])
+        // A message's properties as the store keeps them (sorted): the broker takes the
+        // decoded map as it is instead of rebuilding it from a HashMap per message.
+        .btree_map(".raftmq.v1.Message.properties")
         .compile_fds(fds)?;
     Ok(())
 }

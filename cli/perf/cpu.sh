@@ -7,6 +7,7 @@
 #   P=4 F=64 B=1 T=10s cli/perf/cpu.sh            # 4 producers x 64 in flight, single sends
 #   PERF=1 cli/perf/cpu.sh                         # + perf record of the leader (5 s)
 #   PERF=1 FOLLOWER=1 cli/perf/cpu.sh              # + perf record of a follower
+#   PERF=1 PERF_ARGS="--call-graph dwarf,16384" cli/perf/cpu.sh   # call graphs (no frame pointers)
 #   perf report -i $D/perf.data --no-children --sort dso,symbol -g none --stdio
 set -euo pipefail
 D=${D:-/var/tmp/raftmq-cpu}
@@ -25,7 +26,7 @@ lpid=$(pgrep -f "raftmq-node --config $D/node-$LP/")
 ppid=$lpid
 if [ -n "${FOLLOWER:-}" ]; then ppid=$(pgrep -f "raftmq-node --config $D/node-$((LP % 3 + 1))/"); fi
 if [ -n "${PERF:-}" ]; then
-  (sleep 2; perf record -F 999 -g -p "$ppid" -o "$D/perf.data" -- sleep 5 >/dev/null 2>&1) &
+  (sleep 2; perf record -F 999 ${PERF_ARGS:--g} -p "$ppid" -o "$D/perf.data" -- sleep 5 >/dev/null 2>&1) &
 fi
 /usr/bin/time -f "%U %S" -o "$D/time.txt" raftmq bench produce --cluster "$D/cluster.toml" \
   --producers "${P:-4}" --in-flight "${F:-64}" --batch "${B:-1}" --duration "${T:-10s}" --json > "$D/r.json"

@@ -3,6 +3,10 @@
 //!
 //! `cargo bench -p raftmq-store --bench dispatch`
 //!
+//! The last case gives every message an identity (producer id + sequence, as
+//! `raftmq_client` sends them) in entries stamped with the default dedup window, so apply also
+//! looks each one up in the window, remembers it and, once the window is full, evicts one.
+//!
 //! Dispatch: entries of 32 messages (one key each) are appended to the log first, then
 //! applied one by one on this thread (`StateMachine::apply_entry`: parse, ConsumeQueue unit,
 //! index put per key). Pull: reading a queue end to end with `Store::pull` (32 messages per
@@ -22,6 +26,9 @@ use raftmq_raft_log::types::LogEntry;
 use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::Payload;
 use raftmq_store::command::Command;
+use raftmq_store::dedup::DedupParams;
+use raftmq_store::dedup::PRODUCER_ID_PROPERTY;
+use raftmq_store::dedup::SEQUENCE_PROPERTY;
 use raftmq_store::message::Message;
 use raftmq_store::topic::TopicConfig;
 use raftmq_store::LogStore;
@@ -31,6 +38,9 @@ use raftmq_store::Store;
 use raftmq_store::StoreConfig;
 
 const PER_ENTRY: usize = 32;
+/// `dedup-max-entries`' default: the steady state evicts one send per message.
+const DEDUP_MAX_ENTRIES: u32 = 100_000;
+const PRODUCER: &str = "4f1c2a9e8b7d6c5e4f3a2b1c0d9e8f7a";
 
 fn open(dir: &Path) -> (LogStore, Store, StateMachine) {
     let cfg = LogConfig {
@@ -52,7 +62,7 @@ fn append(log: &LogStore, entries: Vec<LogEntry>) {
     log.flush().expect("flush");
 }
 
-fn entries(body: usize, queues: u32, total: usize, first_index: u64) -> Vec<LogEntry> {
+fn entries(body: usize, queues: u32, total: usize, identified: bool) -> Vec<LogEntry> {
     let mut out = Vec::new();
     let mut i = 0usize;
     while i < total {
@@ -69,12 +79,28 @@ fn entries(body: usize, queues: u32, total: usize, first_index: u64) -> Vec<LogE
                 m.keys = vec![format!("key-{n}")];
                 m.store_timestamp_ms = 1_700_000_000_000 + n as u64;
                 m.born_host = "10.0.0.1:5000".into();
+                if identified {
+                    let id = [
+                        (PRODUCER_ID_PROPERTY, PRODUCER),
+                        (SEQUENCE_PROPERTY, &n.to_string()),
+                    ];
+                    m.properties = id.map(|(k, v)| (k.to_string(), v.to_string())).into();
+                }
                 m
             })
             .collect();
+        let dedup = identified.then_some(DedupParams {
+            window_ms: 300_000,
+            max_entries: DEDUP_MAX_ENTRIES,
+        });
+        let batch = Command::SendBatch {
+            messages: ms,
+            auto_create_queues: None,
+            dedup,
+        };
         out.push(LogEntry {
-            log_id: LogId::new_term_index(1, first_index + out.len() as u64),
-            payload: Payload::Normal(Command::batch(ms).encode().expect("encode")),
+            log_id: LogId::new_term_index(1, 1 + out.len() as u64),
+            payload: Payload::Normal(batch.encode().expect("encode")),
         });
         i += PER_ENTRY;
     }
@@ -124,7 +150,7 @@ fn pull_all(store: &Store, queues: u32) -> (u64, u64) {
     (msgs, bytes)
 }
 
-fn run(body: usize, queues: u32, total: usize) {
+fn run(body: usize, queues: u32, total: usize, identified: bool) {
     let d = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))
         .expect("tempdir");
     let (log, store, sm) = open(d.path());
@@ -136,7 +162,7 @@ fn run(body: usize, queues: u32, total: usize) {
                 .expect("encode"),
         ),
     };
-    let es = entries(body, queues, total, 1);
+    let es = entries(body, queues, total, identified);
     let mut all = vec![create];
     all.extend(es);
     append(&log, all.clone());
@@ -155,13 +181,14 @@ fn run(body: usize, queues: u32, total: usize) {
     let s = t.elapsed().as_secs_f64();
     let n = (all.len() - warm) * PER_ENTRY;
     let n0 = (warm - 1) * PER_ENTRY;
+    let label = if identified { ", identified" } else { "" };
     println!(
-        "dispatch {body:>5} B x {queues:>2} queues: {:>10.0} msgs/s steady ({n} msgs in {s:.3} s); \
+        "dispatch {body:>5} B x {queues:>2} queues{label}: {:>10.0} msgs/s steady ({n} msgs in {s:.3} s); \
          first {n0} msgs incl. file creation {:>10.0} msgs/s",
         n as f64 / s,
         n0 as f64 / s0
     );
-    if std::env::var("BENCH_DISPATCH_ONLY").is_ok() {
+    if identified || std::env::var("BENCH_DISPATCH_ONLY").is_ok() {
         return;
     }
     for label in ["warm", "warm"] {
@@ -200,6 +227,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
     for (body, queues) in [(128, 1), (128, 16), (1024, 1), (1024, 16)] {
-        run(body, queues, total);
+        run(body, queues, total, false);
     }
+    run(1024, 16, total.max(2 * DEDUP_MAX_ENTRIES as usize), true);
 }

@@ -56,9 +56,21 @@ pub const QUOTE_MAX_CHARS: usize = 64;
 /// its first ones and its size (`'abc...' (60000000 bytes)`), so a message never echoes
 /// unbounded client input. Every error text that quotes client input goes through here.
 pub fn quote(input: &str) -> String {
-    match input.char_indices().nth(QUOTE_MAX_CHARS) {
-        None => format!("'{input}'"),
-        Some((cut, _)) => format!("'{}...' ({} bytes)", &input[..cut], input.len()),
+    Quoted(input).to_string()
+}
+
+/// [`quote`] as a `Display` that formats only when it is written, for error texts built in
+/// a hot path's argument list (`too_big(format_args!(..., Quoted(k)), ...)`): no allocation
+/// unless the error is raised.
+pub struct Quoted<'a>(pub &'a str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let input = self.0;
+        match input.char_indices().nth(QUOTE_MAX_CHARS) {
+            None => write!(f, "'{input}'"),
+            Some((cut, _)) => write!(f, "'{}...' ({} bytes)", &input[..cut], input.len()),
+        }
     }
 }
 
@@ -328,13 +340,13 @@ impl StoreLimits {
                 return Err(StoreError::invalid("a property name is empty"));
             }
             too_big(
-                format_args!("property name {}", quote(k)),
+                format_args!("property name {}", Quoted(k)),
                 k.len(),
                 "max-property-name-bytes",
                 self.max_property_name_bytes,
             )?;
             too_big(
-                format_args!("value of property {}", quote(k)),
+                format_args!("value of property {}", Quoted(k)),
                 v.len(),
                 "max-property-value-bytes",
                 self.max_property_value_bytes,

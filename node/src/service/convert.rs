@@ -47,7 +47,7 @@ pub fn message_in(m: pb::Message) -> Message {
         born_host: m.born_host,
         tags: m.tags,
         keys: m.keys,
-        properties: m.properties.into_iter().collect(),
+        properties: m.properties,
         body: m.body,
     }
 }
@@ -58,7 +58,7 @@ fn message_out(m: Message) -> pb::Message {
         queue_id: i32::try_from(m.queue_id.get()).ok(),
         tags: m.tags,
         keys: m.keys,
-        properties: m.properties.into_iter().collect(),
+        properties: m.properties,
         body: m.body,
         born_timestamp_ms: m.born_timestamp_ms,
         born_host: m.born_host,

@@ -1,9 +1,11 @@
 //! [`DedupWindow`]: the identified sends applied recently, with their original results, in
 //! apply order; bounded by age and count ([`DedupParams`], stamped into each entry).
 
-use std::collections::HashMap;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::hash::RandomState;
+
+use hashbrown::HashTable;
 
 use raftmq_raft_log::types::LogId;
 use serde::Deserialize;
@@ -45,10 +47,17 @@ pub struct StoredSend {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct Remembered {
-    #[serde(with = "arc_str")]
-    key: Arc<str>,
+    key: Box<str>,
     #[serde(flatten)]
     send: StoredSend,
+}
+
+/// A remembered send with the hash of its key under its window's hasher (node-local: not
+/// saved, not compared).
+#[derive(Clone, Debug)]
+struct Slot {
+    hash: u64,
+    m: Remembered,
 }
 
 /// The serde form of the window: its sends, oldest first.
@@ -57,20 +66,26 @@ struct WindowRepr(Vec<Remembered>);
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
-/// Invariant: `by_key` maps exactly the keys of `order`, each to its position counted from
-/// `first_seq` (keys are unique: a hit is not remembered again); `order` is in apply order.
+/// Invariant: `by_key` holds one `(hash, seq)` per send of `order`: `seq` its position
+/// counted from `first_seq`, `hash` its key's hash (keys are unique: a hit is not remembered
+/// again); `order` is in apply order. The table holds positions, not keys, so each send's key
+/// is stored once and hashed once on insert, never on eviction (apply looks up, remembers and
+/// evicts one send per identified message on every node).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
-    order: VecDeque<Remembered>,
-    by_key: HashMap<Arc<str>, u64>,
+    order: VecDeque<Slot>,
+    by_key: HashTable<(u64, u64)>,
     /// Sequence number of `order[0]`.
     first_seq: u64,
+    /// SipHash with this window's random keys: keys are client input.
+    hasher: RandomState,
 }
 
 impl PartialEq for DedupWindow {
     fn eq(&self, other: &Self) -> bool {
-        self.order == other.order
+        self.order.len() == other.order.len()
+            && self.order.iter().zip(&other.order).all(|(a, b)| a.m == b.m)
     }
 }
 
@@ -81,7 +96,7 @@ impl From<WindowRepr> for DedupWindow {
         let mut w = DedupWindow::default();
         for m in r.0 {
             // A key twice (a hand-edited file): the first stays, as apply would keep it.
-            if !w.by_key.contains_key(&m.key) {
+            if w.get(&m.key).is_none() {
                 w.push(m);
             }
         }
@@ -91,7 +106,7 @@ impl From<WindowRepr> for DedupWindow {
 
 impl From<DedupWindow> for WindowRepr {
     fn from(w: DedupWindow) -> Self {
-        WindowRepr(w.order.into())
+        WindowRepr(w.order.into_iter().map(|s| s.m).collect())
     }
 }
 
@@ -108,9 +123,8 @@ impl DedupWindow {
 
     /// The original result of the send with `key`, if remembered.
     pub fn get(&self, key: &str) -> Option<&StoredSend> {
-        let seq = *self.by_key.get(key)?;
-        let at = usize::try_from(seq - self.first_seq).expect("by_key holds positions of order");
-        Some(&self.order[at].send)
+        let at = self.position(self.hasher.hash_one(key), key)?;
+        Some(&self.order[at].m.send)
     }
 
     /// Forgets the sends older than `params.window_ms` before `now_ms` (a leader timestamp);
@@ -120,6 +134,7 @@ impl DedupWindow {
         let max = params.max_entries.max(1) as usize;
         while let Some(front) = self.order.front() {
             let old = front
+                .m
                 .send
                 .store_timestamp_ms
                 .saturating_add(params.window_ms)
@@ -133,12 +148,9 @@ impl DedupWindow {
 
     /// Remembers a send just dispatched. The caller looked `key` up first (a miss).
     pub fn insert(&mut self, key: String, send: StoredSend) {
-        debug_assert!(
-            !self.by_key.contains_key(key.as_str()),
-            "{key} remembered twice"
-        );
+        debug_assert!(self.get(&key).is_none(), "{key} remembered twice");
         self.push(Remembered {
-            key: Arc::from(key),
+            key: key.into_boxed_str(),
             send,
         });
     }
@@ -149,6 +161,7 @@ impl DedupWindow {
         let old = std::mem::take(&mut self.order);
         *self = DedupWindow::from(WindowRepr(
             old.into_iter()
+                .map(|s| s.m)
                 .filter(|m| key_topic(&m.key) != Some(topic))
                 .collect(),
         ));
@@ -181,26 +194,41 @@ impl DedupWindow {
 
     fn check_positions(&self, at: impl Iterator<Item = usize>) -> crate::error::Result<()> {
         for i in at {
-            let m = &self.order[i];
-            if self.by_key.get(&m.key) != Some(&(self.first_seq + i as u64)) {
+            let s = &self.order[i];
+            let hash = self.hasher.hash_one(&*s.m.key);
+            if s.hash != hash || self.position(hash, &s.m.key) != Some(i) {
                 return Err(crate::error::StoreError::invalid(format!(
                     "dedup window: key {} is not at position {i}",
-                    m.key
+                    s.m.key
                 )));
             }
         }
         Ok(())
     }
 
+    /// Index in `order` of the send with `key` (of hash `hash`).
+    fn position(&self, hash: u64, key: &str) -> Option<usize> {
+        let (order, first) = (&self.order, self.first_seq);
+        let at = |seq: u64| usize::try_from(seq - first).expect("by_key holds positions of order");
+        let &(_, seq) = self
+            .by_key
+            .find(hash, |&(h, seq)| h == hash && *order[at(seq)].m.key == *key)?;
+        Some(at(seq))
+    }
+
     fn push(&mut self, m: Remembered) {
         let seq = self.first_seq + self.order.len() as u64;
-        self.by_key.insert(m.key.clone(), seq);
-        self.order.push_back(m);
+        let hash = self.hasher.hash_one(&*m.key);
+        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
+        self.order.push_back(Slot { hash, m });
     }
 
     fn pop_front(&mut self) {
-        if let Some(m) = self.order.pop_front() {
-            self.by_key.remove(&m.key);
+        if let Some(s) = self.order.pop_front() {
+            let seq = self.first_seq;
+            if let Ok(e) = self.by_key.find_entry(s.hash, |&(_, q)| q == seq) {
+                e.remove();
+            }
             self.first_seq += 1;
         }
     }
@@ -211,21 +239,4 @@ fn key_topic(key: &str) -> Option<&str> {
     let rest = key.get(1..)?;
     let (len, rest) = rest.split_once(':')?;
     rest.get(..len.parse::<usize>().ok()?)
-}
-
-/// Serde of an `Arc<str>` as a string (serde's `rc` feature is off in the workspace).
-mod arc_str {
-    use std::sync::Arc;
-
-    use serde::Deserialize;
-    use serde::Deserializer;
-    use serde::Serializer;
-
-    pub fn serialize<S: Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
-        String::deserialize(d).map(Arc::from)
-    }
 }
