@@ -233,7 +233,7 @@ impl RaftStateMachine<TestConfig> for MemSm {
                 let mut g = self.lock();
                 g.applied = Some(entry.log_id);
                 match entry.payload {
-                    EntryPayload::Normal(p) => g.data.push(p.0),
+                    EntryPayload::Normal(p) => g.data.push(p.0.to_vec()),
                     EntryPayload::Membership(m) => {
                         g.membership = StoredMembership::new(Some(entry.log_id), m)
                     }
@@ -387,7 +387,7 @@ async fn three_nodes_elect_replicate_and_ship_snapshot_in_chunks() {
     for i in 0..5u8 {
         let resp = leader
             .raft
-            .client_write(AppPayload(vec![i; 3]))
+            .client_write(AppPayload::from(vec![i; 3]))
             .await
             .expect("quorum write");
         assert_eq!(resp.data, u64::from(i) + 1);
@@ -677,7 +677,11 @@ async fn requests_over_the_size_limit_are_split_and_still_replicate() {
         .await
         .expect("leader lease established");
 
-    let writes = (0..24u8).map(|i| leader.raft.client_write(AppPayload(vec![i; 20 << 10])));
+    let writes = (0..24u8).map(|i| {
+        leader
+            .raft
+            .client_write(AppPayload::from(vec![i; 20 << 10]))
+    });
     let results = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(writes))
         .await
         .expect("writes commit (oversized requests must be split)");

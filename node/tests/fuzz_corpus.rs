@@ -213,7 +213,8 @@ fn snapshot() -> Vec<u8> {
     let payload = Command::batch(vec![message("t", b"snap")])
         .encode()
         .expect("encodes")
-        .0;
+        .0
+        .to_vec();
     let (seg, end) = segment(&[(1, 1, payload.clone())]);
     let rec = 48 + 24;
     let size = (payload.len() - 24) as u32;
@@ -264,7 +265,8 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let batch = Command::batch(vec![message("t", b"x")])
         .encode()
         .expect("encodes")
-        .0;
+        .0
+        .to_vec();
     // entry_record: phys, then the record.
     for (kind, payload) in [
         (RecordKind::Normal, batch.clone()),
@@ -329,7 +331,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     ));
     // command_payload.
     for c in commands() {
-        s.push(("command_payload", c.encode().expect("encodes").0));
+        s.push(("command_payload", c.encode().expect("encodes").0.to_vec()));
     }
     // snapshot_file and snapshot_chunks.
     let snap = snapshot();
@@ -388,7 +390,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         entries: vec![
             LogEntry {
                 log_id: LogId::new_term_index(2, 5),
-                payload: Payload::Normal(AppPayload(batch.clone())),
+                payload: Payload::Normal(AppPayload::from(batch.clone())),
             },
             LogEntry {
                 log_id: LogId::new_term_index(2, 6),

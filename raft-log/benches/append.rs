@@ -52,7 +52,7 @@ impl Figure {
 fn entry(index: u64, payload: &[u8]) -> LogEntry {
     LogEntry {
         log_id: LogId::new_term_index(1, index),
-        payload: Payload::Normal(AppPayload(payload.to_vec())),
+        payload: Payload::Normal(AppPayload::from(payload.to_vec())),
     }
 }
 
@@ -135,7 +135,7 @@ async fn bench_log(
                 for (p, done) in batch {
                     entries.push(LogEntry {
                         log_id: LogId::new_term_index(1, next),
-                        payload: Payload::Normal(AppPayload(p)),
+                        payload: Payload::Normal(AppPayload::from(p)),
                     });
                     dones.push(done);
                     next += 1;

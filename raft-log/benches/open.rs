@@ -46,7 +46,7 @@ fn build(dir: &Path, segment_bytes: u64, total: u64, entry_bytes: usize) -> u64 
         let batch = (index + 1..=index + 256)
             .map(|i| LogEntry {
                 log_id: LogId::new_term_index(1, i),
-                payload: Payload::Normal(AppPayload(payload.clone())),
+                payload: Payload::Normal(AppPayload::from(payload.clone())),
             })
             .collect();
         store

@@ -322,7 +322,7 @@ pub fn decode_entry(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String
     check_payload(h, payload)?;
     if h.kind == RecordKind::Normal {
         let log_id = LogId::new_term_index(h.term, h.index);
-        let payload = Payload::Normal(AppPayload(payload.to_vec()));
+        let payload = Payload::Normal(AppPayload::from(payload.to_vec()));
         return Ok(LogEntry { log_id, payload });
     }
     decode_checked(h, payload)
@@ -334,7 +334,7 @@ pub fn decode_entry_owned(h: &RecordHeader, payload: Vec<u8>) -> Result<LogEntry
     check_payload(h, &payload)?;
     if h.kind == RecordKind::Normal {
         let log_id = LogId::new_term_index(h.term, h.index);
-        let payload = Payload::Normal(AppPayload(payload));
+        let payload = Payload::Normal(AppPayload::from(payload));
         return Ok(LogEntry { log_id, payload });
     }
     decode_checked(h, &payload)
@@ -345,7 +345,7 @@ fn decode_checked(h: &RecordHeader, payload: &[u8]) -> Result<LogEntry, String> 
     let log_id = LogId::new_term_index(h.term, h.index);
     let payload = match h.kind {
         RecordKind::Blank => Payload::Blank,
-        RecordKind::Normal => Payload::Normal(AppPayload(payload.to_vec())),
+        RecordKind::Normal => Payload::Normal(AppPayload::from(payload.to_vec())),
         RecordKind::Membership => {
             let m: Membership =
                 serde_json::from_slice(payload).map_err(|e| format!("membership decoding: {e}"))?;

@@ -23,7 +23,7 @@ fn entries() -> Vec<LogEntry> {
         },
         LogEntry {
             log_id: LogId::new_term_index(2, 1),
-            payload: Payload::Normal(AppPayload(b"hello world".to_vec())),
+            payload: Payload::Normal(AppPayload::from(b"hello world".to_vec())),
         },
         LogEntry {
             log_id: LogId::new_term_index(3, 7),
@@ -31,7 +31,7 @@ fn entries() -> Vec<LogEntry> {
         },
         LogEntry {
             log_id: LogId::new_term_index(3, 8),
-            payload: Payload::Normal(AppPayload(Vec::new())),
+            payload: Payload::Normal(AppPayload::from(Vec::new())),
         },
     ]
 }

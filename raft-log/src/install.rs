@@ -125,6 +125,7 @@ pub fn replace_from_files(
     }
     // The preallocator must not create an old-log segment among the new ones.
     writer.discard_prepared_segment();
+    st.recent.clear();
     let swap = InstallSwap {
         staged: staged.to_path_buf(),
         start: starts[0],

@@ -133,6 +133,7 @@ mod meta;
 mod open;
 mod pinned;
 mod prealloc;
+mod recent;
 mod recovery;
 mod segments;
 mod shared;

@@ -103,6 +103,7 @@ pub fn load_state(
         checkpoint_epoch: 0,
         failed: None,
         closed: false,
+        recent: Default::default(),
     };
     // What survived past the checkpoint may sit only in the page cache: make it durable.
     for (seg, path, off, len) in st.dirty_ranges() {

@@ -10,6 +10,7 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::meta::FlushCheckpoint;
 use crate::raft_index::RaftIndex;
+use crate::recent::RecentEntries;
 use crate::segments::Segments;
 use crate::types::LogId;
 use crate::types::RawPhys;
@@ -47,6 +48,8 @@ pub struct State {
     pub failed: Option<String>,
     /// Set by `close`.
     pub closed: bool,
+    /// The last appended entries, for readers (replication, apply) to skip the CommitLog.
+    pub recent: RecentEntries,
 }
 
 impl State {

@@ -191,16 +191,20 @@ impl<C> LogStore<C> {
     /// Decodes the entries with index in `[start, end)` that are physically present (see
     /// [`read_entry`]).
     pub fn read_entries(&self, start: LogIndex, end: LogIndex) -> LogResult<Vec<LogEntry>> {
-        let locs = self
-            .inner
-            .shared
-            .state
-            .lock()
-            .index
-            .range(start.get(), end.get());
-        let mut out = Vec::with_capacity(locs.len());
-        for l in locs {
-            out.push(read_entry(&self.inner.shared.state, &l)?);
+        // The recent ones from memory (shared payloads), the rest from the CommitLog.
+        let found: Vec<_> = {
+            let st = self.inner.shared.state.lock();
+            let locs = st.index.range(start.get(), end.get());
+            locs.into_iter()
+                .map(|l| st.recent.get(l.index, l.term).ok_or(l))
+                .collect()
+        };
+        let mut out = Vec::with_capacity(found.len());
+        for f in found {
+            out.push(match f {
+                Ok(e) => e,
+                Err(l) => read_entry(&self.inner.shared.state, &l)?,
+            });
         }
         Ok(out)
     }

@@ -78,6 +78,7 @@ impl Trimmer {
         }
         self.shared.meta.set_purged(&upto)?;
         st.purged = Some(upto);
+        st.recent.forget_upto(upto.index);
         let end = match st.index.last() {
             Some(l) if l.index > upto.index => st.index.get(upto.index).map(|l| l.end()),
             _ => Some(st.append_pos),
@@ -131,6 +132,7 @@ impl Trimmer {
         keep: Option<RawIndex>,
         new_end: RawPhys,
     ) -> LogResult<()> {
+        st.recent.truncate_after(keep);
         // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
         st.flushed.phys_end = st.flushed.phys_end.min(new_end);
         st.checkpoint_epoch += 1;

@@ -184,8 +184,18 @@ impl fmt::Display for PeerNode {
 /// byte. In postcard both forms are the same bytes (varint length, then the raw bytes), so the
 /// peer wire format is unchanged; self-describing formats without byte strings (JSON) still
 /// write an array of numbers, and both forms are accepted when reading.
+///
+/// The bytes are shared (`Bytes`): a clone is a reference count, so the log's recent-entries
+/// cache, openraft's replication and apply hold the one buffer the leader encoded (or the
+/// follower received) instead of copies read back from the CommitLog.
 #[derive(Clone, PartialEq, Eq, Default)]
-pub struct AppPayload(pub Vec<u8>);
+pub struct AppPayload(pub bytes::Bytes);
+
+impl From<Vec<u8>> for AppPayload {
+    fn from(v: Vec<u8>) -> Self {
+        AppPayload(v.into())
+    }
+}
 
 impl Serialize for AppPayload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -226,11 +236,11 @@ impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
     }
 
     fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<AppPayload, E> {
-        Ok(AppPayload(v.to_vec()))
+        Ok(AppPayload(bytes::Bytes::copy_from_slice(v)))
     }
 
     fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<AppPayload, E> {
-        Ok(AppPayload(v))
+        Ok(AppPayload::from(v))
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AppPayload, A::Error> {
@@ -238,7 +248,7 @@ impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
         while let Some(b) = seq.next_element::<u8>()? {
             out.push(b);
         }
-        Ok(AppPayload(out))
+        Ok(AppPayload::from(out))
     }
 }
 
@@ -337,7 +347,7 @@ mod tests {
 
     #[test]
     fn app_payload_in_json_is_an_array_of_numbers() {
-        let json = serde_json::to_string(&AppPayload(vec![1, 2, 255])).expect("encodes");
+        let json = serde_json::to_string(&AppPayload::from(vec![1, 2, 255])).expect("encodes");
         assert_eq!(json, "[1,2,255]");
         let back: AppPayload = serde_json::from_str(&json).expect("decodes");
         assert_eq!(back.0, vec![1, 2, 255]);

@@ -162,6 +162,7 @@ impl Writer {
         }
         st.segments.write(run.0, &run.1)?;
         st.index.push_batch(&batch);
+        st.recent.push(entries);
         if let Some(l) = batch.last() {
             tracing::trace!(
                 log_index = l.index,

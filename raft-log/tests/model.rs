@@ -169,7 +169,7 @@ impl Harness {
                 let p = if *s == 0 {
                     Payload::Blank
                 } else {
-                    Payload::Normal(AppPayload(payload(index, *s)))
+                    Payload::Normal(AppPayload::from(payload(index, *s)))
                 };
                 LogEntry {
                     log_id: LogId::new_term_index(self.term, index),

@@ -46,7 +46,7 @@ fn batch(body: usize, count: usize) -> Vec<u8> {
             m
         })
         .collect();
-    Command::batch(ms).encode().expect("encode").0
+    Command::batch(ms).encode().expect("encode").0.to_vec()
 }
 
 fn bench_parse(body: usize) {

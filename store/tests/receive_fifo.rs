@@ -221,7 +221,8 @@ fn old_format_receive_entries_apply_as_non_fifo() {
         let mut p = Command::Receive(receive("g", Q0, 1, now, true))
             .encode()
             .expect("encode")
-            .0;
+            .0
+            .to_vec();
         assert_eq!(p.pop(), Some(0x01), "the flags byte");
         let body_len = (p.len() - 16) as u32;
         p[12..16].copy_from_slice(&body_len.to_le_bytes());

@@ -98,7 +98,7 @@ mod tests {
         use raftmq_raft_log::types::AppPayload;
         for len in [0usize, 1, 127, 128, 1024, 70_000] {
             let raw: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
-            let as_bytes = encode("p", &AppPayload(raw.clone())).expect("encodes");
+            let as_bytes = encode("p", &AppPayload::from(raw.clone())).expect("encodes");
             let as_seq = encode("p", &raw).expect("encodes");
             assert_eq!(as_bytes, as_seq, "len {len}");
             let back: AppPayload = decode("p", &as_seq).expect("decodes");

@@ -163,7 +163,7 @@ mod tests {
             entries: (10..10 + n)
                 .map(|i| LogEntry {
                     log_id: log_id(i),
-                    payload: Payload::Normal(AppPayload(vec![i as u8; entry_bytes])),
+                    payload: Payload::Normal(AppPayload::from(vec![i as u8; entry_bytes])),
                 })
                 .collect(),
             leader_commit: Some(log_id(9 + n)),

@@ -12,10 +12,10 @@ use raftmq_raft_log::FlushCallback;
 
 /// A normal entry with `size` payload bytes derived from the index.
 pub fn entry(term: u64, index: u64, size: usize) -> LogEntry {
-    let bytes = (0..size).map(|i| (index as usize * 7 + i) as u8).collect();
+    let bytes: Vec<u8> = (0..size).map(|i| (index as usize * 7 + i) as u8).collect();
     LogEntry {
         log_id: LogId::new_term_index(term, index),
-        payload: Payload::Normal(AppPayload(bytes)),
+        payload: Payload::Normal(AppPayload::from(bytes)),
     }
 }
 

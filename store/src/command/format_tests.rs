@@ -120,7 +120,11 @@ fn user() -> crate::users::User {
 
 #[test]
 fn put_user_unknown_role_is_corruption() {
-    let mut p = Command::PutUser(user()).encode().expect("encode").0;
+    let mut p = Command::PutUser(user())
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     // name (2 + 5) and access key (2 + 7) follow the 16-byte header; then the role byte.
     let role_at = 16 + 2 + 5 + 2 + 7;
     assert_eq!(p[role_at], 3);
@@ -146,7 +150,11 @@ fn round_trip_all_kinds() {
 #[test]
 fn batch_record_offsets_point_at_records() {
     let ms = vec![msg(1), msg(2), msg(3)];
-    let p = Command::batch(ms.clone()).encode().expect("encode").0;
+    let p = Command::batch(ms.clone())
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     let offs = record_offsets(&p).expect("offsets");
     assert_eq!(offs[0] as usize, BATCH_FIRST_RECORD_OFFSET);
     for (off, m) in offs.iter().zip(&ms) {
@@ -185,7 +193,7 @@ fn empty_batch_rejected() {
 #[test]
 fn truncated_tail_is_corruption() {
     for c in all_commands() {
-        let p = c.encode().expect("encode").0;
+        let p = c.encode().expect("encode").0.to_vec();
         for cut in 0..p.len() {
             let e = CommandView::parse(&p[..cut]).expect_err("truncated");
             assert!(e.is_corruption(), "{c:?} cut {cut}: {e}");
@@ -196,7 +204,7 @@ fn truncated_tail_is_corruption() {
 #[test]
 fn every_flipped_bit_is_corruption() {
     for c in all_commands() {
-        let p = c.encode().expect("encode").0;
+        let p = c.encode().expect("encode").0.to_vec();
         for i in 0..p.len() * 8 {
             let mut b = p.clone();
             b[i / 8] ^= 1 << (i % 8);
@@ -209,7 +217,11 @@ fn every_flipped_bit_is_corruption() {
 #[test]
 fn structural_errors_behind_valid_crc() {
     // A batch whose count claims more records than present, with a recomputed CRC.
-    let mut p = Command::batch(vec![msg(1)]).encode().expect("encode").0;
+    let mut p = Command::batch(vec![msg(1)])
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     p[16] = 2;
     let crc = crc32fast::hash(&p[8..]);
     p[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -219,7 +231,8 @@ fn structural_errors_behind_valid_crc() {
     let mut p = Command::DeleteTopic { topic: "t".into() }
         .encode()
         .expect("encode")
-        .0;
+        .0
+        .to_vec();
     p[9] = 99;
     let crc = crc32fast::hash(&p[8..]);
     p[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -237,7 +250,7 @@ proptest! {
     #[test]
     fn prop_batch_offsets(sizes in prop::collection::vec(0usize..50, 1..10)) {
         let ms: Vec<Message> = sizes.iter().map(|s| Message::new("t", QueueId::new(0), vec![7; *s])).collect();
-        let p = Command::batch(ms.clone()).encode().expect("encode").0;
+        let p = Command::batch(ms.clone()).encode().expect("encode").0.to_vec();
         let offs = record_offsets(&p).expect("offsets");
         prop_assert_eq!(offs.len(), ms.len());
         for (o, m) in offs.iter().zip(&ms) {
@@ -253,7 +266,7 @@ fn auto_create_flag_round_trips_and_zero_is_refused() {
         auto_create_queues: Some(16),
         dedup: None,
     };
-    let p = c.encode().expect("encode").0;
+    let p = c.encode().expect("encode").0.to_vec();
     assert_eq!(&p[20..24], &16u32.to_le_bytes());
     let CommandView::SendBatch {
         auto_create_queues, ..
@@ -262,7 +275,11 @@ fn auto_create_flag_round_trips_and_zero_is_refused() {
         panic!("batch expected")
     };
     assert_eq!(auto_create_queues, Some(16));
-    let p = Command::batch(vec![msg(1)]).encode().expect("encode").0;
+    let p = Command::batch(vec![msg(1)])
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     assert_eq!(&p[20..24], &0u32.to_le_bytes());
     let zero = Command::SendBatch {
         messages: vec![msg(1)],
@@ -284,7 +301,7 @@ fn dedup_trailer_layout_and_old_batches_decode_without_it() {
         dedup,
     };
     // An entry as written before the trailer existed: header, count, auto-create, records.
-    let old = with(None).encode().expect("encode").0;
+    let old = with(None).encode().expect("encode").0.to_vec();
     let records: usize = [msg(1), msg(2)].iter().map(encoded_len).sum();
     assert_eq!(old.len(), BATCH_FIRST_RECORD_OFFSET + records);
     let Command::SendBatch { dedup, .. } = Command::decode(&old).expect("old decodes") else {
@@ -292,7 +309,7 @@ fn dedup_trailer_layout_and_old_batches_decode_without_it() {
     };
     assert_eq!(dedup, None);
     // The trailer: 16 bytes after the last record; the records stay where they were.
-    let new = with(Some(params)).encode().expect("encode").0;
+    let new = with(Some(params)).encode().expect("encode").0.to_vec();
     assert_eq!(new.len(), old.len() + 16);
     assert_eq!(&new[16..old.len()], &old[16..]);
     let t = &new[old.len()..];
@@ -355,7 +372,7 @@ fn pop_bodies_byte_layout_and_refusals() {
         queue_offset: QueueOffset::new(2),
         handle: LogIndex::new(3),
     };
-    let p = ack(vec![e]).encode().expect("encode").0;
+    let p = ack(vec![e]).encode().expect("encode").0.to_vec();
     assert_eq!(p[9], CommandKind::Ack as u8);
     // group "g" (2 + 1), topic "t" (2 + 1), count, one 20-byte entry.
     assert_eq!(p.len(), COMMAND_HEADER_LEN + 3 + 3 + 4 + 20);
@@ -396,9 +413,17 @@ fn receive_flags_trail_and_old_entries_decode() {
         fifo: false,
         ..fifo.clone()
     };
-    let p = Command::Receive(fifo.clone()).encode().expect("encode").0;
+    let p = Command::Receive(fifo.clone())
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     assert_eq!(p[p.len() - 1], 0x01, "flags byte last, FIFO bit set");
-    let q = Command::Receive(plain.clone()).encode().expect("encode").0;
+    let q = Command::Receive(plain.clone())
+        .encode()
+        .expect("encode")
+        .0
+        .to_vec();
     assert_eq!(p.len(), q.len() + 1, "no flags byte when no flag is set");
     // An entry of the format before `flags` (the body ends after the filter) is exactly a
     // non-FIFO one: the FIFO payload without its flags byte.

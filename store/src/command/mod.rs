@@ -36,7 +36,7 @@ use crate::types::PhysOffset;
 impl Command {
     /// Encodes into a Raft entry payload (deterministic).
     pub fn encode(&self) -> Result<AppPayload> {
-        encode::encode(self).map(AppPayload)
+        encode::encode(self).map(AppPayload::from)
     }
 
     /// Decodes and copies a payload (tests and tools; the apply path uses [`CommandView`]).

@@ -129,7 +129,7 @@ impl Node {
 pub fn raw_entry(term: u64, index: u64, bytes: Vec<u8>) -> LogEntry {
     LogEntry {
         log_id: LogId::new_term_index(term, index),
-        payload: Payload::Normal(AppPayload(bytes)),
+        payload: Payload::Normal(AppPayload::from(bytes)),
     }
 }
 
