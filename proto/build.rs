@@ -23,6 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A message's properties as the store keeps them (sorted): the broker takes the
         // decoded map as it is instead of rebuilding it from a HashMap per message.
         .btree_map(".raftmq.v1.Message.properties")
+        // A follower decodes the encoded AppendEntries out of the frame buffer without a copy.
+        .bytes(".raftmq.v1.RaftRequest.payload")
         .compile_fds(fds)?;
     Ok(())
 }

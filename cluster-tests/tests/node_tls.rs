@@ -96,7 +96,7 @@ async fn vote(ch: Channel, cluster_id: &str) -> tonic::Status {
         from_node_id: 2,
         to_node_id: 0,
         codec: 0,
-        payload: Vec::new(),
+        payload: Default::default(),
     };
     match tokio::time::timeout(Duration::from_secs(20), RaftPeerClient::new(ch).vote(req)).await {
         Ok(Ok(_)) => panic!("a vote addressed to node 0 was answered"),

@@ -480,7 +480,7 @@ async fn mismatched_cluster_id_is_refused_naming_both_ids() {
             from_node_id: 9,
             to_node_id: 1,
             codec: raftmq_proto::v1::Codec::PostcardV1 as i32,
-            payload: vec![],
+            payload: Default::default(),
         })
         .await
         .expect_err("refused");

@@ -192,7 +192,7 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
             from_node_id: self.ctx.self_id,
             to_node_id: self.ctx.target,
             codec: codec::CODEC as i32,
-            payload,
+            payload: payload.into(),
         });
         request.set_timeout(ttl);
         let call = async move {

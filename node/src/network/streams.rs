@@ -85,7 +85,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
                 from_node_id: from,
                 to_node_id: to,
                 codec: codec::CODEC as i32,
-                payload: part.payload,
+                payload: part.payload.into(),
             }))
         });
         let ctx = self.ctx.clone();
