@@ -1,5 +1,6 @@
-//! Reading one entry back from the CommitLog (replication and apply read every entry this
-//! way, once per follower): header first, then the payload copied once from the segment
+//! Reading one entry back from the CommitLog (replication and apply read an entry this way
+//! when [`crate::recent`] no longer holds it, e.g. for a follower catching up from far
+//! behind, or after a restart): header first, then the payload copied once from the segment
 //! straight into the entry, both checked (header CRC, length, payload CRC, index).
 
 use parking_lot::Mutex;

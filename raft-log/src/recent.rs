@@ -99,11 +99,13 @@ impl RecentEntries {
     }
 
     /// Entries remembered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True if nothing is remembered.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -66,8 +66,8 @@ struct WindowRepr(Vec<Remembered>);
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
-/// Invariant: `by_key` holds one `(hash, seq)` per send of `order`: `seq` its position
-/// counted from `first_seq`, `hash` its key's hash (keys are unique: a hit is not remembered
+/// Invariant: `by_key` holds one `seq` per send of `order`, its position counted from
+/// `first_seq`, hashed by that send's `Slot::hash` (keys are unique: a hit is not remembered
 /// again); `order` is in apply order. The table holds positions, not keys, so each send's key
 /// is stored once and hashed once on insert, never on eviction (apply looks up, remembers and
 /// evicts one send per identified message on every node).
@@ -75,7 +75,7 @@ struct WindowRepr(Vec<Remembered>);
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
     order: VecDeque<Slot>,
-    by_key: HashTable<(u64, u64)>,
+    by_key: HashTable<u64>,
     /// Sequence number of `order[0]`.
     first_seq: u64,
     /// SipHash with this window's random keys: keys are client input.
@@ -210,23 +210,26 @@ impl DedupWindow {
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
         let (order, first) = (&self.order, self.first_seq);
         let at = |seq: u64| usize::try_from(seq - first).expect("by_key holds positions of order");
-        let &(_, seq) = self
-            .by_key
-            .find(hash, |&(h, seq)| h == hash && *order[at(seq)].m.key == *key)?;
+        let &seq = self.by_key.find(hash, |&seq| {
+            let s = &order[at(seq)];
+            s.hash == hash && *s.m.key == *key
+        })?;
         Some(at(seq))
     }
 
     fn push(&mut self, m: Remembered) {
         let seq = self.first_seq + self.order.len() as u64;
         let hash = self.hasher.hash_one(&*m.key);
-        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
         self.order.push_back(Slot { hash, m });
+        let (order, first) = (&self.order, self.first_seq);
+        self.by_key
+            .insert_unique(hash, seq, |&s| order[(s - first) as usize].hash);
     }
 
     fn pop_front(&mut self) {
         if let Some(s) = self.order.pop_front() {
             let seq = self.first_seq;
-            if let Ok(e) = self.by_key.find_entry(s.hash, |&(_, q)| q == seq) {
+            if let Ok(e) = self.by_key.find_entry(s.hash, |&q| q == seq) {
                 e.remove();
             }
             self.first_seq += 1;
