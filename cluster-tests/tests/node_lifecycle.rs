@@ -246,3 +246,43 @@ fn binary_exit_codes() {
         "abort marker cleared by the graceful shutdown"
     );
 }
+
+/// A fatal Raft error (here: the CommitLog closed under a running node, so the next append
+/// fails) is seen by `failed` (what the binary exits 1 on) and the node refuses writes. Both
+/// follow openraft's server metrics, which do not change on such a stop: they end when the
+/// core drops its senders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fatal_raft_error_fails_the_node_and_refuses_writes() {
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    cluster.wait_leader().await.expect("a leader");
+    let mut c = cluster.grpc(1).await.expect("connect");
+    let send = |body: &'static [u8]| pb::SendRequest {
+        message: Some(msg("fatal", body)),
+    };
+    c.send(send(b"before"))
+        .await
+        .expect("a send before the error");
+
+    let n1 = cluster.node(1);
+    n1.log().close().expect("close the log");
+    // The next append fails; openraft stops on it.
+    let e = c
+        .send(send(b"after"))
+        .await
+        .expect_err("no log to append to");
+    assert_ne!(e.code(), Code::Ok);
+    let why = tokio::time::timeout(Duration::from_secs(10), n1.failed())
+        .await
+        .expect("failed() resolves once raft stopped");
+    assert!(!why.is_empty(), "names the error");
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !n1.core().is_shutting_down() {
+        assert!(tokio::time::Instant::now() < end, "writes still admitted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = c.send(send(b"later")).await.expect_err("refused");
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    cluster.kill(1).await;
+}

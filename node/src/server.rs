@@ -302,16 +302,22 @@ impl NodeHandle {
 
     /// Resolves when Raft stopped on a fatal error (storage I/O error, panic), with the error.
     /// The node then refuses writes; the caller should shut it down.
+    ///
+    /// Waits on the server metrics, which change with the role, the leader or the membership,
+    /// not on the full metrics, which openraft sends on every turn of its core loop (several
+    /// per message): they woke this waiter, the runtime's main thread, that often. The core
+    /// sets its running state to the error and then drops its senders, which ends the wait.
     pub async fn failed(&self) -> String {
         use openraft::async_runtime::WatchReceiver;
-        let mut rx = self.core.raft.metrics();
+        let mut rx = self.core.raft.server_metrics();
         loop {
-            let state = rx.borrow_watched().running_state.clone();
+            let state = self.core.with_metrics(|m| m.running_state.clone());
             if let Err(e) = state {
                 return e.to_string();
             }
             if rx.changed().await.is_err() {
-                return "raft stopped".into();
+                let state = self.core.with_metrics(|m| m.running_state.clone());
+                return state.map_or_else(|e| e.to_string(), |()| "raft stopped".into());
             }
         }
     }

@@ -17,16 +17,20 @@ use tokio::time::Instant;
 
 use crate::core::NodeCore;
 
-/// Logs (info) every change of role, term or known leader.
+/// Logs (info) every change of role, term or known leader. Follows the server metrics (sent
+/// only when they change), not the full metrics (sent on every turn of openraft's core loop,
+/// several times per message); the core drops their sender when it stops.
 pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
-    let mut rx = core.raft.metrics();
+    use openraft::vote::RaftLeaderId;
+    let mut rx = core.raft.server_metrics();
     let mut last = None;
+    let mut core_ended = false;
     loop {
         let now = {
             let m = rx.borrow_watched();
-            (m.state, m.current_term, m.current_leader)
+            (m.state, m.vote.leader_id().term(), m.current_leader)
         };
-        let fatal = rx.borrow_watched().running_state.clone().err();
+        let fatal = core.with_metrics(|m| m.running_state.clone().err());
         if let Some(e) = fatal.filter(|e| !matches!(e, openraft::errors::Fatal::Stopped)) {
             core.shutting_down.store(true, Ordering::Release);
             tracing::error!(error = %e, "raft stopped on a fatal error; refusing writes");
@@ -37,9 +41,11 @@ pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) 
             tracing::info!(?state, term, leader = ?leader, "raft role");
             last = Some(now);
         }
-        if *stop.borrow() || rx.changed().await.is_err() {
+        // The running state is checked once more after the core ended (it is set just before).
+        if core_ended || *stop.borrow() {
             return;
         }
+        core_ended = rx.changed().await.is_err();
     }
 }
 

@@ -117,8 +117,13 @@ impl Committer {
     /// `LogStore::save_committed_deferred` for when that is safe).
     pub fn save_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
         if self.record(committed)? {
-            self.queue.lock().pending = Some(committed);
-            self.cv.notify_one();
+            // A pending id means the thread waits out MIN_INTERVAL (or is about to write) and
+            // takes this newer one: only the first one wakes it (a wake-up per commit advance
+            // only cost a context switch). An ack that waits wakes it itself (`demand`).
+            let had_pending = self.queue.lock().pending.replace(committed).is_some();
+            if !had_pending {
+                self.cv.notify_one();
+            }
         }
         Ok(())
     }
