@@ -12,6 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     let cli = cmd::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.global.threads))
         .enable_all()
         .build()
     {

@@ -74,7 +74,12 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing(&cfg.log_level);
-    let rt = match tokio::runtime::Runtime::new() {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if cfg.worker_threads > 0 {
+        runtime.worker_threads(cfg.worker_threads as usize);
+    }
+    let rt = match runtime.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("raftmq-node: cannot start the runtime: {e}");

@@ -90,6 +90,24 @@ fn write_node(
     })
 }
 
+/// `opts.settings`, plus `worker-threads` = the machine's cores / `nodes` (at least 1) unless
+/// they set it: the nodes of a local cluster share one machine, and with more runtime threads
+/// than cores they preempt each other (see `raftmq-node --worker-threads`). Kept in the
+/// manifest with the other settings, so nodes added later get the same.
+fn with_worker_threads(settings: &[NodeSetting], nodes: usize) -> anyhow::Result<Vec<NodeSetting>> {
+    let mut out = settings.to_vec();
+    if !settings.iter().any(|s| s.key == "worker-threads") {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let each = (cores / nodes.max(1)).max(1);
+        out.push(
+            format!("worker-threads={each}")
+                .parse()
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    Ok(out)
+}
+
 /// Writes one config per node and the manifest into a new cluster directory.
 pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
     anyhow::ensure!(
@@ -112,10 +130,11 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         .iter()
         .map(|&id| node_addrs(opts.base_port, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let settings = with_worker_threads(&opts.settings, opts.nodes)?;
     let cluster = ClusterSpec {
         cluster_id: opts.cluster_id.clone(),
         segment_bytes: opts.segment_bytes,
-        settings: opts.settings.clone(),
+        settings: settings.clone(),
     };
     let ca = match opts.secure {
         true => Some(super::certs::ClusterCa::generate(&opts.cluster_id)?),
@@ -142,7 +161,7 @@ pub fn init(opts: &InitOptions) -> anyhow::Result<Manifest> {
         dir,
         base_port: opts.base_port,
         segment_bytes: opts.segment_bytes,
-        node_settings: opts.settings.iter().map(|s| s.text.clone()).collect(),
+        node_settings: settings.iter().map(|s| s.text.clone()).collect(),
         nodes,
         access_key: None,
         secret_file: None,
@@ -389,6 +408,16 @@ mod tests {
         assert!(cfg.contains("node-id = 1"), "{cfg}");
         assert!(cfg.contains(&m.nodes[2].client_addr), "{cfg}");
         assert!(cfg.contains("disk-reject-ratio = 1.0"), "{cfg}");
+        // The machine's cores split between the three nodes, unless --set gives the count.
+        let cores = std::thread::available_parallelism().unwrap().get();
+        let each = format!("worker-threads = {}", (cores / 3).max(1));
+        assert!(cfg.contains(&each), "{cfg}");
+        assert!(m
+            .node_settings
+            .iter()
+            .any(|s| s.starts_with("worker-threads=")));
+        let set = vec!["worker-threads=5".parse().unwrap()];
+        assert_eq!(with_worker_threads(&set, 3).unwrap(), set);
         assert_eq!(Manifest::load(&m.path()).unwrap(), m);
         // A second init on the same directory refuses instead of overwriting.
         std::fs::remove_file(m.path()).unwrap();

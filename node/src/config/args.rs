@@ -158,6 +158,10 @@ pub struct NodeArgs {
     /// Log filter (tracing EnvFilter syntax; RUST_LOG wins). [default info]
     #[arg(long)]
     pub log_level: Option<String>,
+    /// Async runtime threads; 0 = one per CPU core. Nodes sharing a machine should split its
+    /// cores. [default 0; 0..=1024]
+    #[arg(long)]
+    pub worker_threads: Option<u32>,
     /// Truncate a corrupted CommitLog at the first bad record and catch up from the peers
     /// instead of refusing to start (operator repair). [default false]
     #[arg(long)]
@@ -237,7 +241,7 @@ impl NodeArgs {
             node_id, cluster_id, data_dir, raft_listen_addr, client_listen_addr,
             initial_members, rocketmq_fifo_groups, election_timeout_min_ms, election_timeout_max_ms, heartbeat_ms,
             send_timeout_ms, grpc_max_message_bytes, replication_timeout_ms, topic_auto_create, default_queue_count,
-            log_level);
+            log_level, worker_threads);
         override_fields!(self => cfg; ?
             raft_advertised_addr, client_advertised_addr, metrics_addr, join_addr,
             rocketmq_listen_addr, rocketmq_advertised_addr);

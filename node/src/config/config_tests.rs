@@ -117,6 +117,7 @@ fn each_invalid_field_is_named() {
             c.store.disk_reject_ratio = 0.95
         }),
         ("log-level", |c| c.log_level = "info,[".into()),
+        ("worker-threads", |c| c.worker_threads = 1025),
         ("dedup-window-ms", |c| c.store.dedup_window_ms = 86_400_001),
         ("dedup-max-entries", |c| c.store.dedup_max_entries = 0),
         ("max-topics", |c| c.store.limits.max_topics = 0),
@@ -454,7 +455,7 @@ fn limit_settings_from_file_and_flags() {
     let c = NodeConfig::from_toml_str(
         "max-snapshot-bytes = 1048576\nmax-long-poll-waiters = 0\n\
          max-stream-inflight-bytes = 2097152\nmax-topics = 3\nmax-queues-per-topic = 8\n\
-         max-groups = 9\n",
+         max-groups = 9\nworker-threads = 1\n",
         Path::new("x.toml"),
     )
     .expect("parses");
@@ -465,6 +466,7 @@ fn limit_settings_from_file_and_flags() {
     assert_eq!(c.store.limits.max_topics, 3);
     assert_eq!(c.store.limits.max_queues_per_topic, 8);
     assert_eq!(c.store.limits.max_groups, 9);
+    assert_eq!((d.worker_threads, c.worker_threads), (0, 1));
     let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
     assert_eq!(back, c);
     let cfg = NodeArgs::try_parse_from([
@@ -475,12 +477,15 @@ fn limit_settings_from_file_and_flags() {
         "7",
         "--max-snapshot-bytes",
         "0",
+        "--worker-threads",
+        "3",
     ])
     .expect("flags parse")
     .resolve()
     .expect("valid");
     assert_eq!(cfg.store.limits.max_topics, 5);
     assert_eq!(cfg.max_long_poll_waiters, 7);
+    assert_eq!(cfg.worker_threads, 3);
     let bad = NodeArgs::try_parse_from(["raftmq-node", "--max-snapshot-bytes", "5"])
         .expect("flags parse")
         .resolve()

@@ -114,6 +114,7 @@ impl NodeConfig {
             600_000,
         )?;
         check_range("default-queue-count", self.default_queue_count, 1, 1024)?;
+        check_range("worker-threads", self.worker_threads, 0, 1024)?;
         self.validate_bounds()?;
         self.store.validate().map_err(store_error)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err() {
