@@ -27,13 +27,14 @@ raftmq bench produce --cluster "$D/cluster.toml" --producers "${P:-1}" --in-flig
   --batch "${B:-1}" --duration "${T:-15s}" --json > "$D/r.json"
 for p in $pids; do callgrind_control -i off "$p" >/dev/null; callgrind_control -d "$p" >/dev/null; done
 n=$(python3 -c "import json; print(json.loads(open('$D/r.json').read().strip().splitlines()[-1])['messages'])")
-# The leader is the node that proposed (Pipeline::store): under valgrind the status can name
-# a node that has lost leadership, and a client's first seed may relay to the real leader.
+# The leader is the node that proposed (Pipeline::store, or submit where store is inlined, as
+# with batches): under valgrind the status can name a node that has lost leadership, and a
+# client's first seed may relay to the real leader.
 for p in $pids; do
   f=$(ls -t "$D"/cg."$p".* | head -1)
   ir=$(grep '^totals:' "$f" | tail -1 | awk '{print $2}')
   store=$(callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null |
-    grep -m1 'raftmq_node::pipeline::Pipeline::store::{{closure}} \[' |
+    grep -m1 -E 'raftmq_node::pipeline::Pipeline::(store|submit)::\{\{closure\}\} \[' |
     awk '{gsub(",", "", $1); print $1}' || true)
   role=follower
   if [ "$(( ${store:-0} * 20 ))" -gt "$ir" ]; then role=leader; fi
