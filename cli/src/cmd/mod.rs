@@ -71,8 +71,8 @@ pub struct Global {
     #[arg(long, global = true, env = "RAFTMQ_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// Threads of this command's async runtime. One drives a `bench` of 40k and more sends/s
-    /// and leaves the other cores to a local cluster's nodes on the same machine (at 2 on 2
-    /// cores, 4 x 64 single sends ran 10 to 20% slower); raise it for a bench against remote
+    /// and leaves the other cores to a local cluster's nodes on the same machine (on 2 cores,
+    /// 4 x 64 single sends ran up to 20% slower at 2); raise it for a bench against remote
     /// nodes.
     #[arg(long, global = true, env = "RAFTMQ_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
