@@ -71,6 +71,11 @@ impl NodeCore {
         self.raft.metrics().borrow_watched().clone()
     }
 
+    /// `Err` with the error once openraft's core has stopped (a fatal error, or a shutdown).
+    pub fn running_state(&self) -> Result<(), openraft::errors::Fatal<raftmq_store::TypeConfig>> {
+        self.with_metrics(|m| m.running_state.clone())
+    }
+
     /// Runs `f` on the current Raft metrics without copying them.
     pub fn with_metrics<T>(&self, f: impl FnOnce(&RaftMetrics) -> T) -> T {
         let rx = self.raft.metrics();

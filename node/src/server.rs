@@ -311,12 +311,12 @@ impl NodeHandle {
         use openraft::async_runtime::WatchReceiver;
         let mut rx = self.core.raft.server_metrics();
         loop {
-            let state = self.core.with_metrics(|m| m.running_state.clone());
+            let state = self.core.running_state();
             if let Err(e) = state {
                 return e.to_string();
             }
             if rx.changed().await.is_err() {
-                let state = self.core.with_metrics(|m| m.running_state.clone());
+                let state = self.core.running_state();
                 return state.map_or_else(|e| e.to_string(), |()| "raft stopped".into());
             }
         }

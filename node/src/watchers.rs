@@ -30,7 +30,7 @@ pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) 
             let m = rx.borrow_watched();
             (m.state, m.vote.leader_id().term(), m.current_leader)
         };
-        let fatal = core.with_metrics(|m| m.running_state.clone().err());
+        let fatal = core.running_state().err();
         if let Some(e) = fatal.filter(|e| !matches!(e, openraft::errors::Fatal::Stopped)) {
             core.shutting_down.store(true, Ordering::Release);
             tracing::error!(error = %e, "raft stopped on a fatal error; refusing writes");

@@ -209,12 +209,11 @@ impl DedupWindow {
     /// Index in `order` of the send with `key` (of hash `hash`).
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
         let (order, first) = (&self.order, self.first_seq);
-        let at = |seq: u64| usize::try_from(seq - first).expect("by_key holds positions of order");
         let &seq = self.by_key.find(hash, |&seq| {
-            let s = &order[at(seq)];
+            let s = &order[index_of(first, seq)];
             s.hash == hash && *s.m.key == *key
         })?;
-        Some(at(seq))
+        Some(index_of(first, seq))
     }
 
     fn push(&mut self, m: Remembered) {
@@ -223,7 +222,7 @@ impl DedupWindow {
         self.order.push_back(Slot { hash, m });
         let (order, first) = (&self.order, self.first_seq);
         self.by_key
-            .insert_unique(hash, seq, |&s| order[(s - first) as usize].hash);
+            .insert_unique(hash, seq, |&s| order[index_of(first, s)].hash);
     }
 
     fn pop_front(&mut self) {
@@ -235,6 +234,11 @@ impl DedupWindow {
             self.first_seq += 1;
         }
     }
+}
+
+/// Index in `order` of the send at position `seq`, `order[0]` being at `first`.
+fn index_of(first: u64, seq: u64) -> usize {
+    usize::try_from(seq - first).expect("by_key holds positions of order")
 }
 
 /// The topic part of a dedup key (`<kind><len>:<topic>...`).
