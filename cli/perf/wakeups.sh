@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Context switches and CPU ticks per message of each thread of each node (from /proc/<pid>/task)
-# during a produce load on a fresh local 3-node cluster: which threads wake how often per send.
+# Context switches per message and CPU ticks of each thread of each node (from /proc/<pid>/task)
+# over a produce load on a fresh local 3-node cluster: which threads wake how often per send.
 # Uses the `raftmq` and `raftmq-node` on PATH.   P=1 F=1 T=6s cli/perf/wakeups.sh
 set -u
 D=${D:-/var/tmp/raftmq-wakeups}; rm -rf "$D"
