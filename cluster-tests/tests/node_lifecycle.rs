@@ -1,6 +1,6 @@
 //! Node lifecycle: retention-driven purge, a learner joining after the purge (snapshot
 //! install) and promoted to voter, the disk-full guard, `/metrics` over HTTP, and the binary's
-//! exit codes (bad config: 2; SIGTERM: graceful, 0).
+//! exit codes (bad config: 2; SIGTERM: graceful, 0), a fatal Raft error, and who flushes inline.
 
 use std::io::Read;
 use std::io::Write;
@@ -285,4 +285,52 @@ async fn fatal_raft_error_fails_the_node_and_refuses_writes() {
     let e = c.send(send(b"later")).await.expect_err("refused");
     assert_eq!(e.code(), Code::Unavailable, "{e:?}");
     cluster.kill(1).await;
+}
+
+/// A follower flushes a quiet append on openraft's core (inline, two thread hand-offs fewer
+/// than the flusher thread's path); a leader never does, because replication starts only
+/// once its append returns. The role-change watcher switches it, so after a failover the
+/// new leader stops and a follower goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_flush_quiet_appends_inline_and_leaders_do_not() {
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    let inline = |cluster: &TestCluster| -> Vec<(u64, u64)> {
+        let ids = cluster.ids().into_iter().filter(|&id| cluster.is_up(id));
+        ids.map(|id| (id, cluster.node(id).log().inline_flushes()))
+            .collect()
+    };
+    let mut alive = vec![1, 2, 3];
+    for round in 0..2 {
+        let leader = cluster.wait_leader().await.expect("a leader");
+        // The watcher sees the new role within a few ms; the election's own entry may
+        // have been appended before it did.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = inline(&cluster);
+        let mut c = cluster.grpc(leader).await.expect("connect");
+        for i in 0..10 {
+            let body = format!("round {round} send {i}");
+            c.send(pb::SendRequest {
+                message: Some(msg("inline", body.as_bytes())),
+            })
+            .await
+            .expect("acked");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let after = inline(&cluster);
+        for ((id, b), (_, a)) in before.iter().zip(&after) {
+            match *id == leader {
+                true => assert_eq!(a, b, "round {round}: leader {id} flushed inline"),
+                false => assert!(a - b >= 5, "round {round}: follower {id}: {b} -> {a}"),
+            }
+        }
+        if round == 0 {
+            cluster.kill(leader).await;
+            alive.retain(|&id| id != leader);
+        }
+    }
+    for id in alive {
+        cluster.kill(id).await;
+    }
 }

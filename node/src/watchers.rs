@@ -17,7 +17,8 @@ use tokio::time::Instant;
 
 use crate::core::NodeCore;
 
-/// Logs (info) every change of role, term or known leader. Follows the server metrics (sent
+/// Logs (info) every change of role, term or known leader, and turns the log's inline flushing
+/// ([`raftmq_raft_log::LogStore::set_inline_flush`]) on for any role but leader. Follows the server metrics (sent
 /// only when they change), not the full metrics (sent on every turn of openraft's core loop,
 /// several times per message); the core drops their sender when it stops.
 pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
@@ -38,6 +39,11 @@ pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) 
         }
         if last != Some(now) {
             let (state, term, leader) = now;
+            // A leader's append must return at once (replication starts after it); any
+            // other node's quiet appends flush on openraft's core, saving two wake-ups.
+            core.store
+                .log()
+                .set_inline_flush(state != ServerState::Leader);
             tracing::info!(?state, term, leader = ?leader, "raft role");
             last = Some(now);
         }

@@ -59,6 +59,12 @@ impl FlushQueue {
         self.cv.notify_one();
     }
 
+    /// Queues a waiter without waking the flusher: the caller runs the cycle covering it
+    /// itself, under the cycle lock it holds ([`crate::inline_flush`]).
+    pub fn enqueue_quietly(&self, w: FlushWaiter) {
+        self.queue.lock().waiters.push_back(w);
+    }
+
     /// Asks for a flush cycle soon (segment roll under `async`).
     pub fn wake(&self) {
         self.queue.lock().wake = true;

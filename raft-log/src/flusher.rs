@@ -155,6 +155,21 @@ impl Flusher {
         self.cycle.lock()
     }
 
+    /// The cycle lock, unless a cycle holds it (an inline flush goes to the flusher then).
+    pub fn try_lock_cycle(&self) -> Option<MutexGuard<'_, ()>> {
+        self.cycle.try_lock()
+    }
+
+    /// An append's flush on its own thread ([`crate::inline_flush`]), under the cycle lock
+    /// the caller took before appending: the same cycle as the flusher thread's, completing
+    /// the waiters it covers; the checkpoint is left to the checkpointer. An error stops the
+    /// log and fails the waiters, so the caller's callback gets it.
+    pub fn flush_inline(&self, _cycle: MutexGuard<'_, ()>) {
+        if let Err(e) = self.cycle_locked(false) {
+            tracing::error!(error = %e, "flush failed: the log is stopped");
+        }
+    }
+
     /// One flush cycle: msync the dirty range, advance the flushed watermark, complete the
     /// waiters it covers, make the checkpoint durable. Errors stop the log and fail every
     /// waiter.

@@ -128,6 +128,7 @@ mod entry_read;
 mod flush_queue;
 mod flusher;
 mod graveyard;
+mod inline_flush;
 mod install;
 mod meta;
 mod open;

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -26,6 +27,7 @@ use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
 use crate::flush_queue::FlushQueue;
 use crate::flusher::Flusher;
+use crate::inline_flush::InlineFlush;
 use crate::install;
 use crate::meta::Meta;
 use crate::open::load_state;
@@ -39,6 +41,7 @@ use crate::types::LogId;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::Vote;
+use crate::writer::FlushBy;
 use crate::writer::Writer;
 
 pub use crate::watermarks::Watermarks;
@@ -57,6 +60,8 @@ pub(crate) struct Inner {
     flusher: Arc<Flusher>,
     /// Committed-id persister.
     committer: Arc<Committer>,
+    /// Whether a quiet append flushes on its own thread.
+    inline: InlineFlush,
     /// Test hook of the snapshot install swap.
     install_failpoint: install::Failpoint,
 }
@@ -137,6 +142,7 @@ impl<C> LogStore<C> {
             writer,
             flusher,
             committer,
+            inline: InlineFlush::default(),
             install_failpoint: install::Failpoint::default(),
         });
         Ok(LogStore {
@@ -249,15 +255,47 @@ impl<C> LogStore<C> {
     ///
     /// Entries must continue the log: index = last index + 1 (or any index above the purged
     /// id when every present entry is purged), terms non-decreasing.
+    ///
+    /// With inline flushing on ([`LogStore::set_inline_flush`]) a `sync` append to a quiet
+    /// log runs its flush on the calling thread and completes `on_durable` before returning.
     pub fn append_entries(
         &self,
         entries: Vec<LogEntry>,
         on_durable: FlushCallback,
     ) -> LogResult<PhysOffset> {
-        self.inner
-            .writer
-            .append(&entries, on_durable)
-            .map(PhysOffset::new)
+        let inner = &*self.inner;
+        let cycle = match inner.writer.config().flush {
+            FlushPolicy::Sync if inner.inline.admits() => inner.flusher.try_lock_cycle(),
+            _ => None,
+        };
+        let end = match cycle {
+            None => inner
+                .writer
+                .append(&entries, on_durable, FlushBy::FlusherThread),
+            Some(cycle) => {
+                let started = Instant::now();
+                let end = inner.writer.append(&entries, on_durable, FlushBy::Caller);
+                if end.is_ok() {
+                    inner.flusher.flush_inline(cycle);
+                }
+                inner.inline.record_inline(started.elapsed());
+                end
+            }
+        };
+        inner.inline.record_done();
+        end.map(PhysOffset::new)
+    }
+
+    /// Lets a quiet `sync` log flush an append on the appending thread (see
+    /// [`crate::inline_flush`]): on for a node that is not the leader, off (the default) for a
+    /// leader, whose replication starts only once its append returns.
+    pub fn set_inline_flush(&self, on: bool) {
+        self.inner.inline.set_enabled(on);
+    }
+
+    /// How many appends were flushed on the appending thread.
+    pub fn inline_flushes(&self) -> u64 {
+        self.inner.inline.count()
     }
 
     /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry

@@ -27,6 +27,16 @@ use crate::state::State;
 use crate::types::LogEntry;
 use crate::types::RawPhys;
 
+/// Who runs the flush a `sync` append waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushBy {
+    /// The flusher thread, woken for it (group commit).
+    FlusherThread,
+    /// The appending thread, right after the append, under the cycle lock it holds
+    /// ([`crate::inline_flush`]).
+    Caller,
+}
+
 /// Appends entries to the CommitLog (and the raft index) and owns the segment preallocator.
 pub struct Writer {
     shared: Arc<Shared>,
@@ -104,9 +114,15 @@ impl Writer {
     }
 
     /// Appends entries (readable when this returns); `on_durable` completes per the flush
-    /// policy (`sync`: queued for the flush covering them; `async`: at once), or with the
-    /// error. An I/O error (or a full disk) stops the log. Returns the physical end.
-    pub fn append(&self, entries: &[LogEntry], on_durable: FlushCallback) -> LogResult<RawPhys> {
+    /// policy (`sync`: queued for the flush covering them, run by `flush_by`; `async`: at
+    /// once), or with the error. An I/O error (or a full disk) stops the log. Returns the
+    /// physical end.
+    pub fn append(
+        &self,
+        entries: &[LogEntry],
+        on_durable: FlushCallback,
+        flush_by: FlushBy,
+    ) -> LogResult<RawPhys> {
         let end = match self.append_locked(entries) {
             Ok(end) => end,
             Err(e) => {
@@ -119,12 +135,14 @@ impl Writer {
                 return Err(e);
             }
         };
-        match self.config.flush {
-            FlushPolicy::Sync => self.shared.waiters.enqueue(FlushWaiter {
-                end,
-                callback: on_durable,
-            }),
-            FlushPolicy::Async => on_durable(Ok(())),
+        let waiter = FlushWaiter {
+            end,
+            callback: on_durable,
+        };
+        match (self.config.flush, flush_by) {
+            (FlushPolicy::Sync, FlushBy::FlusherThread) => self.shared.waiters.enqueue(waiter),
+            (FlushPolicy::Sync, FlushBy::Caller) => self.shared.waiters.enqueue_quietly(waiter),
+            (FlushPolicy::Async, _) => (waiter.callback)(Ok(())),
         }
         Ok(end)
     }

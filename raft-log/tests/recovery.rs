@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use common::util::entry;
 use common::util::ignore;
+use common::util::indexes;
 use common::util::wait;
 use common::util::waiter;
 use common::TestConfig;
@@ -41,14 +42,6 @@ fn lazy() -> LogConfig {
 
 fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, LogError> {
     LogStore::open_with_env(dir.path(), c, Arc::new(env.clone()))
-}
-
-fn indexes(s: &Store) -> Vec<u64> {
-    s.read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
-        .unwrap()
-        .iter()
-        .map(|e| e.log_id.index)
-        .collect()
 }
 
 fn fill(s: &Store, from: u64, to: u64, size: usize) {

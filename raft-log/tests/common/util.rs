@@ -4,11 +4,15 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use raftmq_raft_log::store::LogStore;
 use raftmq_raft_log::types::AppPayload;
 use raftmq_raft_log::types::LogEntry;
 use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::LogIndex;
 use raftmq_raft_log::types::Payload;
 use raftmq_raft_log::FlushCallback;
+
+use super::TestConfig;
 
 /// A normal entry with `size` payload bytes derived from the index.
 pub fn entry(term: u64, index: u64, size: usize) -> LogEntry {
@@ -34,4 +38,13 @@ pub fn wait(rx: &mpsc::Receiver<std::io::Result<()>>) -> std::io::Result<()> {
 /// A callback that ignores its result.
 pub fn ignore() -> FlushCallback {
     Box::new(|_| {})
+}
+
+/// The indexes of every entry in the log, in order.
+pub fn indexes(s: &LogStore<TestConfig>) -> Vec<u64> {
+    s.read_entries(LogIndex::new(0), LogIndex::new(u64::MAX))
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect()
 }
