@@ -17,10 +17,11 @@ use tokio::time::Instant;
 
 use crate::core::NodeCore;
 
-/// Logs (info) every change of role, term or known leader, and turns the log's inline flushing
-/// ([`raftmq_raft_log::LogStore::set_inline_flush`]) on for any role but leader. Follows the server metrics (sent
-/// only when they change), not the full metrics (sent on every turn of openraft's core loop,
-/// several times per message); the core drops their sender when it stops.
+/// Logs (info) every change of role, term or known leader, and turns the log's inline
+/// flushing ([`raftmq_raft_log::LogStore::set_inline_flush`]) on for any role but leader.
+/// Follows the server metrics (sent only when they change), not the full metrics (sent on
+/// every turn of openraft's core loop, several times per message); the core drops their
+/// sender when it stops.
 pub async fn log_role_changes(core: Arc<NodeCore>, stop: watch::Receiver<bool>) {
     use openraft::vote::RaftLeaderId;
     let mut rx = core.raft.server_metrics();

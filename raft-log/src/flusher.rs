@@ -104,10 +104,7 @@ impl Flusher {
     }
 
     fn cycle(&self) {
-        let _cycle = self.cycle.lock();
-        if let Err(e) = self.cycle_locked(false) {
-            tracing::error!(error = %e, "flush failed: the log is stopped");
-        }
+        self.cycle_under(self.cycle.lock());
     }
 
     /// Starts the writeback of the whole pages appended since the last step (`async`). Takes
@@ -160,11 +157,11 @@ impl Flusher {
         self.cycle.try_lock()
     }
 
-    /// An append's flush on its own thread ([`crate::inline_flush`]), under the cycle lock
-    /// the caller took before appending: the same cycle as the flusher thread's, completing
-    /// the waiters it covers; the checkpoint is left to the checkpointer. An error stops the
-    /// log and fails the waiters, so the caller's callback gets it.
-    pub fn flush_inline(&self, _cycle: MutexGuard<'_, ()>) {
+    /// One cycle under the held cycle lock, the checkpoint left to the checkpointer: the
+    /// flusher thread's cycles, and an append's flush on its own thread
+    /// ([`crate::inline_flush`]; the caller took the lock before appending). An error stops
+    /// the log and fails the waiters, so their callbacks get it.
+    pub fn cycle_under(&self, _cycle: MutexGuard<'_, ()>) {
         if let Err(e) = self.cycle_locked(false) {
             tracing::error!(error = %e, "flush failed: the log is stopped");
         }

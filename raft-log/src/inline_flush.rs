@@ -17,7 +17,7 @@
 //! disk on every append.
 //!
 //! Durability is the same either way: the callback completes after the fdatasync covering
-//! the append (the same cycle, [`crate::flusher::Flusher::flush_inline`]).
+//! the append (the same cycle, [`crate::flusher::Flusher::cycle_under`]).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
@@ -42,7 +42,7 @@ pub struct InlineFlush {
     last_done: AtomicU64,
     /// No inline flush before this.
     off_until: AtomicU64,
-    /// Appends flushed inline (for tests and the log's trace).
+    /// Appends flushed inline (`LogStore::inline_flushes`, for tests).
     count: AtomicU64,
 }
 
@@ -88,9 +88,12 @@ impl InlineFlush {
         }
     }
 
-    /// Records that an append returned (the quiet time counts from here).
+    /// Records that an append returned (the quiet time counts from here). A leader's appends
+    /// (inline flushing off) read no clock: a stale time only means the log was quiet.
     pub fn record_done(&self) {
-        self.last_done.store(self.now().max(1), Ordering::Relaxed);
+        if self.enabled.load(Ordering::Relaxed) {
+            self.last_done.store(self.now().max(1), Ordering::Relaxed);
+        }
     }
 
     /// Appends flushed inline so far.

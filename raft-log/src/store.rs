@@ -276,7 +276,7 @@ impl<C> LogStore<C> {
                 let started = Instant::now();
                 let end = inner.writer.append(&entries, on_durable, FlushBy::Caller);
                 if end.is_ok() {
-                    inner.flusher.flush_inline(cycle);
+                    inner.flusher.cycle_under(cycle);
                 }
                 inner.inline.record_inline(started.elapsed());
                 end

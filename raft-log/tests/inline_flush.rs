@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,15 +35,22 @@ fn open(dir: &tempfile::TempDir, env: &MemEnv) -> Store {
     LogStore::open_with_env(dir.path(), c, Arc::new(env.clone())).unwrap()
 }
 
+/// Appends entry `index` (term 1, `size` bytes) after a quiet gap; the receiver of its
+/// callback.
+fn quiet_append(s: &Store, index: u64, size: usize) -> mpsc::Receiver<std::io::Result<()>> {
+    std::thread::sleep(QUIET);
+    let (cb, rx) = waiter();
+    s.append_entries(vec![entry(1, index, size)], cb).unwrap();
+    rx
+}
+
 #[test]
 fn a_quiet_append_is_durable_when_it_returns() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env);
     s.set_inline_flush(true);
     for i in 1..=3 {
-        std::thread::sleep(QUIET);
-        let (cb, rx) = waiter();
-        s.append_entries(vec![entry(1, i, 500)], cb).unwrap();
+        let rx = quiet_append(&s, i, 500);
         // Completed on this thread, before the call returned.
         assert!(matches!(rx.try_recv(), Ok(Ok(()))), "append {i}");
         assert_eq!(s.watermarks().flushed.map(|l| l.index), Some(i));
@@ -82,21 +90,13 @@ fn a_burst_shares_the_flusher_thread_and_every_append_completes() {
 fn off_by_default_and_when_turned_off() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env);
-    let mut next = 1;
-    let mut append_quietly = |s: &Store| {
-        std::thread::sleep(QUIET);
-        let (cb, rx) = waiter();
-        s.append_entries(vec![entry(1, next, 100)], cb).unwrap();
-        next += 1;
-        wait(&rx).unwrap();
-    };
-    append_quietly(&s);
+    wait(&quiet_append(&s, 1, 100)).unwrap();
     assert_eq!(s.inline_flushes(), 0, "a leader's default");
     s.set_inline_flush(true);
-    append_quietly(&s);
+    wait(&quiet_append(&s, 2, 100)).unwrap();
     assert_eq!(s.inline_flushes(), 1);
     s.set_inline_flush(false);
-    append_quietly(&s);
+    wait(&quiet_append(&s, 3, 100)).unwrap();
     assert_eq!(s.inline_flushes(), 1);
 }
 
@@ -105,18 +105,13 @@ fn a_failed_inline_flush_fails_the_callback_and_stops_the_log() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env);
     s.set_inline_flush(true);
-    std::thread::sleep(QUIET);
-    let (cb, rx) = waiter();
-    s.append_entries(vec![entry(1, 1, 100)], cb).unwrap();
-    wait(&rx).unwrap();
+    wait(&quiet_append(&s, 1, 100)).unwrap();
     // The checkpointer makes that flush's checkpoint durable within 100 ms; let it, so the
     // injected error meets the next flush and not its fsync of the raft index.
     std::thread::sleep(Duration::from_millis(500));
     env.set_fail_sync(true);
-    std::thread::sleep(QUIET);
-    let (cb, rx) = waiter();
     // The bytes were written; their flush failed, and the callback says so at once.
-    s.append_entries(vec![entry(1, 2, 100)], cb).unwrap();
+    let rx = quiet_append(&s, 2, 100);
     let err = rx
         .try_recv()
         .expect("completed before returning")
