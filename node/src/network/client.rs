@@ -57,6 +57,9 @@ pub struct PeerNetwork<C, SD> {
     /// Replication streams that failed to open in a row (0 after one opened); each failure
     /// waits the next backoff delay before it is reported (see `streams.rs`).
     pub(super) failed_opens: u32,
+    /// Of those, the opens that timed out in a row: each makes the next open wait longer
+    /// ([`super::PeerNetworkOptions::open_timeout`]).
+    pub(super) timed_out_opens: u32,
     pub(super) _types: PhantomData<fn() -> (C, SD)>,
 }
 

@@ -149,6 +149,7 @@ impl<C, SD> PeerNetworkFactory<C, SD> {
             client,
             tls_refresh,
             failed_opens: 0,
+            timed_out_opens: 0,
             _types: PhantomData,
         }
     }

@@ -74,6 +74,10 @@ pub const REPLICATION_TIMEOUT_PER_MIB: Duration = Duration::from_millis(100);
 /// bytes: a follower answers (and the leader learns its progress) at least every 8 MiB.
 pub const MAX_APPEND_PART_BYTES: usize = 8 << 20;
 
+/// How often a replication stream's open timeout doubles after opens that timed out in a row
+/// ([`PeerNetworkOptions::open_timeout`]: at most 8 × the base).
+pub const MAX_OPEN_TIMEOUT_DOUBLINGS: u32 = 3;
+
 /// Settings of the peer transport (client and server side).
 #[derive(Clone, Debug)]
 pub struct PeerNetworkOptions {
@@ -128,6 +132,19 @@ impl PeerNetworkOptions {
         hard_ttl.max(self.replication_timeout.saturating_add(allowance))
     }
 
+    /// How long to wait for a replication stream to open (its response headers) after
+    /// `timed_out` opens in a row timed out: [`PeerNetworkOptions::reply_timeout`] of an empty
+    /// part, doubled per timeout up to [`MAX_OPEN_TIMEOUT_DOUBLINGS`] times.
+    ///
+    /// Every new stream resends the follower's whole backlog from its matched index; when the
+    /// nodes are so starved for CPU that one open takes longer than the fixed timeout, each
+    /// retry did the same work again and timed out again, and a follower never caught up. A
+    /// peer that is down fails at connect, not here.
+    pub fn open_timeout(&self, hard_ttl: Duration, timed_out: u32) -> Duration {
+        let base = self.reply_timeout(hard_ttl, 0);
+        base.saturating_mul(1 << timed_out.min(MAX_OPEN_TIMEOUT_DOUBLINGS))
+    }
+
     /// The byte size replication request parts are cut to: [`MAX_APPEND_PART_BYTES`], at
     /// most the message limit.
     pub fn append_part_bytes(&self) -> usize {
@@ -143,5 +160,27 @@ impl PeerNetworkOptions {
             next = (next * 2).min(max);
             d
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_timeout_doubles_per_timed_out_open_up_to_eight_times_the_reply_timeout() {
+        let mut opts = PeerNetworkOptions::new("c");
+        opts.replication_timeout = Duration::from_millis(1_000);
+        let hard_ttl = Duration::from_millis(50);
+        let waits: Vec<u128> = (0..6)
+            .map(|n| opts.open_timeout(hard_ttl, n).as_millis())
+            .collect();
+        assert_eq!(waits, [1_000, 2_000, 4_000, 8_000, 8_000, 8_000]);
+        assert_eq!(opts.open_timeout(hard_ttl, u32::MAX).as_millis(), 8_000);
+        // Never below openraft's own deadline.
+        assert_eq!(
+            opts.open_timeout(Duration::from_secs(3), 0),
+            Duration::from_secs(3)
+        );
     }
 }

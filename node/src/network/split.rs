@@ -50,10 +50,15 @@ fn encode_into<C: LogTypes>(
     out: &mut Vec<Part>,
 ) -> Result<(), CodecError> {
     let last = req.entries.last().map(|e| e.log_id).or(req.prev_log_id);
-    let payload = codec::encode_sized("AppendEntriesRequest", &req, size_hint(&req.entries))?;
-    if payload.len() <= limit || req.entries.len() <= 1 {
-        out.push(Part { payload, last });
-        return Ok(());
+    let hint = size_hint(&req.entries);
+    // A request that plainly does not fit is cut before it is encoded: encoding the whole
+    // and then each half again cost three encodings of a catch-up's bytes.
+    if hint <= limit || req.entries.len() <= 1 {
+        let payload = codec::encode_sized("AppendEntriesRequest", &req, hint)?;
+        if payload.len() <= limit || req.entries.len() <= 1 {
+            out.push(Part { payload, last });
+            return Ok(());
+        }
     }
     let AppendEntriesRequest {
         vote,
@@ -77,6 +82,11 @@ fn encode_into<C: LogTypes>(
     };
     encode_into(first, limit, out)?;
     encode_into(second, limit, out)
+}
+
+/// About the encoded size of `req` (see [`size_hint`]).
+pub(super) fn request_bytes_hint<C: LogTypes>(req: &AppendEntriesRequest<C>) -> usize {
+    size_hint(&req.entries)
 }
 
 /// About the encoded size of a request with `entries`: their payloads plus a little per

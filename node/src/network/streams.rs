@@ -70,8 +70,9 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             self.ctx.target,
         );
         let part_bytes = self.opts.append_part_bytes();
-        let requests = input.flat_map(move |req| {
-            let parts = match split::encode_append(req, part_bytes) {
+        let requests = input.then(move |req| encode_off_hyper(req, part_bytes));
+        let requests = requests.flat_map(move |encoded| {
+            let parts = match encoded {
                 Ok(parts) => parts,
                 Err(e) => {
                     tracing::error!(target_node = to, error = %e, "dropping unencodable append request");
@@ -90,9 +91,15 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
         });
         let ctx = self.ctx.clone();
         // The call's response headers: the connection may have to be made first.
-        let open_ttl = opts.reply_timeout(hard_ttl, 0);
+        let open_ttl = opts.open_timeout(hard_ttl, self.timed_out_opens);
         let replies = match tokio::time::timeout(open_ttl, client.stream_append(requests)).await {
             Err(_) => {
+                self.timed_out_opens = self.timed_out_opens.saturating_add(1);
+                tracing::info!(
+                    target_node = ctx.target,
+                    timeout_ms = open_ttl.as_millis() as u64,
+                    "replication stream did not open in time; the next open waits longer"
+                );
                 let e = RPCError::Timeout(ctx.timeout(RPCTypes::AppendEntries, open_ttl));
                 return Err(self.failed_open(e).await);
             }
@@ -103,6 +110,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             Ok(Ok(resp)) => resp.into_inner(),
         };
         self.failed_opens = 0;
+        self.timed_out_opens = 0;
         let st = AppendReplies {
             replies,
             pending,
@@ -239,6 +247,28 @@ impl Pending {
         }
         self.groups.push_back(parts.len());
         self.parts.extend(parts.iter().map(|p| p.payload.len()));
+    }
+}
+
+/// Requests up to this size (about their encoding) are encoded where hyper polls the body.
+const INLINE_ENCODE_MAX_BYTES: usize = 1 << 20;
+
+/// Encodes one request of a stream into its parts. A large one (a catch-up's many MiB) is
+/// encoded on the blocking pool: hyper polls a new stream's body once inside its connection
+/// task before it spawns the body's own task, so encoding tens of MiB there held up every
+/// frame of the connection, the stream's own response headers included; on a node short of
+/// CPU the open then timed out and each new session began the same work again. Small
+/// requests (the live sends) stay inline: a hand-off would cost them two thread wake-ups.
+async fn encode_off_hyper<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+    part_bytes: usize,
+) -> Result<Vec<split::Part>, String> {
+    if split::request_bytes_hint(&req) <= INLINE_ENCODE_MAX_BYTES {
+        return split::encode_append(req, part_bytes).map_err(|e| e.to_string());
+    }
+    match tokio::task::spawn_blocking(move || split::encode_append(req, part_bytes)).await {
+        Ok(parts) => parts.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the encoding task failed: {e}")),
     }
 }
 
