@@ -309,7 +309,11 @@ async fn followers_flush_quiet_appends_inline_and_leaders_do_not() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = inline(&cluster);
         let mut c = cluster.grpc(leader).await.expect("connect");
-        for i in 0..10 {
+        // Quiet sends until every follower flushed 5 of them inline. An fdatasync slower
+        // than 20 ms (a busy CI disk) turns inline flushing off for 1 s, so the sends span
+        // a few seconds rather than stopping after 10.
+        let mut after = before.clone();
+        for i in 0..150 {
             let body = format!("round {round} send {i}");
             c.send(pb::SendRequest {
                 message: Some(msg("inline", body.as_bytes())),
@@ -317,8 +321,15 @@ async fn followers_flush_quiet_appends_inline_and_leaders_do_not() {
             .await
             .expect("acked");
             tokio::time::sleep(Duration::from_millis(20)).await;
+            after = inline(&cluster);
+            let followers_done = before
+                .iter()
+                .zip(&after)
+                .all(|((id, b), (_, a))| *id == leader || a - b >= 5);
+            if i >= 9 && followers_done {
+                break;
+            }
         }
-        let after = inline(&cluster);
         for ((id, b), (_, a)) in before.iter().zip(&after) {
             match *id == leader {
                 true => assert_eq!(a, b, "round {round}: leader {id} flushed inline"),
