@@ -84,14 +84,9 @@ fn encode_into<C: LogTypes>(
     encode_into(second, limit, out)
 }
 
-/// About the encoded size of `req` (see [`size_hint`]).
-pub(super) fn request_bytes_hint<C: LogTypes>(req: &AppendEntriesRequest<C>) -> usize {
-    size_hint(&req.entries)
-}
-
 /// About the encoded size of a request with `entries`: their payloads plus a little per
 /// entry (log id, kind, length varint) and for the request's own fields.
-fn size_hint(entries: &[LogEntry]) -> usize {
+pub(super) fn size_hint(entries: &[LogEntry]) -> usize {
     let payloads: usize = entries
         .iter()
         .map(|e| match &e.payload {

@@ -263,7 +263,7 @@ async fn encode_off_hyper<C: LogTypes>(
     req: AppendEntriesRequest<C>,
     part_bytes: usize,
 ) -> Result<Vec<split::Part>, String> {
-    if split::request_bytes_hint(&req) <= INLINE_ENCODE_MAX_BYTES {
+    if split::size_hint(&req.entries) <= INLINE_ENCODE_MAX_BYTES {
         return split::encode_append(req, part_bytes).map_err(|e| e.to_string());
     }
     match tokio::task::spawn_blocking(move || split::encode_append(req, part_bytes)).await {
