@@ -67,3 +67,52 @@ async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
     assert!(bodies.contains(&b"before".as_slice()) && bodies.contains(&b"during".as_slice()));
     cluster.shutdown().await.expect("shutdown");
 }
+
+/// A leader that is stopping (killed here, or a graceful stop with no voter to hand over to)
+/// still answers on the connections it has, refusing a forwarded send with SHUTTING_DOWN
+/// (`not_applied`). The follower holds the send and forwards it to the next leader, as it
+/// does when it cannot connect; before, it passed the refusal on to the client at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_forwards_again_when_its_leader_refuses_because_it_is_stopping() {
+    use std::sync::atomic::Ordering;
+
+    // Room for the refusals, the kill and an election with the harness's slow timings.
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| c.send_timeout_ms = 6000)
+        .await
+        .expect("cluster starts");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
+    let mut c = cluster.grpc(follower).await.expect("connect");
+    c.send(pb::SendRequest {
+        message: Some(msg("st", b"before")),
+    })
+    .await
+    .expect("send before the stop");
+
+    // The leader keeps leading but refuses every write, as a stopping node does.
+    cluster
+        .node(leader)
+        .core()
+        .shutting_down
+        .store(true, Ordering::Release);
+    let mut held = c.clone();
+    let during = tokio::spawn(async move {
+        held.send(pb::SendRequest {
+            message: Some(msg("st", b"during")),
+        })
+        .await
+    });
+    // Long enough for several refused forwards; well inside the send timeout.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!during.is_finished(), "the follower passed the refusal on");
+    cluster.kill(leader).await;
+
+    let r = during
+        .await
+        .expect("send task")
+        .expect("the send goes to the new leader");
+    assert!(r.into_inner().result.is_some());
+    let got = read_all(&mut c, "st", 4).await.expect("read back");
+    let bodies: Vec<&[u8]> = got.iter().map(|m| m.3.as_slice()).collect();
+    assert_eq!(bodies, [b"before".as_slice(), b"during".as_slice()]);
+    cluster.shutdown().await.expect("shutdown");
+}

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use raftmq_proto::rocketmq::v2 as rmq;
 use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient;
-use raftmq_proto::v1::ErrorReason;
 use raftmq_proto::FORWARDED_BY_KEY;
 use rmq::Code;
 use tokio::time::Instant;
@@ -30,6 +29,7 @@ use super::RocketMqService;
 use crate::core::NodeCore;
 use crate::service::forward::is_connect_error;
 use crate::service::forward::known_leader;
+use crate::service::forward::refused_by_leaving_leader;
 
 /// A MessagingService client of the leader.
 pub type LeaderClient = MessagingServiceClient<Channel>;
@@ -56,14 +56,9 @@ pub fn request_for<T>(core: &NodeCore, msg: T, timeout: Duration) -> Request<T> 
 }
 
 /// True when the leader never ran the forwarded call: it could not be reached, or it was no
-/// longer the leader and refused it.
+/// longer the leader (or was stopping) and refused it.
 fn retryable(s: &tonic::Status) -> bool {
-    is_connect_error(s)
-        || raftmq_proto::error_detail(s).is_some_and(|d| {
-            d.not_applied
-                && (d.reason == ErrorReason::NotLeader as i32
-                    || d.reason == ErrorReason::ShuttingDown as i32)
-        })
+    is_connect_error(s) || refused_by_leaving_leader(s)
 }
 
 /// Runs `local` if this node leads, else `remote` on the leader's client (see the module

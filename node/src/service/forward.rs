@@ -6,9 +6,11 @@
 //! that cannot connect (the request was not sent) means the known leader is most likely dead:
 //! the follower waits, within the same deadline, for another leader and forwards there (the
 //! same one is tried again every [`SAME_LEADER_RETRY`]), so a client does not bounce between
-//! a follower and a dead leader through an election. If this node is elected meanwhile it
-//! answers NOT_LEADER naming itself; at the deadline, FORWARD_FAILED with `not_applied = true`.
-//! Any other failure is passed through unchanged (the leader's code and detail trailer). A
+//! a follower and a dead leader through an election. A NOT_LEADER or SHUTTING_DOWN answer
+//! with `not_applied` (the node stepped down, or is stopping and still answers on the
+//! connections it has) is handled the same way: the request ran nowhere. If this node is
+//! elected meanwhile it answers NOT_LEADER naming itself; at the deadline, FORWARD_FAILED
+//! with `not_applied = true` (or the last refusal, passed on). Any other failure is passed through unchanged (the leader's code and detail trailer). A
 //! forwarded success carries the leader's client address (`x-raftmq-leader-addr`). With
 //! authentication on, the forwarded call is signed by this node and names the caller (the
 //! [`Principal`] the handler filed in the request's extensions), so the leader authorizes
@@ -106,6 +108,18 @@ pub fn not_leader_unsent(status: &Status) -> bool {
     })
 }
 
+/// True for NOT_LEADER or SHUTTING_DOWN with `not_applied`: the node a write was forwarded
+/// to ran nothing and will not lead any more (it stepped down, or it is stopping), so the
+/// write can go to the next leader.
+pub fn refused_by_leaving_leader(status: &Status) -> bool {
+    use raftmq_proto::v1::ErrorReason;
+    raftmq_proto::error_detail(status).is_some_and(|d| {
+        d.not_applied
+            && (d.reason == ErrorReason::NotLeader as i32
+                || d.reason == ErrorReason::ShuttingDown as i32)
+    })
+}
+
 /// True if the request was already forwarded by another node.
 pub fn was_forwarded<T>(req: &Request<T>) -> bool {
     req.metadata().get(FORWARDED_BY_KEY).is_some()
@@ -154,6 +168,13 @@ where
             }
             Err(s) if is_connect_error(&s) => {
                 return Err(forward_failed(core, leader_id, addr, s.to_string()))
+            }
+            // Refused, ran nowhere: the node stepped down, or is shutting down and answers
+            // on the connections it still has, before our view of the leader caught up.
+            Err(s) if refused_by_leaving_leader(&s) && Instant::now() < deadline => {
+                tracing::debug!(leader = leader_id, addr = %addr, answer = %s.message(),
+                    "the leader refused the forward; waiting for the new one");
+                gone = Some((leader_id, Instant::now() + SAME_LEADER_RETRY));
             }
             Err(s) => return Err(relay(s)),
             Ok(out) => return Ok(out),
