@@ -116,3 +116,36 @@ async fn a_follower_forwards_again_when_its_leader_refuses_because_it_is_stoppin
     assert_eq!(bodies, [b"before".as_slice(), b"during".as_slice()]);
     cluster.shutdown().await.expect("shutdown");
 }
+
+/// When the refusing leader stays the only one known until the send timeout, the client gets
+/// its refusal (SHUTTING_DOWN, `not_applied`: safe to resend), after the timeout, not at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_outlasting_the_send_timeout_reaches_the_client_as_it_was() {
+    use std::sync::atomic::Ordering;
+
+    use raftmq_proto::v1::ErrorReason;
+
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| c.send_timeout_ms = 800)
+        .await
+        .expect("cluster starts");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
+    let mut c = cluster.grpc(follower).await.expect("connect");
+    cluster
+        .node(leader)
+        .core()
+        .shutting_down
+        .store(true, Ordering::Release);
+    let started = Instant::now();
+    let err = c
+        .send(pb::SendRequest {
+            message: Some(msg("st", b"refused")),
+        })
+        .await
+        .expect_err("the only leader refuses");
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    let d = raftmq_proto::error_detail(&err).expect("detail");
+    assert_eq!(d.reason, ErrorReason::ShuttingDown as i32);
+    assert!(d.not_applied);
+    cluster.shutdown().await.expect("shutdown");
+}

@@ -10,11 +10,11 @@
 //! with `not_applied` (the node stepped down, or is stopping and still answers on the
 //! connections it has) is handled the same way: the request ran nowhere. If this node is
 //! elected meanwhile it answers NOT_LEADER naming itself; at the deadline, FORWARD_FAILED
-//! with `not_applied = true` (or the last refusal, passed on). Any other failure is passed through unchanged (the leader's code and detail trailer). A
-//! forwarded success carries the leader's client address (`x-raftmq-leader-addr`). With
-//! authentication on, the forwarded call is signed by this node and names the caller (the
-//! [`Principal`] the handler filed in the request's extensions), so the leader authorizes
-//! the same caller (see [`crate::auth`]).
+//! with `not_applied = true` (or the last refusal, passed on). Any other failure is passed
+//! through unchanged (the leader's code and detail trailer). A forwarded success carries the
+//! leader's client address (`x-raftmq-leader-addr`). With authentication on, the forwarded
+//! call is signed by this node and names the caller (the [`Principal`] the handler filed in
+//! the request's extensions), so the leader authorizes the same caller (see [`crate::auth`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -143,9 +143,14 @@ where
     let caller = req.extensions().get::<Principal>().cloned();
     let req = req.into_inner();
     let mut gone: Option<(u64, Instant)> = None;
+    // The last refusal of a leaving leader, passed on if no other leader comes in time.
+    let mut refusal: Option<Status> = None;
     loop {
         let Some((leader_id, addr)) = other_leader(core, gone, deadline).await else {
             return Err(match gone {
+                Some((dead, _)) if core.leader().0 == Some(dead) && refusal.is_some() => {
+                    relay(refusal.take().expect("checked: is_some"))
+                }
                 // The leader we could not reach is still the only one known.
                 Some((dead, _)) if core.leader().0 == Some(dead) => forward_failed(
                     core,
@@ -165,6 +170,7 @@ where
                 tracing::debug!(leader = leader_id, addr = %addr, error = %s,
                     "leader unreachable; waiting for a new leader");
                 gone = Some((leader_id, Instant::now() + SAME_LEADER_RETRY));
+                refusal = None;
             }
             Err(s) if is_connect_error(&s) => {
                 return Err(forward_failed(core, leader_id, addr, s.to_string()))
@@ -175,6 +181,7 @@ where
                 tracing::debug!(leader = leader_id, addr = %addr, answer = %s.message(),
                     "the leader refused the forward; waiting for the new one");
                 gone = Some((leader_id, Instant::now() + SAME_LEADER_RETRY));
+                refusal = Some(s);
             }
             Err(s) => return Err(relay(s)),
             Ok(out) => return Ok(out),
