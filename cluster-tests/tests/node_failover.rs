@@ -10,6 +10,7 @@ use std::time::Instant;
 use cluster_tests::cluster::TestCluster;
 use cluster_tests::raw::msg;
 use cluster_tests::raw::read_all;
+use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::NodeConfig;
 use raftmq_proto::v1 as pb;
@@ -22,18 +23,38 @@ fn lan_timings(c: &mut NodeConfig) {
     c.election_timeout_max_ms = d.election_timeout_max_ms;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], lan_timings)
+/// A sync cluster with `tweak`, its leader, a client of one of its followers, and one send
+/// through that follower (`topic`, body "before") acknowledged.
+async fn with_follower_client(
+    tweak: impl Fn(&mut NodeConfig),
+    topic: &str,
+) -> (TestCluster, u64, GrpcClient) {
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], tweak)
         .await
         .expect("cluster starts");
     let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
     let mut c = cluster.grpc(follower).await.expect("connect");
     c.send(pb::SendRequest {
-        message: Some(msg("fo", b"before")),
+        message: Some(msg(topic, b"before")),
     })
     .await
-    .expect("send before the kill");
+    .expect("send before the failure");
+    (cluster, leader, c)
+}
+
+/// Node `id` keeps leading but refuses every write, as a stopping node does.
+fn refuse_writes(cluster: &TestCluster, id: u64) {
+    use std::sync::atomic::Ordering;
+    cluster
+        .node(id)
+        .core()
+        .shutting_down
+        .store(true, Ordering::Release);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
+    let (mut cluster, leader, mut c) = with_follower_client(lan_timings, "fo").await;
 
     let killed_at = Instant::now();
     cluster.kill(leader).await;
@@ -74,26 +95,10 @@ async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
 /// does when it cannot connect; before, it passed the refusal on to the client at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_forwards_again_when_its_leader_refuses_because_it_is_stopping() {
-    use std::sync::atomic::Ordering;
-
     // Room for the refusals, the kill and an election with the harness's slow timings.
-    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| c.send_timeout_ms = 6000)
-        .await
-        .expect("cluster starts");
-    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
-    let mut c = cluster.grpc(follower).await.expect("connect");
-    c.send(pb::SendRequest {
-        message: Some(msg("st", b"before")),
-    })
-    .await
-    .expect("send before the stop");
-
-    // The leader keeps leading but refuses every write, as a stopping node does.
-    cluster
-        .node(leader)
-        .core()
-        .shutting_down
-        .store(true, Ordering::Release);
+    let (mut cluster, leader, mut c) =
+        with_follower_client(|c| c.send_timeout_ms = 6000, "st").await;
+    refuse_writes(&cluster, leader);
     let mut held = c.clone();
     let during = tokio::spawn(async move {
         held.send(pb::SendRequest {
@@ -121,20 +126,10 @@ async fn a_follower_forwards_again_when_its_leader_refuses_because_it_is_stoppin
 /// its refusal (SHUTTING_DOWN, `not_applied`: safe to resend), after the timeout, not at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusal_outlasting_the_send_timeout_reaches_the_client_as_it_was() {
-    use std::sync::atomic::Ordering;
-
     use raftmq_proto::v1::ErrorReason;
 
-    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| c.send_timeout_ms = 800)
-        .await
-        .expect("cluster starts");
-    let (leader, follower) = cluster.leader_and_follower().await.expect("a leader");
-    let mut c = cluster.grpc(follower).await.expect("connect");
-    cluster
-        .node(leader)
-        .core()
-        .shutting_down
-        .store(true, Ordering::Release);
+    let (cluster, leader, mut c) = with_follower_client(|c| c.send_timeout_ms = 800, "st").await;
+    refuse_writes(&cluster, leader);
     let started = Instant::now();
     let err = c
         .send(pb::SendRequest {

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
+use raftmq_proto::v1::ErrorReason;
 use raftmq_proto::FORWARDED_BY_KEY;
 use raftmq_proto::LEADER_ADDR_KEY;
 use tokio::time::Instant;
@@ -100,24 +101,27 @@ async fn other_leader(
     }
 }
 
+/// The reason of a refusal that ran nothing (`not_applied` in its error detail), if it is one.
+fn unsent_reason(status: &Status) -> Option<ErrorReason> {
+    raftmq_proto::error_detail(status)
+        .filter(|d| d.not_applied)
+        .and_then(|d| ErrorReason::try_from(d.reason).ok())
+}
+
 /// True for NOT_LEADER with `not_applied`: the request ran nowhere (when this node is the
 /// leader by now, it was elected while the request waited and should run it itself).
 pub fn not_leader_unsent(status: &Status) -> bool {
-    raftmq_proto::error_detail(status).is_some_and(|d| {
-        d.not_applied && d.reason == raftmq_proto::v1::ErrorReason::NotLeader as i32
-    })
+    unsent_reason(status) == Some(ErrorReason::NotLeader)
 }
 
 /// True for NOT_LEADER or SHUTTING_DOWN with `not_applied`: the node a write was forwarded
 /// to ran nothing and will not lead any more (it stepped down, or it is stopping), so the
 /// write can go to the next leader.
 pub fn refused_by_leaving_leader(status: &Status) -> bool {
-    use raftmq_proto::v1::ErrorReason;
-    raftmq_proto::error_detail(status).is_some_and(|d| {
-        d.not_applied
-            && (d.reason == ErrorReason::NotLeader as i32
-                || d.reason == ErrorReason::ShuttingDown as i32)
-    })
+    matches!(
+        unsent_reason(status),
+        Some(ErrorReason::NotLeader | ErrorReason::ShuttingDown)
+    )
 }
 
 /// True if the request was already forwarded by another node.
@@ -147,15 +151,15 @@ where
     let mut refusal: Option<Status> = None;
     loop {
         let Some((leader_id, addr)) = other_leader(core, gone, deadline).await else {
-            return Err(match gone {
-                Some((dead, _)) if core.leader().0 == Some(dead) && refusal.is_some() => {
-                    relay(refusal.take().expect("checked: is_some"))
-                }
-                // The leader we could not reach is still the only one known.
-                Some((dead, _)) if core.leader().0 == Some(dead) => forward_failed(
+            // The leader that failed us is still the only one known: say how it failed.
+            let (known, known_addr) = core.leader();
+            let stuck = gone.is_some_and(|(dead, _)| known == Some(dead));
+            return Err(match (known, refusal) {
+                (Some(_), Some(refused)) if stuck => relay(refused),
+                (Some(dead), None) if stuck => forward_failed(
                     core,
                     dead,
-                    core.leader().1,
+                    known_addr,
                     "the leader stayed unreachable until the send timeout".into(),
                 ),
                 _ => not_leader(core),
