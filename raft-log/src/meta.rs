@@ -108,7 +108,8 @@ impl Meta {
         };
         meta.flush()?;
         // sled creates the directory and the file; their entries must survive a power loss.
-        for d in [dir, dir.parent().unwrap_or(dir)] {
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+        for d in [dir, parent.unwrap_or(Path::new("."))] {
             std::fs::File::open(d)
                 .and_then(|f| f.sync_all())
                 .map_err(|e| LogError::io("fsync dir", d, e))?;
