@@ -74,9 +74,10 @@
 //!   commit: one flush covers every append queued before it). `async`: the callback completes
 //!   once the bytes are in the page cache; fdatasync every `interval-ms`, on segment roll, on
 //!   close.
-//! - `save_vote`, `save_committed`, `purge` and the log start are sled-flushed before returning.
-//!   openraft's `save_committed` on a `sync` log is `save_committed_deferred` instead: the
-//!   `raftlog-commit` thread writes the id behind (at most every 10 ms unless an ack waits via
+//! - `save_vote`, `save_committed`, `purge` and the log start are durable before returning (a
+//!   sled flush and an fdatasync of its file, see `meta.rs`). openraft's `save_committed` on a
+//!   `sync` log is `save_committed_deferred` instead: the `raftlog-commit` thread writes the id
+//!   behind (at most every 100 ms unless an ack waits via
 //!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`.
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;

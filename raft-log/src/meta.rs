@@ -18,6 +18,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::env::Env;
+use crate::env::FsEnv;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::types::LogId;
@@ -82,8 +84,8 @@ impl Meta {
     /// Opens (or creates) the db at `dir`.
     ///
     /// sled releases its file lock asynchronously after the previous handle is dropped, so a
-    /// lock conflict is retried for up to two seconds (an in-process reopen). The db file and
-    /// its directory entry are synced before this returns.
+    /// lock conflict is retried for up to two seconds (an in-process reopen). The directory
+    /// entries of the db file and of `dir` are synced before this returns.
     pub fn open(dir: &Path) -> LogResult<Self> {
         let mut attempts = 0;
         loop {
@@ -101,20 +103,18 @@ impl Meta {
     fn with_file(db: sled::Db, dir: &Path) -> LogResult<Self> {
         let path = dir.join("db");
         let file = std::fs::File::open(&path).map_err(|e| LogError::io("open", &path, e))?;
-        let meta = Meta {
-            db,
-            file: std::sync::Arc::new(file),
-            path,
-        };
-        meta.flush()?;
         // sled creates the directory and the file; their entries must survive a power loss.
         let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
         for d in [dir, parent.unwrap_or(Path::new("."))] {
-            std::fs::File::open(d)
-                .and_then(|f| f.sync_all())
+            FsEnv::default()
+                .sync_dir(d)
                 .map_err(|e| LogError::io("fsync dir", d, e))?;
         }
-        Ok(meta)
+        Ok(Meta {
+            db,
+            file: std::sync::Arc::new(file),
+            path,
+        })
     }
 
     fn get<T: DeserializeOwned>(&self, key: &str) -> LogResult<Option<T>> {
