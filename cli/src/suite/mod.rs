@@ -152,6 +152,22 @@ async fn wait_stored(addr: &str, messages: u64, timeout: Duration) -> anyhow::Re
     }
 }
 
+/// The leader's last appended log index, or None (with a note on stderr) if the status read
+/// fails: the figure it feeds is a diagnostic, not worth failing a case over.
+async fn leader_appended(m: &Manifest) -> Option<u64> {
+    match status::gather_local(m).await {
+        Ok(view) => view
+            .nodes
+            .iter()
+            .find(|n| Some(n.id) == view.leader_id)
+            .and_then(|n| n.appended),
+        Err(e) => {
+            eprintln!("bench suite: cannot read the leader's log index: {e:#}");
+            None
+        }
+    }
+}
+
 async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::Result<CaseResult> {
     let c = CaseCluster::up(dir, case, a, bin).await?;
     // Probed with the cluster up (its segments preallocated) and idle, just before the load.
@@ -164,7 +180,9 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
     let sampler = case
         .samples_memory()
         .then(|| PeakSampler::start(c.leader_pid));
+    let appended_before = leader_appended(&c.m).await;
     let produce = load::produce(&seeds, case.load(a.duration), true).await?;
+    let appended_after = leader_appended(&c.m).await;
     let mut r = CaseResult {
         case,
         disk,
@@ -172,6 +190,9 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
         consume: None,
         leader_rss_peak_mib: None,
         leader_rss_after_mib: None,
+        raft_entries: appended_after
+            .zip(appended_before)
+            .map(|(after, before)| after.saturating_sub(before)),
     };
     if let Some(s) = sampler {
         r.leader_rss_peak_mib = mib(s.stop().await);

@@ -29,6 +29,11 @@ pub struct CaseResult {
     pub leader_rss_peak_mib: Option<f64>,
     /// Leader `RssAnon` one second after the load, MiB (memory cases only).
     pub leader_rss_after_mib: Option<f64>,
+    /// Raft entries the leader appended during the load (its last log index after minus
+    /// before; None if either status read failed). Every entry costs the same fixed work
+    /// (a record, a flush cycle, replication to each follower, an apply on every node), so
+    /// messages per entry says how well a case's sends were grouped.
+    pub raft_entries: Option<u64>,
 }
 
 /// Whether a figure should be above or below its target.
@@ -50,7 +55,7 @@ pub struct Row {
     pub figure: String,
     /// The figure.
     pub value: f64,
-    /// Its unit: `msg/s`, `MB/s` (10^6 bytes), `MiB/s`, `ms`, `MiB`, `/s`.
+    /// Its unit: `msg/s`, `MB/s` (10^6 bytes), `MiB/s`, `ms`, `MiB`, `/s`, `msg/entry`.
     pub unit: &'static str,
     /// The target, same unit (None: no target, or the case it depends on did not run).
     pub target: Option<f64>,
@@ -212,6 +217,15 @@ pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
                 }
             }
         }
+        if let Some(entries) = r.raft_entries.filter(|e| *e > 0) {
+            let per_entry = p.messages as f64 / entries as f64;
+            rows.push(Row::new(
+                name,
+                "messages per Raft entry",
+                per_entry,
+                "msg/entry",
+            ));
+        }
     }
     rows
 }
@@ -219,7 +233,7 @@ pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
 fn value_text(v: f64, unit: &str) -> String {
     match unit {
         "ms" => format!("{v:.2} {unit}"),
-        "MB/s" | "MiB/s" | "MiB" => format!("{v:.1} {unit}"),
+        "MB/s" | "MiB/s" | "MiB" | "msg/entry" => format!("{v:.1} {unit}"),
         _ => format!("{v:.0} {unit}"),
     }
 }
@@ -308,6 +322,7 @@ mod tests {
             consume: None,
             leader_rss_peak_mib: None,
             leader_rss_after_mib: None,
+            raft_entries: None,
         }
     }
 
@@ -332,11 +347,11 @@ mod tests {
         let mut four = result(Case::FourBy64, 40_000, 5000);
         four.leader_rss_peak_mib = Some(100.0);
         four.leader_rss_after_mib = Some(400.0);
-        let results = vec![
-            result(Case::Single, 2158, 1200),
-            four,
-            result(Case::Async, 52_000, 10_000),
-        ];
+        four.raft_entries = Some(800);
+        let mut single = result(Case::Single, 2158, 1200);
+        // A status read that failed (None) or a load that appended nothing gives no row.
+        single.raft_entries = Some(0);
+        let results = vec![single, four, result(Case::Async, 52_000, 10_000)];
         let rows = rows(&peer, &results);
         assert_eq!(
             find(&rows, "single", "disk 1 KiB write+fdatasync p50").value,
@@ -356,6 +371,12 @@ mod tests {
             find(&rows, "four-by-64", "leader RssAnon after").ratio,
             Some(0.5)
         );
+        let per_entry = find(&rows, "four-by-64", "messages per Raft entry");
+        assert_eq!((per_entry.value, per_entry.target), (50.0, None));
+        assert!(!rows
+            .iter()
+            .any(|r| r.figure == "messages per Raft entry"
+                && (r.case == "single" || r.case == "async")));
         let a = find(&rows, "async", "produce rate");
         assert!((a.ratio.unwrap() - 1.0).abs() < 1e-9, "{a:?}");
         let text = render(&SuiteReport {
@@ -371,6 +392,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("not measured in this run"), "{text}");
+        assert!(text.contains("50.0 msg/entry"), "{text}");
     }
 
     #[test]
