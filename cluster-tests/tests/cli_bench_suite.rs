@@ -39,6 +39,16 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
         let disk = &c["disk"];
         assert!(disk["fdatasync_p50_us"].as_u64() > Some(0), "{c}");
         assert!(disk["write_sync_mib_per_s"].as_f64() > Some(0.0), "{c}");
+        assert!(
+            disk["page_cache_fill_mib_per_s"].as_f64() > Some(0.0),
+            "{c}"
+        );
+        assert!(
+            disk["page_cache_rewrite_mib_per_s"].as_f64() > Some(0.0),
+            "{c}"
+        );
+        // The leader appended at least one entry for the messages the case sent.
+        assert!(c["raft_entries"].as_u64() > Some(0), "{c}");
         let name = c["case"].as_str().expect("case name");
         let rows = rows_of(&report, name);
         let disk_rows: Vec<_> = rows
@@ -74,6 +84,20 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
         .find(|r| r["figure"] == "send p50")
         .expect("single p50 row");
     assert_eq!(p50["better"], "lower", "{p50}");
+    let per_entry = single
+        .iter()
+        .find(|r| r["figure"] == "messages per Raft entry")
+        .expect("single messages per entry row");
+    // One producer with one send in flight: an entry holds one message (other entries, such
+    // as the topic's creation, can only lower the figure).
+    let v = per_entry["value"].as_f64().expect("a number");
+    assert!(v > 0.5 && v <= 1.0, "{per_entry}");
+    assert!(
+        single
+            .iter()
+            .any(|r| r["figure"] == "page cache new-page write"),
+        "{report}"
+    );
     // Memory of the leader, sampled during and after four-by-64.
     let four = rows_of(&report, "four-by-64");
     for figure in ["leader RssAnon during", "leader RssAnon after"] {

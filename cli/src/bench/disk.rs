@@ -3,6 +3,14 @@
 //! 1 MiB write + fdatasync (the ceiling of a batched load). The probe file is preallocated
 //! (`fallocate`, then fsync) and written in place, as CommitLog segments are: appends that
 //! grow a file make every fdatasync a journal commit too (about 10 times slower on ext4).
+//!
+//! It also measures the memory side of a write: how fast buffered writes fill new pages of
+//! the page cache, against rewriting the same cached pages. Every byte a node appends lands
+//! in a new page-cache page first. On a VM whose host takes freed guest memory back (free
+//! page reporting, a balloon), the first touch of such a page is a fault in the host,
+//! about 16 us per 4 KiB page on the dev VM: it was up to 31% of a follower's CPU samples
+//! in one sitting and absent in the next, with the same binaries. A fill much slower than
+//! the rewrite marks a run whose figures that cost depressed.
 
 use std::fs::File;
 use std::fs::OpenOptions;
@@ -26,6 +34,11 @@ const LARGE_BYTES: usize = 1 << 20;
 const SMALL_MAX_BYTES: u64 = 64 << 20;
 /// See [`SMALL_MAX_BYTES`].
 const LARGE_MAX_BYTES: u64 = 512 << 20;
+/// Bytes of one write of the page-cache probe.
+const FILL_CHUNK_BYTES: usize = 64 << 10;
+/// Bytes the page-cache probe writes in each of its two passes (never synced: the file is
+/// removed with its dirty pages, so the disk sees none of it).
+const FILL_BYTES: u64 = 64 << 20;
 
 /// What the disk does, measured by [`measure`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -38,6 +51,34 @@ pub struct DiskFigures {
     pub small_syncs_per_s: f64,
     /// MiB per second of 1 MiB appends, each followed by fdatasync.
     pub write_sync_mib_per_s: f64,
+    /// MiB per second of 64 KiB buffered writes into pages not yet in the page cache.
+    pub page_cache_fill_mib_per_s: f64,
+    /// MiB per second of the same writes again, into the now cached pages.
+    pub page_cache_rewrite_mib_per_s: f64,
+}
+
+fn mib_per_s(bytes: u64, took: Duration) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20) / took.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
+/// Writes [`FILL_BYTES`] into a new preallocated file twice (see the module docs) and removes
+/// it; returns the MiB/s of the first pass (new pages) and of the second (cached pages).
+fn page_cache_probe(path: &Path) -> anyhow::Result<(f64, f64)> {
+    let f = open_probe(path, FILL_BYTES)?;
+    let chunk = vec![b'p'; FILL_CHUNK_BYTES];
+    let pass = || -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        for i in 0..FILL_BYTES / FILL_CHUNK_BYTES as u64 {
+            f.write_all_at(&chunk, i * FILL_CHUNK_BYTES as u64)
+                .with_context(|| format!("page cache probe write to {}", path.display()))?;
+        }
+        Ok(start.elapsed())
+    };
+    let (fill, rewrite) = (pass()?, pass()?);
+    drop(f);
+    std::fs::remove_file(path)
+        .with_context(|| format!("cannot remove page cache probe {}", path.display()))?;
+    Ok((mib_per_s(FILL_BYTES, fill), mib_per_s(FILL_BYTES, rewrite)))
 }
 
 fn open_probe(path: &Path, capacity: u64) -> anyhow::Result<File> {
@@ -97,7 +138,7 @@ fn probe(
 }
 
 /// Measures the disk under `dir` (a probe file is written there and removed), spending about
-/// `budget` on each of the two probes.
+/// `budget` on each of the two disk probes, then the page cache (64 MiB twice, unsynced).
 pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
     let path = dir.join("disk-probe");
     let small = vec![b's'; SMALL_BYTES];
@@ -105,12 +146,14 @@ pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
     let s = lat.summary();
     let large = vec![b'l'; LARGE_BYTES];
     let (big, big_took) = probe(&path, &large, budget, LARGE_MAX_BYTES)?;
-    let mib = big.count() as f64 * LARGE_BYTES as f64 / f64::from(1u32 << 20);
+    let (fill, rewrite) = page_cache_probe(&path)?;
     Ok(DiskFigures {
         fdatasync_p50_us: s.p50_us,
         fdatasync_p99_us: s.p99_us,
         small_syncs_per_s: s.count as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE),
-        write_sync_mib_per_s: mib / big_took.as_secs_f64().max(f64::MIN_POSITIVE),
+        write_sync_mib_per_s: mib_per_s(big.count() * LARGE_BYTES as u64, big_took),
+        page_cache_fill_mib_per_s: fill,
+        page_cache_rewrite_mib_per_s: rewrite,
     })
 }
 
@@ -128,6 +171,10 @@ mod tests {
         );
         assert!(
             d.small_syncs_per_s > 0.0 && d.write_sync_mib_per_s > 0.0,
+            "{d:?}"
+        );
+        assert!(
+            d.page_cache_fill_mib_per_s > 0.0 && d.page_cache_rewrite_mib_per_s > 0.0,
             "{d:?}"
         );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
