@@ -51,6 +51,7 @@ pub const TARGETS: &[Target] = &[
     ("entry_record", raftmq_raft_log::fuzzing::entry_record),
     ("index_record", raftmq_raft_log::fuzzing::index_record),
     ("segment_scan", raftmq_raft_log::fuzzing::segment_scan),
+    ("committed_id", raftmq_raft_log::fuzzing::committed_id),
     ("message_record", raftmq_store::fuzzing::message_record),
     ("command_payload", raftmq_store::fuzzing::command_payload),
     ("snapshot_file", raftmq_store::fuzzing::snapshot_file),

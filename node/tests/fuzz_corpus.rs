@@ -296,6 +296,14 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
     loc.encode(&mut v);
     s.push(("index_record", v));
+    // committed_id: both slots written, the newer one (sequence 3) in slot 1.
+    s.push((
+        "committed_id",
+        raftmq_raft_log::fuzzing::committed_id_file(&[
+            (2, Some(LogId::new_term_index(2, 5))),
+            (3, Some(LogId::new_term_index(2, 9))),
+        ]),
+    ));
     // segment_scan: head, trusted records, segments.
     let (seg, _) = segment(&[
         (1, 1, batch.clone()),

@@ -4,7 +4,7 @@
 //! sled flush there stalls every other Raft step (appends, replication, votes) for one fsync
 //! per commit advance. On a `sync` node, [`LogStore::save_committed_deferred`] instead
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
-//! id durable (sled flush), coalescing the ids that arrive while a flush runs. An `async` node
+//! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
 //! keeps the durable-before-return `save_committed` (see there why).
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
@@ -17,8 +17,8 @@
 //!
 //! Nobody waits for the committed id on a `sync` node (its log flush covers every ack), so
 //! the thread writes it at most every [`MIN_INTERVAL`] unless an ack waits for it (then at
-//! once): a fsync per commit advance competed with the log's own fsyncs. Each write is a sled
-//! flush, an fsync on the log's disk plus a wake-up of sled's I/O threads; at one every 10 ms
+//! once): a fsync per commit advance competed with the log's own fsyncs. Each write was then a
+//! sled flush, an fsync on the log's disk plus a wake-up of sled's I/O threads; at one every 10 ms
 //! they took about a tenth of a follower's CPU under load, so the interval is 100 ms, as the
 //! flush checkpoint's. A restarted node applies up to the stored id before it hears from a
 //! leader, so a staler id only leaves more to the leader's commit index. A `sync` node never
@@ -111,7 +111,7 @@ impl Committer {
         self.shared.durable.fail("log closed");
     }
 
-    /// Saves the committed log id durably (sled flush) before returning.
+    /// Saves the committed log id durably (pwrite + fdatasync) before returning.
     pub fn save(&self, committed: Option<LogId>) -> LogResult<()> {
         self.record(committed)?;
         self.persist(committed)

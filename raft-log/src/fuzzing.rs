@@ -1,11 +1,16 @@
 //! Fuzz target bodies over raft-log's decoders of disk bytes (the entry record, the raft
-//! index record, the recovery scan of segments): the cargo-fuzz binaries in `fuzz/` and the
+//! index record, the recovery scan of segments, the committed-id file): the cargo-fuzz binaries in `fuzz/` and the
 //! corpus replay test call these same functions. Each panics only when a decoder broke its
 //! contract (a panic on bad bytes, or a decoded value that does not survive a round trip).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::committed_file::decode_file;
+use crate::committed_file::decode_slot;
+use crate::committed_file::encode_slot;
+use crate::committed_file::FILE_BYTES;
+use crate::committed_file::SLOT_STRIDE;
 use crate::config::LogConfig;
 use crate::config::MIN_SEGMENT_BYTES;
 use crate::env::Env;
@@ -65,6 +70,31 @@ pub fn index_record(data: &[u8]) {
         &data[..INDEX_RECORD_LEN],
         "index record round trip"
     );
+}
+
+/// The committed-id file (`meta/committed-id`, read whole at open). The newest valid slot it
+/// yields re-encodes to a slot that decodes to the same sequence number and id.
+pub fn committed_id(data: &[u8]) {
+    let Ok((seq, id)) = decode_file(data, std::path::Path::new("committed-id")) else {
+        return;
+    };
+    let slot = encode_slot(seq, &id).expect("a decoded id re-encodes");
+    assert_eq!(
+        decode_slot(&slot),
+        Ok(Some((seq, id))),
+        "committed id round trip"
+    );
+}
+
+/// A committed-id file whose slot `seq % 2` holds `(seq, id)` for each pair (corpus seeds).
+pub fn committed_id_file(slots: &[(u64, Option<LogId>)]) -> Vec<u8> {
+    let mut file = vec![0u8; FILE_BYTES as usize];
+    for (seq, id) in slots {
+        let at = ((seq % 2) * SLOT_STRIDE) as usize;
+        let slot = encode_slot(*seq, id).expect("an id encodes");
+        file[at..at + slot.len()].copy_from_slice(&slot);
+    }
+    file
 }
 
 /// The open-time recovery scan of a CommitLog. Input: byte 0 the number of raft index

@@ -49,7 +49,8 @@
 //! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned), `prealloc`, [`mod@format`], `recovery`; the
 //!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
 //!   either end `trim` (`Trimmer`), the snapshot swap `install`.
-//! - [`raft_index`]: log index → location; `meta`: the sled db.
+//! - [`raft_index`]: log index → location; `meta`: the sled db, and beside it
+//!   `committed_file` (the committed id, two checksummed slots).
 //! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
 //!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
 //! - Workers: `flusher` (`Flusher`, group commit / interval flush; its `checkpointer` makes
@@ -75,7 +76,8 @@
 //!   once the bytes are in the page cache; fdatasync every `interval-ms`, on segment roll, on
 //!   close.
 //! - `save_vote`, `save_committed`, `purge` and the log start are durable before returning (a
-//!   sled flush and an fdatasync of its file, see `meta.rs`). openraft's `save_committed` on a
+//!   sled flush and an fdatasync of its file, see `meta.rs`; the committed id: a pwrite and an
+//!   fdatasync of `meta/committed-id`, see `committed_file.rs`). openraft's `save_committed` on a
 //!   `sync` log is `save_committed_deferred` instead: the `raftlog-commit` thread writes the id
 //!   behind (at most every 100 ms unless an ack waits via
 //!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`.
@@ -107,7 +109,7 @@
 //! index stands in for the bytes, so corruption there shows on the first read of the entry,
 //! not at open (a segment lost or overwritten whole fails open: its first header is read). The in-memory index costs 32 bytes per retained entry; the `raft-index` file
 //! is emptied by retention and refills from there (open then scans what it lacks). Vote saves (and an `async`
-//! log's committed-id saves) block the calling task for a sled flush.
+//! log's committed-id saves) block the calling task for an fdatasync (votes: after a sled flush).
 
 pub mod config;
 pub mod env;
@@ -123,6 +125,7 @@ pub mod types;
 
 mod batch;
 mod checkpointer;
+mod committed_file;
 mod committer;
 mod durable;
 mod entry_read;

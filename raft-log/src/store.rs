@@ -104,7 +104,7 @@ impl<C> LogStore<C> {
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always
-    /// a real sled db under `dir/meta`.
+    /// a real sled db under `dir/meta` (with the `committed-id` file beside its files).
     pub fn open_with_env(
         dir: impl AsRef<Path>,
         config: LogConfig,
@@ -318,7 +318,8 @@ impl<C> LogStore<C> {
         Ok(())
     }
 
-    /// Saves the committed log id durably (sled flush) before returning.
+    /// Saves the committed log id durably (`meta/committed-id`: pwrite + fdatasync) before
+    /// returning.
     pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save(committed)
     }
