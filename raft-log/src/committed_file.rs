@@ -4,8 +4,8 @@
 //! `LogStore::save_committed_deferred` for why), so the cost of one save bounds how many
 //! commit advances a second that loop can take. In sled that save was a `pwrite`, a
 //! `sync_file_range` that waits for the write (sled's flush) and an `fdatasync` (which sled's
-//! flush lacks): two device round trips, ~1.1 ms p50 and up to 7 ms p90 under load on the dev
-//! VM. Here it is one write of one 512-byte slot into a file whose blocks were written at
+//! flush lacks): two device round trips, 0.19 ms p50 each under a 4 x 64 load on the dev VM
+//! (BENCHMARKS.md, seventh sitting). Here it is one write of one 512-byte slot into a file whose blocks were written at
 //! creation (no allocation, no size change: `fdatasync` commits no metadata) and one
 //! `fdatasync`.
 //!
@@ -34,6 +34,7 @@ use std::path::PathBuf;
 
 use parking_lot::Mutex;
 
+use crate::env::tmp_path;
 use crate::env::Env;
 use crate::env::FsEnv;
 use crate::error::LogError;
@@ -59,6 +60,11 @@ pub const MAX_VALUE_BYTES: usize = SLOT_BYTES - HEADER_BYTES;
 
 const _: () = assert!(HEADER_BYTES == 4 + 2 + 2 + 8 + 4);
 const _: () = assert!(SLOT_BYTES as u64 <= SLOT_STRIDE);
+
+/// Where the slot of write `seq` starts: writes alternate between the two slots.
+pub fn slot_offset(seq: u64) -> u64 {
+    (seq % 2) * SLOT_STRIDE
+}
 
 /// Encodes slot `seq` holding `committed`.
 pub fn encode_slot(seq: u64, committed: &Option<LogId>) -> LogResult<[u8; SLOT_BYTES]> {
@@ -135,8 +141,8 @@ pub fn decode_slot(slot: &[u8]) -> Result<Option<(u64, Option<LogId>)>, String> 
 }
 
 /// The newest valid slot of a whole file's bytes. A file that is too short, or whose slots
-/// are both unwritten or invalid, is corruption: creation writes slot 0 before the file gets
-/// its name, and a write touches one slot only.
+/// are both unwritten or invalid, is corruption: creation writes write 1's slot before the
+/// file gets its name, and each later write touches the other slot only.
 pub fn decode_file(bytes: &[u8], path: &Path) -> LogResult<(u64, Option<LogId>)> {
     let corrupt = |offset: u64, reason: String| LogError::Corruption {
         file: path.to_path_buf(),
@@ -177,7 +183,8 @@ pub struct CommittedFile {
 impl CommittedFile {
     /// Opens `dir/committed-id`, or creates it holding `initial()` (the id an older version
     /// kept in sled): written and synced under a temporary name, renamed, the directory
-    /// synced, so the file exists only with a valid slot 0.
+    /// synced, so the file exists only with a valid slot (write 1's, [`slot_offset`]), and
+    /// the first save goes to the other one.
     pub fn open(dir: &Path, initial: impl FnOnce() -> LogResult<Option<LogId>>) -> LogResult<Self> {
         let path = dir.join(FILE_NAME);
         if !path.exists() {
@@ -217,7 +224,7 @@ impl CommittedFile {
         let seq = last.0 + 1;
         let slot = encode_slot(seq, committed)?;
         self.file
-            .write_all_at(&slot, (seq % 2) * SLOT_STRIDE)
+            .write_all_at(&slot, slot_offset(seq))
             .map_err(|e| LogError::io("write", &self.path, e))?;
         self.file
             .sync_data()
@@ -228,11 +235,10 @@ impl CommittedFile {
 }
 
 fn create(dir: &Path, path: &Path, committed: &Option<LogId>) -> LogResult<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
+    let tmp = tmp_path(path);
     let mut bytes = vec![0u8; FILE_BYTES as usize];
-    bytes[..SLOT_BYTES].copy_from_slice(&encode_slot(1, committed)?);
+    let at = slot_offset(1) as usize;
+    bytes[at..at + SLOT_BYTES].copy_from_slice(&encode_slot(1, committed)?);
     // Written, not fallocated: the blocks exist before the first save, so a save's fdatasync
     // converts no extent and changes no size.
     let file = OpenOptions::new()

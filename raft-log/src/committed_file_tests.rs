@@ -94,6 +94,13 @@ fn saves_alternate_slots_and_survive_a_reopen() {
     let f = CommittedFile::open(dir.path(), || Ok(id(1, 3))).unwrap();
     assert_eq!(f.get(), id(1, 3), "created with the initial id");
     f.set(&id(1, 4)).unwrap();
+    // The first save leaves the slot the file was created with: a torn first save falls back.
+    let bytes = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+    let at = slot_offset(1) as usize;
+    assert_eq!(
+        decode_slot(&bytes[at..at + SLOT_BYTES]),
+        Ok(Some((1, id(1, 3))))
+    );
     f.set(&id(2, 8)).unwrap();
     assert_eq!(f.get(), id(2, 8));
     drop(f);

@@ -294,7 +294,8 @@ fn allocate(file: &mut File, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
+/// `path` with `.tmp` appended: where a file is written before it is renamed into place.
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".tmp");
     PathBuf::from(s)

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use crate::committed_file::decode_file;
 use crate::committed_file::decode_slot;
 use crate::committed_file::encode_slot;
+use crate::committed_file::slot_offset;
 use crate::committed_file::FILE_BYTES;
-use crate::committed_file::SLOT_STRIDE;
 use crate::config::LogConfig;
 use crate::config::MIN_SEGMENT_BYTES;
 use crate::env::Env;
@@ -90,7 +90,7 @@ pub fn committed_id(data: &[u8]) {
 pub fn committed_id_file(slots: &[(u64, Option<LogId>)]) -> Vec<u8> {
     let mut file = vec![0u8; FILE_BYTES as usize];
     for (seq, id) in slots {
-        let at = ((seq % 2) * SLOT_STRIDE) as usize;
+        let at = slot_offset(*seq) as usize;
         let slot = encode_slot(*seq, id).expect("an id encodes");
         file[at..at + slot.len()].copy_from_slice(&slot);
     }
