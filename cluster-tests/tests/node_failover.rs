@@ -42,6 +42,12 @@ async fn with_follower_client(
     (cluster, leader, c)
 }
 
+/// The Raft log index of an acknowledged send.
+fn acked_index(reply: pb::SendReply) -> u64 {
+    let result = reply.result.expect("a send result");
+    result.log_id.expect("the result names its log id").index
+}
+
 /// Node `id` keeps leading but refuses every write, as a stopping node does.
 fn refuse_writes(cluster: &TestCluster, id: u64) {
     use std::sync::atomic::Ordering;
@@ -66,7 +72,7 @@ async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
         .await
         .expect("a send during the failover is held, not failed");
     let acked_after = killed_at.elapsed();
-    assert!(r.into_inner().result.is_some());
+    let during_index = acked_index(r.into_inner());
     let up: Vec<u64> = cluster.ids().into_iter().filter(|&i| i != leader).collect();
     let new = cluster
         .wait_leader_among(&up, Duration::from_secs(10))
@@ -83,6 +89,9 @@ async fn leader_kill_pre_votes_at_once_and_a_follower_holds_the_send() {
     );
     println!("failover: send acknowledged {acked_after:?} after the kill; new leader {new}");
 
+    // The ack means a quorum stored it; the client's follower learns the commit on the new
+    // leader's next append, so the read waits for that, as a consumer's next pull would.
+    cluster.wait_applied(during_index).await.expect("applied");
     let got = read_all(&mut c, "fo", 4).await.expect("read back");
     let bodies: Vec<&[u8]> = got.iter().map(|m| m.3.as_slice()).collect();
     assert!(bodies.contains(&b"before".as_slice()) && bodies.contains(&b"during".as_slice()));
@@ -115,7 +124,8 @@ async fn a_follower_forwards_again_when_its_leader_refuses_because_it_is_stoppin
         .await
         .expect("send task")
         .expect("the send goes to the new leader");
-    assert!(r.into_inner().result.is_some());
+    let during_index = acked_index(r.into_inner());
+    cluster.wait_applied(during_index).await.expect("applied");
     let got = read_all(&mut c, "st", 4).await.expect("read back");
     let bodies: Vec<&[u8]> = got.iter().map(|m| m.3.as_slice()).collect();
     assert_eq!(bodies, [b"before".as_slice(), b"during".as_slice()]);
