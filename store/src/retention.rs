@@ -142,6 +142,7 @@ pub(crate) fn retention_plan_upto(
     let log = &shared.log;
     let seg = log.config().segment_bytes;
     let w = log.watermarks();
+    shared.settle_ended_checkpoint();
     let st = shared.state.read();
     let Some(cp) = st.checkpoint_applied else {
         return Ok(None);

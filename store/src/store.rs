@@ -151,6 +151,7 @@ impl Store {
 
     /// Current positions.
     pub fn watermarks(&self) -> StoreWatermarks {
+        self.shared.settle_ended_checkpoint();
         let log = self.shared.log.watermarks();
         let st = self.shared.state.read();
         StoreWatermarks {
@@ -342,6 +343,13 @@ impl Store {
     #[doc(hidden)]
     pub fn set_install_stop(&self, at: Option<InstallStop>) {
         *self.shared.install_stop.lock() = at;
+    }
+
+    /// Test hook: the next background checkpoint write waits until the returned sender sends
+    /// or is dropped.
+    #[doc(hidden)]
+    pub fn hold_next_checkpoint(&self) -> std::sync::mpsc::Sender<()> {
+        self.shared.checkpoints.hold_next()
     }
 
     /// A receiver for snapshots sent by the leader (the node's transport sink delegates to

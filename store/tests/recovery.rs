@@ -226,3 +226,106 @@ fn clean_close_removes_the_abort_marker_and_reopen_needs_no_replay() {
     assert!(replay(&n).is_empty());
     assert_eq!(queue_dump(&n), before);
 }
+
+/// Waits (up to 10 s) until `n`'s durable checkpoint covers `want`.
+fn wait_checkpointed(n: &Node, want: Option<raftmq_raft_log::types::LogId>) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while n.store.watermarks().checkpointed != want {
+        assert!(
+            std::time::Instant::now() < end,
+            "checkpointed {:?}, want {want:?}",
+            n.store.watermarks().checkpointed
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The periodic checkpoint is written off the apply path: apply goes on while the write is
+/// held, `checkpointed` (what retention may purge below) moves only once the file is
+/// durable, a synchronous checkpoint waits for the write under way and leaves the newest
+/// state in the file, and a crash after either replays to the same queues.
+#[test]
+fn periodic_checkpoint_is_written_in_the_background() {
+    use raftmq_store::state::Checkpoint;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut cfg = small_config();
+    cfg.checkpoint_every_entries = 5;
+    let mut n = open_node(d.path(), cfg.clone(), SEG);
+    let release = n.store.hold_next_checkpoint();
+    n.create_topic("t", 2);
+    for i in 0..4 {
+        n.send(batch(i).to_batch());
+    }
+    // Entry 5 started the write; it is held.
+    let taken = n.store.watermarks().applied;
+    assert!(taken.is_some());
+    let (tx, rx) = mpsc::channel();
+    let applier = std::thread::spawn(move || {
+        for i in 4..7 {
+            n.send(batch(i).to_batch());
+        }
+        tx.send(()).expect("report");
+        n
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("apply went on while the checkpoint write was held");
+    let n = applier.join().expect("applier");
+    assert_eq!(n.store.watermarks().checkpointed, None, "not durable yet");
+    assert_eq!(
+        Checkpoint::load(d.path()).expect("load").last_applied,
+        None,
+        "no file yet"
+    );
+    drop(release);
+    wait_checkpointed(&n, taken);
+    assert_eq!(
+        Checkpoint::load(d.path()).expect("load").last_applied,
+        taken
+    );
+
+    // Three more entries reach the next period (5 since the last); `Store::checkpoint`
+    // meanwhile waits for the held write, then writes the newest state.
+    let mut n = n;
+    let release = n.store.hold_next_checkpoint();
+    for i in 7..10 {
+        n.send(batch(i).to_batch());
+    }
+    let newest = n.store.watermarks().applied;
+    let store = n.store.clone();
+    let (tx, rx) = mpsc::channel();
+    let sync = std::thread::spawn(move || {
+        store.checkpoint().expect("checkpoint");
+        tx.send(()).expect("report");
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "the synchronous checkpoint did not wait for the write under way"
+    );
+    release.send(()).expect("release");
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("synchronous checkpoint done");
+    sync.join().expect("sync");
+    assert_eq!(n.store.watermarks().checkpointed, newest);
+    assert_eq!(
+        Checkpoint::load(d.path()).expect("load").last_applied,
+        newest
+    );
+
+    // Crash and replay: the same queues as before.
+    let mut n = n;
+    for i in 10..13 {
+        n.send(batch(i).to_batch());
+    }
+    let before = queue_dump(&n);
+    crash(n);
+    let n = open_node(d.path(), cfg, SEG);
+    let replayed = replay(&n);
+    assert!(replayed
+        .values()
+        .all(|r| matches!(r, ApplyResponse::Sent(_))));
+    assert_eq!(queue_dump(&n), before);
+    n.store.validate().expect("valid");
+}

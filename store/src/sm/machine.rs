@@ -2,8 +2,9 @@
 //!
 //! Guarantees: entries are applied in log order, each exactly once in effect (re-applying an
 //! entry after a crash is a no-op that answers the same acks); `applied_state` reports the
-//! last applied entry; the durable checkpoint lags it by at most `checkpoint-every-entries`
-//! entries, and openraft re-applies the committed entries after it on restart.
+//! last applied entry; the durable checkpoint lags it by about `checkpoint-every-entries`
+//! entries (plus those applied while it is written in the background), and openraft
+//! re-applies the committed entries after it on restart.
 
 use std::io;
 use std::sync::Arc;
@@ -80,11 +81,14 @@ impl StateMachine {
         // A replay must never start before a topic deletion whose files are already gone (the
         // queue's next incarnation would be on disk): checkpoint right after each one.
         let deleted = matches!(resp, ApplyResponse::TopicDeleted(_));
-        if deleted || st.since_checkpoint >= self.shared.config.checkpoint_every_entries {
-            if let Err(e) = self.shared.checkpoint_locked(&mut st) {
-                *done = Some(resp);
-                return Err(e);
-            }
+        let checkpointed = if deleted {
+            self.shared.checkpoint_locked(&mut st)
+        } else {
+            self.shared.checkpoint_in_background(&mut st)
+        };
+        if let Err(e) = checkpointed {
+            *done = Some(resp);
+            return Err(e);
         }
         Ok(resp)
     }

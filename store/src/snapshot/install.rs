@@ -183,6 +183,8 @@ pub(crate) fn install(
     last_log_id: Option<LogId>,
     file: SnapshotFile,
 ) -> Result<()> {
+    // The old state's background checkpoint ends before the log changes under it.
+    shared.settle_checkpoint(&mut shared.state.write(), true);
     let segment_bytes = shared.log.config().segment_bytes;
     let Verified {
         manifest: m,

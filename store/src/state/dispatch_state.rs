@@ -42,7 +42,8 @@ pub struct DispatchState {
     pub dispatched_phys_end: PhysOffset,
     /// Entries applied since the last checkpoint.
     pub since_checkpoint: u64,
-    /// The last checkpoint written.
+    /// `last_applied` of the newest checkpoint known durable (a background write counts once
+    /// it ended).
     pub checkpoint_applied: Option<LogId>,
 }
 

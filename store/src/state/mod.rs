@@ -1,6 +1,6 @@
 //! What the state machine (writer), the read handle and snapshots share: `Shared` (config,
 //! log, the state lock, caches and test hooks), the [`DispatchState`] behind its lock and the
-//! durable [`Checkpoint`] of it.
+//! durable [`Checkpoint`] of it, written in the background by `CheckpointWriter`.
 //!
 //! # Layers
 //!
@@ -19,6 +19,7 @@
 //! only declares and re-exports.
 
 pub mod checkpoint;
+mod checkpoint_writer;
 pub mod dispatch_state;
 mod shared;
 

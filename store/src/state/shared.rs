@@ -13,6 +13,7 @@ use parking_lot::RwLock;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::raft_types::LogStore;
+use crate::state::checkpoint_writer::CheckpointWriter;
 use crate::state::dispatch_state::DispatchState;
 use crate::types::PhysOffset;
 
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub install_stop: Mutex<Option<InstallStop>>,
     /// Set by `Store::close`. Invariant: once set, nothing is applied any more.
     pub closed: AtomicBool,
+    /// Writes the periodic checkpoints off the apply path.
+    pub checkpoints: CheckpointWriter,
 }
 
 /// Test hook: the step after which snapshot install stops with an error, as a crash there
@@ -77,18 +80,63 @@ impl Shared {
             disk_usage_cache: Mutex::new(None),
             install_stop: Mutex::new(None),
             closed: AtomicBool::new(false),
+            checkpoints: CheckpointWriter::default(),
         }
     }
 
     /// Writes the dispatch checkpoint: log flush, ConsumeQueue and index msync, then the
-    /// checkpoint file. Caller holds the state write lock.
+    /// checkpoint file, after the background write under way (if any) ended. Caller holds
+    /// the state write lock.
     pub fn checkpoint_locked(&self, st: &mut DispatchState) -> Result<()> {
+        self.settle_checkpoint(st, true);
         self.log.flush()?;
         st.flush()?;
         st.to_checkpoint().store(&self.data_dir)?;
         st.checkpoint_applied = st.last_applied;
         st.since_checkpoint = 0;
         Ok(())
+    }
+
+    /// Apply's periodic checkpoint, after each entry: takes the outcome of a background
+    /// write that ended; once `checkpoint-every-entries` entries were applied since the last
+    /// one and none is under way, flushes the log, ConsumeQueues and index, and starts
+    /// writing the state as of now in the background ([`CheckpointWriter`]). Caller holds the
+    /// state write lock.
+    pub fn checkpoint_in_background(&self, st: &mut DispatchState) -> Result<()> {
+        self.settle_checkpoint(st, false);
+        if st.since_checkpoint < self.config.checkpoint_every_entries
+            || !self.checkpoints.may_start()
+        {
+            return Ok(());
+        }
+        self.log.flush()?;
+        st.flush()?;
+        self.checkpoints.start(&self.data_dir, st.to_checkpoint())?;
+        st.since_checkpoint = 0;
+        Ok(())
+    }
+
+    /// Takes the outcome of the background checkpoint write, if it ended (or, `wait`, once
+    /// it ends): a durable one moves `checkpoint_applied`; a failed one makes the next
+    /// entry due again (the writer delays it).
+    pub fn settle_checkpoint(&self, st: &mut DispatchState, wait: bool) {
+        match self.checkpoints.settle(wait) {
+            None => {}
+            Some(Ok(applied)) => st.checkpoint_applied = applied,
+            Some(Err(_)) => {
+                st.since_checkpoint = st
+                    .since_checkpoint
+                    .max(self.config.checkpoint_every_entries);
+            }
+        }
+    }
+
+    /// [`Self::settle_checkpoint`] of a background write that ended, for readers of
+    /// `checkpoint_applied` on a node that applies nothing meanwhile.
+    pub fn settle_ended_checkpoint(&self) {
+        if self.checkpoints.ended() {
+            self.settle_checkpoint(&mut self.state.write(), false);
+        }
     }
 
     /// Wakes long-poll readers.
