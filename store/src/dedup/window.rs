@@ -66,16 +66,19 @@ struct WindowRepr(Vec<Remembered>);
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
-/// Invariant: `by_key` holds one `seq` per send of `order`, its position counted from
-/// `first_seq`, hashed by that send's `Slot::hash` (keys are unique: a hit is not remembered
-/// again); `order` is in apply order. The table holds positions, not keys, so each send's key
-/// is stored once and hashed once on insert, never on eviction (apply looks up, remembers and
-/// evicts one send per identified message on every node).
+/// Invariant: `by_key` holds one `(hash, seq)` per send of `order`, `seq` its position
+/// counted from `first_seq` and `hash` its `Slot::hash` (keys are unique: a hit is not
+/// remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
+/// match); `order` is in apply order. The table holds positions, not keys, so each send's
+/// key is stored once and hashed once on insert. Eviction leaves its position in the table
+/// (a random probe per evicted send was most of `expire`'s cost: apply looks up, remembers
+/// and evicts one send per identified message on every node); once evicted positions
+/// outnumber the live ones, one sequential pass drops them all.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
     order: VecDeque<Slot>,
-    by_key: HashTable<u64>,
+    by_key: HashTable<(u64, u64)>,
     /// Sequence number of `order[0]`.
     first_seq: u64,
     /// SipHash with this window's random keys: keys are client input.
@@ -175,7 +178,7 @@ impl DedupWindow {
     /// Checks the invariant cheaply (see the type docs): as many keys as sends, and the
     /// oldest and newest sends at their positions. Apply runs it in debug builds.
     pub fn validate(&self) -> crate::error::Result<()> {
-        if self.by_key.len() != self.order.len() {
+        if self.by_key.len() < self.order.len() {
             return Err(crate::error::StoreError::invalid(format!(
                 "dedup window: {} keys for {} sends",
                 self.by_key.len(),
@@ -186,9 +189,19 @@ impl DedupWindow {
         self.check_positions(ends.into_iter().filter(|&i| i < self.order.len()))
     }
 
-    /// [`validate`](Self::validate) for every send (O(n): tests and tools).
+    /// [`validate`](Self::validate) for every send, and exactly one live position per send
+    /// (O(n): tests and tools).
     pub fn validate_all(&self) -> crate::error::Result<()> {
         self.validate()?;
+        let live = (self.by_key.iter())
+            .filter(|&&(_, seq)| seq >= self.first_seq)
+            .count();
+        if live != self.order.len() {
+            return Err(crate::error::StoreError::invalid(format!(
+                "dedup window: {live} live keys for {} sends",
+                self.order.len()
+            )));
+        }
         self.check_positions(0..self.order.len())
     }
 
@@ -209,9 +222,8 @@ impl DedupWindow {
     /// Index in `order` of the send with `key` (of hash `hash`).
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
         let (order, first) = (&self.order, self.first_seq);
-        let &seq = self.by_key.find(hash, |&seq| {
-            let s = &order[index_of(first, seq)];
-            s.hash == hash && *s.m.key == *key
+        let &(_, seq) = self.by_key.find(hash, |&(h, seq)| {
+            h == hash && seq >= first && *order[index_of(first, seq)].m.key == *key
         })?;
         Some(index_of(first, seq))
     }
@@ -220,23 +232,33 @@ impl DedupWindow {
         let seq = self.first_seq + self.order.len() as u64;
         let hash = self.hasher.hash_one(&*m.key);
         self.order.push_back(Slot { hash, m });
-        let (order, first) = (&self.order, self.first_seq);
-        self.by_key
-            .insert_unique(hash, seq, |&s| order[index_of(first, s)].hash);
+        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
     }
 
     fn pop_front(&mut self) {
-        if let Some(s) = self.order.pop_front() {
-            let seq = self.first_seq;
-            if let Ok(e) = self.by_key.find_entry(s.hash, |&q| q == seq) {
-                e.remove();
-            }
+        if self.order.pop_front().is_some() {
             self.first_seq += 1;
+            // Amortised: a pass over the table per as many evictions as it has live sends.
+            if self.evicted_positions() > self.order.len().max(64) {
+                let first = self.first_seq;
+                self.by_key.retain(|&mut (_, seq)| seq >= first);
+            }
         }
+    }
+
+    /// Positions in the table, live and evicted (tests).
+    #[cfg(test)]
+    pub(crate) fn table_len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Positions in `by_key` of sends already evicted.
+    fn evicted_positions(&self) -> usize {
+        self.by_key.len().saturating_sub(self.order.len())
     }
 }
 
-/// Index in `order` of the send at position `seq`, `order[0]` being at `first`.
+/// Index in `order` of the send at position `seq >= first`, `order[0]` being at `first`.
 fn index_of(first: u64, seq: u64) -> usize {
     usize::try_from(seq - first).expect("by_key holds positions of order")
 }

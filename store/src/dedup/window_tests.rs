@@ -162,3 +162,39 @@ fn identity_check_names_the_bad_property() {
     let long = "x".repeat(MAX_PRODUCER_ID_BYTES + 1);
     assert!(check_identity(&props(Some(&long), Some("1"))).is_err());
 }
+
+#[test]
+fn evicted_positions_never_match_and_are_dropped_in_passes() {
+    let p = DedupParams {
+        window_ms: 1_000_000,
+        max_entries: 100,
+    };
+    let mut w = DedupWindow::default();
+    for i in 0..1_000u64 {
+        w.expire(i, p);
+        assert_eq!(w.get(&key(i)), None);
+        w.insert(key(i), send(i, i));
+        // Live positions: the newest 100; evicted ones stay in the table for a while but
+        // never answer, and at most as many as live ones (64 at least) are kept.
+        assert!(w.table_len() <= 2 * 100 + 1, "{} positions", w.table_len());
+        if i % 97 == 0 {
+            w.validate_all().expect("valid");
+        }
+    }
+    for i in 0..900 {
+        assert_eq!(w.get(&key(i)), None, "evicted {i} answered");
+    }
+    for i in 900..1_000 {
+        assert_eq!(w.get(&key(i)), Some(&send(i, i)), "live {i}");
+    }
+    // A key evicted and sent again is remembered anew (its old position does not match).
+    w.expire(2_000, p);
+    w.insert(key(5), send(5, 2_000));
+    assert_eq!(w.get(&key(5)), Some(&send(5, 2_000)));
+    w.validate_all().expect("valid");
+    // Serde keeps only the live sends.
+    let json = serde_json::to_string(&w).expect("ser");
+    let back: DedupWindow = serde_json::from_str(&json).expect("de");
+    assert_eq!(back, w);
+    assert_eq!(back.table_len(), back.len());
+}
