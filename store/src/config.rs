@@ -37,7 +37,8 @@ pub struct StoreConfig {
     /// 1.0 turns the refusal off (for a disk shared with something else that watches it).
     pub disk_reject_ratio: f64,
     /// The dispatch checkpoint (log flush, ConsumeQueue and index msync, checkpoint file) is
-    /// written after this many applied entries. Default 10000; range 1..=10000000.
+    /// taken after this many applied entries (its file written in the background; the next
+    /// one waits until that write ended). Default 10000; range 1..=10000000.
     pub checkpoint_every_entries: u64,
     /// Most ConsumeQueue units one pull scans (tag filtering may skip many). Default 16384;
     /// range 1..=1000000.
