@@ -1,6 +1,8 @@
 //! Benchmark support shared by `raftmq bench produce|consume|suite`: the load generator, the
-//! figures, and the machine's own limits (disk, memory) the suite compares against.
+//! figures, the machine's own limits (disk, memory) the suite compares against, and the CPU
+//! time a load took.
 
+pub mod cpu;
 pub mod disk;
 pub mod load;
 pub mod rss;

@@ -2,7 +2,9 @@
 //! installed `raftmq-node` via [`crate::locate`]), runs each case on a fresh local 3-node
 //! cluster ([`crate::deploy`], free ports, a temp dir removed afterwards), probes the disk in
 //! that directory right before each case's load (the shared disk's fdatasync swings minute to
-//! minute) and prints one table of figures, targets and ratios ([`report`]).
+//! minute), takes the CPU time of every node and of the load generator over the load together
+//! with the machine's steal ([`crate::bench::cpu`]: a case run while the host was busy says
+//! so) and prints one table of figures, targets and ratios ([`report`]).
 //!
 //! Layer: above `status`, `deploy` and `bench`, below `cmd`.
 
@@ -18,6 +20,7 @@ use clap::Args;
 use raftmq_client::Client;
 use raftmq_client::ClientOptions;
 
+use crate::bench::cpu::CpuSpan;
 use crate::bench::disk;
 use crate::bench::load;
 use crate::bench::load::PullLoad;
@@ -32,6 +35,7 @@ use crate::output::print_json;
 use crate::status;
 use cases::Case;
 use cases::PeerFigures;
+use report::CaseCpu;
 use report::CaseResult;
 use report::SuiteReport;
 
@@ -71,6 +75,7 @@ struct CaseCluster {
     m: Manifest,
     dir: PathBuf,
     leader_pid: u32,
+    follower_pids: Vec<u32>,
     follower_addr: String,
 }
 
@@ -91,6 +96,7 @@ impl CaseCluster {
             m,
             dir,
             leader_pid: 0,
+            follower_pids: Vec::new(),
             follower_addr: String::new(),
         };
         // Started only once `c` exists: its drop stops whatever did start.
@@ -103,6 +109,12 @@ impl CaseCluster {
             c.m.node(leader)?
                 .pid
                 .with_context(|| format!("leader node {leader} has no recorded pid"))?;
+        c.follower_pids =
+            c.m.nodes
+                .iter()
+                .filter(|n| n.id != leader)
+                .filter_map(|n| n.pid)
+                .collect();
         let follower = c.m.nodes.iter().find(|n| n.id != leader);
         c.follower_addr = follower
             .map(|n| n.client_addr.clone())
@@ -181,7 +193,13 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
         .samples_memory()
         .then(|| PeakSampler::start(c.leader_pid));
     let appended_before = leader_appended(&c.m).await;
+    // Leader, followers, then this process (the load generator runs in it).
+    let mut pids = vec![c.leader_pid];
+    pids.extend(&c.follower_pids);
+    pids.push(std::process::id());
+    let span = CpuSpan::start(&pids);
     let produce = load::produce(&seeds, case.load(a.duration), true).await?;
+    let cpu = CaseCpu::from_span(span.finish(), c.follower_pids.len());
     let appended_after = leader_appended(&c.m).await;
     let mut r = CaseResult {
         case,
@@ -190,6 +208,7 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
         consume: None,
         leader_rss_peak_mib: None,
         leader_rss_after_mib: None,
+        cpu,
         raft_entries: appended_after
             .zip(appended_before)
             .map(|(after, before)| after.saturating_sub(before)),

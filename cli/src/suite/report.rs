@@ -6,12 +6,50 @@ use serde::Serialize;
 
 use super::cases::Case;
 use super::cases::PeerFigures;
+use crate::bench::cpu::CpuFigures;
+use crate::bench::cpu::MachineShares;
 use crate::bench::disk::DiskFigures;
 use crate::bench::BenchSummary;
 use crate::output::table;
 
 /// Target 6: the leader's anonymous memory during and after targets 3 and 4, MiB.
 const MEMORY_TARGET_MIB: f64 = 200.0;
+/// Host steal above this share of the machine's CPU time marks a case measured while the
+/// host ran other work: its figures are the host's, rerun it.
+pub const STEAL_WARN_PCT: f64 = 5.0;
+
+/// The CPU time of a case's produce load (for `consume-follower`: of the fill).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CaseCpu {
+    /// CPU seconds of the leader process.
+    pub leader_s: Option<f64>,
+    /// CPU seconds of each follower process (None: not readable at both ends).
+    pub followers_s: Vec<Option<f64>>,
+    /// CPU seconds of the suite's own process, which runs the load generator.
+    pub load_generator_s: Option<f64>,
+    /// How the machine's CPUs were spent meanwhile.
+    pub machine: Option<MachineShares>,
+}
+
+impl CaseCpu {
+    /// Splits `f`, measured for the leader, `followers` followers and then the load generator.
+    pub fn from_span(f: CpuFigures, followers: usize) -> Self {
+        let s = &f.process_cpu_s;
+        let get = |i: usize| s.get(i).copied().flatten();
+        Self {
+            leader_s: get(0),
+            followers_s: (1..=followers).map(get).collect(),
+            load_generator_s: get(followers + 1),
+            machine: f.machine,
+        }
+    }
+
+    /// Mean CPU seconds of the followers that could be read.
+    fn follower_mean_s(&self) -> Option<f64> {
+        let read: Vec<f64> = self.followers_s.iter().flatten().copied().collect();
+        (!read.is_empty()).then(|| read.iter().sum::<f64>() / read.len() as f64)
+    }
+}
 
 /// What one case measured.
 #[derive(Clone, Debug, Serialize)]
@@ -29,6 +67,8 @@ pub struct CaseResult {
     pub leader_rss_peak_mib: Option<f64>,
     /// Leader `RssAnon` one second after the load, MiB (memory cases only).
     pub leader_rss_after_mib: Option<f64>,
+    /// CPU time of the nodes and the load generator during the load, and the machine's split.
+    pub cpu: CaseCpu,
     /// Raft entries the leader appended during the load (its last log index after minus
     /// before; None if either status read failed). Every entry costs the same fixed work
     /// (a record, a flush cycle, replication to each follower, an apply on every node), so
@@ -55,7 +95,8 @@ pub struct Row {
     pub figure: String,
     /// The figure.
     pub value: f64,
-    /// Its unit: `msg/s`, `MB/s` (10^6 bytes), `MiB/s`, `ms`, `MiB`, `/s`, `msg/entry`.
+    /// Its unit: `msg/s`, `MB/s` (10^6 bytes), `MiB/s`, `ms`, `MiB`, `/s`, `msg/entry`,
+    /// `us/msg`, `%`.
     pub unit: &'static str,
     /// The target, same unit (None: no target, or the case it depends on did not run).
     pub target: Option<f64>,
@@ -167,6 +208,32 @@ fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
     }
 }
 
+/// CPU per message of each process and the machine's idle and steal shares during the load.
+fn cpu_rows(rows: &mut Vec<Row>, r: &CaseResult) {
+    let name = r.case.name();
+    let messages = r.produce.messages;
+    if messages > 0 {
+        let per_msg = |s: f64| s * 1e6 / messages as f64;
+        for (figure, secs) in [
+            ("leader CPU per message", r.cpu.leader_s),
+            ("follower CPU per message (mean)", r.cpu.follower_mean_s()),
+            ("load generator CPU per message", r.cpu.load_generator_s),
+        ] {
+            if let Some(secs) = secs {
+                rows.push(Row::new(name, figure, per_msg(secs), "us/msg"));
+            }
+        }
+    }
+    if let Some(m) = &r.cpu.machine {
+        rows.push(Row::new(name, "machine CPU idle", m.idle_pct, "%"));
+        let mut steal = Row::new(name, "machine CPU stolen by the host", m.steal_pct, "%");
+        if m.steal_pct > STEAL_WARN_PCT {
+            steal.target_basis = "host busy: this case's figures are depressed, rerun".into();
+        }
+        rows.push(steal);
+    }
+}
+
 /// The table's rows: each case run, its disk probe first, then its figures with their targets.
 pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
     let mut rows = Vec::new();
@@ -231,6 +298,7 @@ pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
                 }
             }
         }
+        cpu_rows(&mut rows, r);
         if let Some(entries) = r.raft_entries.filter(|e| *e > 0) {
             let per_entry = p.messages as f64 / entries as f64;
             rows.push(Row::new(
@@ -247,7 +315,8 @@ pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
 fn value_text(v: f64, unit: &str) -> String {
     match unit {
         "ms" => format!("{v:.2} {unit}"),
-        "MB/s" | "MiB/s" | "MiB" | "msg/entry" => format!("{v:.1} {unit}"),
+        "MB/s" | "MiB/s" | "MiB" | "msg/entry" | "us/msg" => format!("{v:.1} {unit}"),
+        "%" => format!("{v:.1}{unit}"),
         _ => format!("{v:.0} {unit}"),
     }
 }
@@ -286,7 +355,9 @@ pub fn render(r: &SuiteReport) -> String {
         "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; \
          each case's disk rows: probed in the cluster directory right before its load; \
          page cache new-page write far below the rewrite: the VM's host faulted new pages in, \
-         a cost every node's appends paid in that case.\n\
+         a cost every node's appends paid in that case; CPU per message: utime + stime of \
+         each process over the load; machine CPU stolen by the host above {STEAL_WARN_PCT}%: \
+         the host ran other work, that case measured it.\n\
          NATS figures: {}.",
         r.nproc, r.peer.source
     ));
@@ -338,6 +409,7 @@ mod tests {
             consume: None,
             leader_rss_peak_mib: None,
             leader_rss_after_mib: None,
+            cpu: CaseCpu::default(),
             raft_entries: None,
         }
     }
@@ -416,6 +488,65 @@ mod tests {
         assert!(
             text.contains("900.0 MiB/s")
                 && text.contains("- (rewrite of the cached pages 3000 MiB/s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn cpu_rows_give_time_per_message_and_flag_a_busy_host() {
+        let mut four = result(Case::FourBy64, 40_000, 5000);
+        four.cpu = CaseCpu::from_span(
+            CpuFigures {
+                machine: Some(MachineShares {
+                    busy_pct: 70.0,
+                    idle_pct: 10.0,
+                    iowait_pct: 5.0,
+                    interrupts_pct: 5.0,
+                    steal_pct: 10.0,
+                }),
+                // Leader 0.6 s, one follower 0.3 s, the other unreadable, generator 0.2 s.
+                process_cpu_s: vec![Some(0.6), Some(0.3), None, Some(0.2)],
+            },
+            2,
+        );
+        let mut single = result(Case::Single, 2000, 1000);
+        single.cpu.machine = Some(MachineShares {
+            steal_pct: 1.0,
+            ..four.cpu.machine.unwrap()
+        });
+        let rows = rows(&PeerFigures::issue_reference(), &[single, four]);
+        assert_eq!(
+            find(&rows, "four-by-64", "leader CPU per message").value,
+            15.0
+        );
+        assert_eq!(
+            find(&rows, "four-by-64", "follower CPU per message (mean)").value,
+            7.5
+        );
+        assert_eq!(
+            find(&rows, "four-by-64", "load generator CPU per message").value,
+            5.0
+        );
+        let steal = find(&rows, "four-by-64", "machine CPU stolen by the host");
+        assert_eq!((steal.value, steal.target), (10.0, None));
+        assert!(steal.target_basis.contains("rerun"), "{steal:?}");
+        let calm = find(&rows, "single", "machine CPU stolen by the host");
+        assert!(calm.target_basis.is_empty(), "{calm:?}");
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r.case == "single" && r.unit == "us/msg"),
+            "no process was read for single"
+        );
+        let text = render(&SuiteReport {
+            nproc: 2,
+            peer: PeerFigures::issue_reference(),
+            nats_server: None,
+            cases: Vec::new(),
+            rows,
+        });
+        assert!(
+            text.contains("15.0 us/msg") && text.contains("10.0%"),
             "{text}"
         );
     }
