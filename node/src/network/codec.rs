@@ -41,11 +41,37 @@ pub fn encode_sized<T: Serialize>(
     value: &T,
     capacity: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    postcard::to_extend(value, Vec::with_capacity(capacity)).map_err(|source| CodecError {
-        what,
-        op: "encode",
-        source,
-    })
+    postcard::serialize_with_flavor(value, VecFlavor(Vec::with_capacity(capacity))).map_err(
+        |source| CodecError {
+            what,
+            op: "encode",
+            source,
+        },
+    )
+}
+
+/// postcard output into a `Vec` the caller sized. postcard's own `to_extend` copies a byte
+/// string one byte at a time (`Extend<u8>` over an iterator): in a leader's profile that
+/// loop was 1.5% of its samples at 4 x 64, copying each entry's payload into the
+/// AppendEntries request of each follower. This copies a byte string with one `memcpy`.
+struct VecFlavor(Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for VecFlavor {
+    type Output = Vec<u8>;
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
+    }
 }
 
 /// Decodes a `T` from `bytes`; trailing bytes are an error (they mean a schema mismatch).
@@ -75,6 +101,15 @@ mod tests {
         let plain = encode("t", &v).unwrap();
         for cap in [0, 10, plain.len(), 1 << 16] {
             assert_eq!(encode_sized("t", &v, cap).unwrap(), plain);
+        }
+        // A byte string (an entry's payload) goes through the flavor's slice copy.
+        let p = (
+            3u8,
+            raftmq_raft_log::types::AppPayload::from(vec![5u8; 70_000]),
+        );
+        let plain = encode("p", &p).unwrap();
+        for cap in [0, 100, plain.len()] {
+            assert_eq!(encode_sized("p", &p, cap).unwrap(), plain);
         }
     }
 
