@@ -30,6 +30,8 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 struct Flags {
     /// A checkpoint was recorded since the last sled flush started.
     dirty: bool,
+    /// The thread is persisting what `dirty` announced.
+    busy: bool,
     stop: bool,
 }
 
@@ -40,6 +42,8 @@ pub struct Checkpointer {
     index_path: PathBuf,
     flags: Mutex<Flags>,
     cv: Condvar,
+    /// Signalled when a persist of the thread ends (see [`Checkpointer::wait_idle`]).
+    idle: Condvar,
     /// Serializes [`Checkpointer::persist`] (the thread and explicit flushes).
     persisting: Mutex<()>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -53,6 +57,7 @@ impl Checkpointer {
             index_path,
             flags: Mutex::default(),
             cv: Condvar::new(),
+            idle: Condvar::new(),
             persisting: Mutex::new(()),
             thread: Mutex::new(None),
         });
@@ -94,14 +99,26 @@ impl Checkpointer {
                     }
                 }
                 f.dirty = false;
+                f.busy = true;
             }
             last = Some(Instant::now());
-            if self.shared.state.lock().failed.is_some() {
-                continue;
+            if self.shared.state.lock().failed.is_none() {
+                if let Err(e) = self.persist() {
+                    self.shared.fail(e);
+                }
             }
-            if let Err(e) = self.persist() {
-                self.shared.fail(e);
-            }
+            self.flags.lock().busy = false;
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits until the thread has persisted every checkpoint recorded so far (at most
+    /// [`MIN_INTERVAL`] plus one persist), so that a test's injected fault meets the next
+    /// flush and not this thread's raft index fsync.
+    pub fn wait_idle(&self) {
+        let mut f = self.flags.lock();
+        while f.dirty || f.busy {
+            self.idle.wait(&mut f);
         }
     }
 

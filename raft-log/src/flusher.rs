@@ -147,6 +147,11 @@ impl Flusher {
         self.checkpointer.stop();
     }
 
+    /// Waits until the checkpointer is idle (see [`Checkpointer::wait_idle`]).
+    pub fn wait_checkpointer_idle(&self) {
+        self.checkpointer.wait_idle();
+    }
+
     /// Holds off flush cycles while the caller changes the log under the returned guard.
     pub fn lock_cycle(&self) -> MutexGuard<'_, ()> {
         self.cycle.lock()
