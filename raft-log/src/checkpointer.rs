@@ -9,7 +9,8 @@
 //! and this thread writes it after fdatasyncing the raft index, so a durable checkpoint is
 //! never ahead of the synced bytes or of the synced index records; it lags the last flush
 //! cycle by at most [`MIN_INTERVAL`] plus one persist. An explicit `LogStore::flush` makes it
-//! durable before returning. A failed persist stops the log like a failed flush.
+//! durable before returning, on its own thread, and takes over what this thread was due to
+//! persist. A failed persist stops the log like a failed flush.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub struct Checkpointer {
     index_path: PathBuf,
     flags: Mutex<Flags>,
     cv: Condvar,
-    /// Signalled when a persist of the thread ends (see [`Checkpointer::wait_idle`]).
+    /// Signalled when a persist of the thread ends (see [`Checkpointer::persist_now`]).
     idle: Condvar,
     /// Serializes [`Checkpointer::persist`] (the thread and explicit flushes).
     persisting: Mutex<()>,
@@ -112,14 +113,19 @@ impl Checkpointer {
         }
     }
 
-    /// Waits until the thread has persisted every checkpoint recorded so far (at most
-    /// [`MIN_INTERVAL`] plus one persist), so that a test's injected fault meets the next
-    /// flush and not this thread's raft index fsync.
-    pub fn wait_idle(&self) {
-        let mut f = self.flags.lock();
-        while f.dirty || f.busy {
-            self.idle.wait(&mut f);
+    /// Makes every checkpoint recorded so far durable on the caller's thread (an explicit
+    /// flush): waits out a persist the thread is in, and takes over what the thread was
+    /// told to persist, since this persist covers it. So no persist of the thread repeats
+    /// that work after the caller returns (nor meets a fault a test injects next).
+    pub fn persist_now(&self) -> LogResult<()> {
+        {
+            let mut f = self.flags.lock();
+            while f.busy {
+                self.idle.wait(&mut f);
+            }
+            f.dirty = false;
         }
+        self.persist()
     }
 
     /// Makes the current checkpoint (`State::flushed`) durable: the raft index file is synced

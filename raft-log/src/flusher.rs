@@ -147,11 +147,6 @@ impl Flusher {
         self.checkpointer.stop();
     }
 
-    /// Waits until the checkpointer is idle (see [`Checkpointer::wait_idle`]).
-    pub fn wait_checkpointer_idle(&self) {
-        self.checkpointer.wait_idle();
-    }
-
     /// Holds off flush cycles while the caller changes the log under the returned guard.
     pub fn lock_cycle(&self) -> MutexGuard<'_, ()> {
         self.cycle.lock()
@@ -227,7 +222,7 @@ impl Flusher {
         // meanwhile). A stale one would let recovery cut flushed, later corrupted bytes as a
         // torn tail instead of reporting them.
         if durable {
-            if let Err(e) = self.checkpointer.persist() {
+            if let Err(e) = self.checkpointer.persist_now() {
                 return Err(shared.fail(e));
             }
         } else if changed {

@@ -404,14 +404,6 @@ impl<C> LogStore<C> {
         self.inner.install_failpoint.set(n);
     }
 
-    /// Test hook: waits until the checkpoints of the flushes so far are durable (the
-    /// `raftlog-ckpt` thread, which fsyncs the raft index for them, is idle), so that an
-    /// injected fault meets the next flush rather than that thread.
-    #[doc(hidden)]
-    pub fn wait_checkpoints_durable(&self) {
-        self.inner.flusher.wait_checkpointer_idle();
-    }
-
     /// Pins the bytes `[start, end)`, which must lie inside the log (`min_phys_offset <= start`,
     /// `end <=` the append position): they stay readable through the returned range even if
     /// retention deletes their segments.

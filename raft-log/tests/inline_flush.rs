@@ -106,9 +106,9 @@ fn a_failed_inline_flush_fails_the_callback_and_stops_the_log() {
     let s = open(&dir, &env);
     s.set_inline_flush(true);
     wait(&quiet_append(&s, 1, 100)).unwrap();
-    // The checkpointer makes that flush's checkpoint durable on its own thread; let it, so
-    // the injected error meets the next flush and not its fsync of the raft index.
-    s.wait_checkpoints_durable();
+    // An explicit flush makes that flush's checkpoint durable here and leaves the
+    // checkpointer thread nothing to fsync, so the injected error meets the next flush.
+    s.flush().unwrap();
     env.set_fail_sync(true);
     // The bytes were written; their flush failed, and the callback says so at once.
     let rx = quiet_append(&s, 2, 100);
