@@ -133,6 +133,7 @@ mod flush_queue;
 mod flusher;
 mod graveyard;
 mod inline_flush;
+mod inner;
 mod install;
 mod meta;
 mod open;

@@ -1,70 +1,40 @@
-//! [`LogStore`]: the open log as a shared handle. A thin adapter: open wires the parts
-//! together, every other method delegates to one of them (the [`Writer`] appends, the
+//! [`LogStore`]: the open log as a shared handle. A thin adapter: open has [`Inner`] wire the
+//! parts together (`inner.rs`), every other method delegates to one of them (the [`Writer`] appends, the
 //! [`Trimmer`] truncates, purges and detaches segments, the [`Committer`] saves the committed
 //! id, [`install`] swaps in a snapshot's segments, reads go through the [`State`] lookups);
 //! `storage_impl.rs` maps openraft's storage traits onto these methods.
 //!
 //! [`State`]: crate::state::State
+//! [`Writer`]: crate::writer::Writer
+//! [`Trimmer`]: crate::trim::Trimmer
+//! [`Committer`]: crate::committer::Committer
 
 use std::marker::PhantomData;
 use std::path::Path;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use std::time::Instant;
 
-use parking_lot::Mutex;
-
-use crate::committer::Committer;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
-use crate::durable::DurableWatch;
 use crate::entry_read::read_entry;
 use crate::env::Env;
 use crate::env::FsEnv;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
-use crate::flush_queue::FlushQueue;
-use crate::flusher::Flusher;
-use crate::inline_flush::InlineFlush;
+use crate::inner::Inner;
 use crate::install;
-use crate::meta::Meta;
-use crate::open::load_state;
 use crate::pinned::PinnedRange;
 use crate::raft_index::EntryLocation;
 use crate::segments::Detached;
-use crate::shared::Shared;
-use crate::trim::Trimmer;
 use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::LogIndex;
 use crate::types::PhysOffset;
 use crate::types::Vote;
 use crate::writer::FlushBy;
-use crate::writer::Writer;
 
 pub use crate::watermarks::Watermarks;
-
-/// The parts of an open log; the flusher and committer threads hold only [`Shared`].
-pub(crate) struct Inner {
-    /// Root directory.
-    dir: PathBuf,
-    /// State, meta db, flush waiters, durable watch.
-    shared: Arc<Shared>,
-    /// Append path and segment preallocation.
-    writer: Writer,
-    /// Truncate, purge, detach.
-    trimmer: Trimmer,
-    /// Flush cycles and their thread.
-    flusher: Arc<Flusher>,
-    /// Committed-id persister.
-    committer: Arc<Committer>,
-    /// Whether a quiet append flushes on its own thread.
-    inline: InlineFlush,
-    /// Test hook of the snapshot install swap.
-    install_failpoint: install::Failpoint,
-}
 
 /// Closes the log when the last [`LogStore`] handle goes away.
 struct CloseGuard(Arc<Inner>);
@@ -110,41 +80,7 @@ impl<C> LogStore<C> {
         config: LogConfig,
         env: Arc<dyn Env>,
     ) -> LogResult<Self> {
-        config.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
-        let meta = Meta::open(&dir.join("meta"))?;
-        install::finish_interrupted(
-            env.as_ref(),
-            &dir.join("commitlog"),
-            &meta,
-            config.segment_bytes,
-        )?;
-        let state = load_state(&dir, &config, env.clone(), &meta)?;
-        let shared = Arc::new(Shared {
-            durable: DurableWatch::new(state.committed),
-            state: Mutex::new(state),
-            meta,
-            waiters: FlushQueue::default(),
-        });
-        let interval = match config.flush {
-            FlushPolicy::Sync => None,
-            FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
-        };
-        let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
-        let index_dir = dir.join("raft-index");
-        let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval)?;
-        let committer = Committer::start(shared.clone())?;
-        let inner = Arc::new(Inner {
-            trimmer: Trimmer::new(shared.clone(), flusher.clone(), index_dir),
-            dir,
-            shared,
-            writer,
-            flusher,
-            committer,
-            inline: InlineFlush::default(),
-            install_failpoint: install::Failpoint::default(),
-        });
+        let inner = Arc::new(Inner::open(dir.as_ref(), config, env)?);
         Ok(LogStore {
             inner: inner.clone(),
             _guard: Arc::new(CloseGuard(inner)),
@@ -409,35 +345,5 @@ impl<C> LogStore<C> {
     /// retention deletes their segments.
     pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
         PinnedRange::new(&self.inner.shared.state.lock(), start.get(), end.get())
-    }
-}
-
-impl Inner {
-    /// Closes the log: optionally flushes, stops the threads, fails leftover waiters.
-    fn close(&self, flush: bool) -> LogResult<()> {
-        let shared = &*self.shared;
-        if shared.state.lock().closed {
-            return Ok(());
-        }
-        let res = if flush {
-            self.flusher.flush_once()
-        } else {
-            Ok(())
-        };
-        self.flusher.stop();
-        self.committer.stop(flush);
-        self.writer.stop();
-        shared.state.lock().closed = true;
-        shared.waiters.fail_all("log closed");
-        if flush {
-            let mut st = shared.state.lock();
-            st.index
-                .sync()
-                .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
-            drop(st);
-            shared.meta.flush()?;
-        }
-        tracing::info!(dir = %self.dir.display(), "log closed");
-        res
     }
 }

@@ -1,0 +1,118 @@
+//! [`Inner`]: the parts of an open log wired together (open and close); [`LogStore`] is its
+//! shared handle and delegates to these parts.
+//!
+//! [`LogStore`]: crate::store::LogStore
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::committer::Committer;
+use crate::config::FlushPolicy;
+use crate::config::LogConfig;
+use crate::durable::DurableWatch;
+use crate::env::Env;
+use crate::error::LogError;
+use crate::error::LogResult;
+use crate::flush_queue::FlushQueue;
+use crate::flusher::Flusher;
+use crate::inline_flush::InlineFlush;
+use crate::install;
+use crate::meta::Meta;
+use crate::open::load_state;
+use crate::shared::Shared;
+use crate::trim::Trimmer;
+use crate::writer::Writer;
+
+/// The parts of an open log; the flusher and committer threads hold only [`Shared`].
+pub(crate) struct Inner {
+    /// Root directory.
+    pub(crate) dir: PathBuf,
+    /// State, meta db, flush waiters, durable watch.
+    pub(crate) shared: Arc<Shared>,
+    /// Append path and segment preallocation.
+    pub(crate) writer: Writer,
+    /// Truncate, purge, detach.
+    pub(crate) trimmer: Trimmer,
+    /// Flush cycles and their thread.
+    pub(crate) flusher: Arc<Flusher>,
+    /// Committed-id persister.
+    pub(crate) committer: Arc<Committer>,
+    /// Whether a quiet append flushes on its own thread.
+    pub(crate) inline: InlineFlush,
+    /// Test hook of the snapshot install swap.
+    pub(crate) install_failpoint: install::Failpoint,
+}
+
+impl Inner {
+    /// Opens (or creates) the log under `dir`: finishes an interrupted snapshot install,
+    /// recovers the state and starts the writer, flusher and committer threads.
+    pub(crate) fn open(dir: &Path, config: LogConfig, env: Arc<dyn Env>) -> LogResult<Inner> {
+        config.validate()?;
+        let dir = dir.to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
+        let meta = Meta::open(&dir.join("meta"))?;
+        install::finish_interrupted(
+            env.as_ref(),
+            &dir.join("commitlog"),
+            &meta,
+            config.segment_bytes,
+        )?;
+        let state = load_state(&dir, &config, env.clone(), &meta)?;
+        let shared = Arc::new(Shared {
+            durable: DurableWatch::new(state.committed),
+            state: Mutex::new(state),
+            meta,
+            waiters: FlushQueue::default(),
+        });
+        let interval = match config.flush {
+            FlushPolicy::Sync => None,
+            FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
+        };
+        let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
+        let index_dir = dir.join("raft-index");
+        let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval)?;
+        let committer = Committer::start(shared.clone())?;
+        Ok(Inner {
+            trimmer: Trimmer::new(shared.clone(), flusher.clone(), index_dir),
+            dir,
+            shared,
+            writer,
+            flusher,
+            committer,
+            inline: InlineFlush::default(),
+            install_failpoint: install::Failpoint::default(),
+        })
+    }
+
+    /// Closes the log: optionally flushes, stops the threads, fails leftover waiters.
+    pub(crate) fn close(&self, flush: bool) -> LogResult<()> {
+        let shared = &*self.shared;
+        if shared.state.lock().closed {
+            return Ok(());
+        }
+        let res = if flush {
+            self.flusher.flush_once()
+        } else {
+            Ok(())
+        };
+        self.flusher.stop();
+        self.committer.stop(flush);
+        self.writer.stop();
+        shared.state.lock().closed = true;
+        shared.waiters.fail_all("log closed");
+        if flush {
+            let mut st = shared.state.lock();
+            st.index
+                .sync()
+                .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
+            drop(st);
+            shared.meta.flush()?;
+        }
+        tracing::info!(dir = %self.dir.display(), "log closed");
+        res
+    }
+}
