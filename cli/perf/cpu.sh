@@ -2,8 +2,9 @@
 # CPU per message of each process (and optionally a perf profile of one node) under a produce
 # load on a fresh local 3-node cluster. Uses the `raftmq` and `raftmq-node` found on PATH
 # (build them in release first). Prints one line: rate, p50, p99, CPU us/msg of the leader,
-# the followers and the load generator (utime+stime from /proc and getrusage), and how much of
-# the machine's CPU time the host stole meanwhile (steal above ~5%: the host was busy, rerun).
+# the followers and the load generator (utime+stime from /proc and getrusage), messages per
+# Raft entry (the leader's appended index over the load), the machine's idle CPU time, and how
+# much of it the host stole meanwhile (steal above ~5%: the host was busy, rerun).
 #
 #   P=4 F=64 B=1 T=10s cli/perf/cpu.sh            # 4 producers x 64 in flight, single sends
 #   PERF=1 cli/perf/cpu.sh                         # + perf record of the leader (5 s)
@@ -22,6 +23,10 @@ print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leade
 TCK=$(getconf CLK_TCK)
 pids=$(pgrep -f "raftmq-node --config $D/")
 ticks() { for p in $pids; do awk -v p="$p" '{print p, $14 + $15}' "/proc/$p/stat"; done; }
+appended() { raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
+import json, sys
+print(next(n.get("appended") or 0 for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))'; }
+appended > "$D/a0"
 ticks > "$D/t0"
 head -1 /proc/stat > "$D/s0"
 lpid=$(pgrep -f "raftmq-node --config $D/node-$LP/")
@@ -34,6 +39,7 @@ fi
   --producers "${P:-4}" --in-flight "${F:-64}" --batch "${B:-1}" --duration "${T:-10s}" --json > "$D/r.json"
 wait
 ticks > "$D/t1"
+appended > "$D/a1"
 head -1 /proc/stat > "$D/s1"
 python3 - "$D" "$TCK" "$lpid" <<'PY'
 import json, sys
@@ -47,8 +53,11 @@ per = {p: (int(t1[p]) - int(t0[p])) / tck * 1e6 / n for p in t0}
 s0, s1 = ([int(x) for x in open(d + f).read().split()[1:]] for f in ('/s0', '/s1'))
 ds = [b - a for a, b in zip(s0, s1)]
 steal = 100 * ds[7] / max(sum(ds[:8]), 1) if len(ds) > 7 else 0.0
+idle = 100 * (ds[3] + ds[4]) / max(sum(ds[:8]), 1)
+entries = max(int(open(d + '/a1').read()) - int(open(d + '/a0').read()), 1)
 fol = ' '.join('%.1f' % v for p, v in per.items() if p != lpid)
 print(f"{r['messages_per_s']:.0f} msg/s p50 {r['latency']['p50_us'] / 1000:.2f} ms "
       f"p99 {r['latency']['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.1f}, "
-      f"followers {fol}, load generator {(u + s) * 1e6 / n:.1f}; steal {steal:.0f}%")
+      f"followers {fol}, load generator {(u + s) * 1e6 / n:.1f}; {n / entries:.1f} msg/entry; "
+      f"idle {idle:.0f}%, steal {steal:.0f}%")
 PY

@@ -173,6 +173,12 @@ pub struct NodeConfig {
     /// HTTP/2 flow control pushes back on the client. A stream with nothing in flight always
     /// takes one message. Default 67108864 (64 MiB); range 1048576..=4294967296 (4 GiB).
     pub max_stream_inflight_bytes: u64,
+    /// Entries of SendStream groups the leader stores at once before the groups of other
+    /// streams wait and merge into one entry per topic (group commit across producers:
+    /// fewer, bigger entries when several producers load the node; a stream whose own
+    /// entries are all that is being stored never waits). 0: every group is proposed at
+    /// once. Default 1; range 0..=1024.
+    pub max_group_proposals: u32,
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
     /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits
     /// `max-message-bytes`, `max-batch-messages`, `max-batch-bytes`, `max-topics`,
@@ -230,6 +236,7 @@ impl Default for NodeConfig {
             max_snapshot_bytes: 0,
             max_long_poll_waiters: 4096,
             max_stream_inflight_bytes: 64 << 20,
+            max_group_proposals: 1,
             store: StoreConfig::default(),
             log_level: "info".into(),
             worker_threads: 0,

@@ -63,6 +63,8 @@ pub struct NodeCore {
     pub auth: crate::auth::Authenticator,
     /// TLS material of the listeners and outgoing connections (None: plaintext).
     pub tls: Option<Arc<crate::tls::TlsState>>,
+    /// The slots of group proposals, shared by every stream ([`crate::pipeline::coalesce`]).
+    pub proposals: crate::pipeline::coalesce::Coalescer,
 }
 
 impl NodeCore {

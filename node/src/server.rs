@@ -244,6 +244,11 @@ async fn open(
         .await
         .context("cannot start raft")?;
     let long_polls = crate::long_poll::LongPolls::new(config.max_long_poll_waiters);
+    let proposals = crate::pipeline::coalesce::Coalescer::new(
+        config.max_group_proposals as usize,
+        config.store.limits.max_batch_messages as usize,
+        usize::try_from(config.store.limits.max_batch_bytes).unwrap_or(usize::MAX),
+    );
     let core = Arc::new(NodeCore {
         node_id,
         config,
@@ -260,6 +265,7 @@ async fn open(
         long_polls,
         auth,
         tls,
+        proposals,
     });
     Ok((core, log))
 }

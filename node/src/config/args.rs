@@ -136,6 +136,10 @@ pub struct NodeArgs {
     /// Most unanswered message bytes of one SendStream. [default 64 MiB; 1 MiB..=4 GiB]
     #[arg(long)]
     pub max_stream_inflight_bytes: Option<u64>,
+    /// Entries of SendStream groups stored at once before other streams' groups wait and
+    /// merge (group commit across producers); 0 = never wait. [default 1; 0..=1024]
+    #[arg(long)]
+    pub max_group_proposals: Option<u32>,
     /// Segment retention, hours. [default 72; 1..=87600]
     #[arg(long)]
     pub file_reserved_hours: Option<u64>,
@@ -254,7 +258,8 @@ impl NodeArgs {
             max_message_bytes, max_batch_messages, max_batch_bytes);
         override_fields!(self => cfg.store.limits; max_topics, max_queues_per_topic, max_groups);
         override_fields!(self => cfg;
-            max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes);
+            max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes,
+            max_group_proposals);
         override_fields!(self => cfg.tls; allow_plaintext, tls_reload_interval_ms,
             max_connections, max_concurrent_streams);
         override_fields!(self => cfg.tls; ? tls_cert_file, tls_key_file, tls_ca_file);

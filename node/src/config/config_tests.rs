@@ -138,6 +138,7 @@ fn each_invalid_field_is_named() {
         ("max-stream-inflight-bytes", |c| {
             c.max_stream_inflight_bytes = (4 << 30) + 1
         }),
+        ("max-group-proposals", |c| c.max_group_proposals = 1025),
     ];
     for (want, brk) in cases {
         let mut c = NodeConfig::default();
@@ -447,14 +448,16 @@ fn limit_settings_from_file_and_flags() {
             d.max_snapshot_bytes,
             d.max_long_poll_waiters,
             d.max_stream_inflight_bytes,
+            d.max_group_proposals,
             d.store.limits.max_topics,
             d.store.limits.max_queues_per_topic,
         ),
-        (0, 4096, 64 << 20, 10_000, 1024)
+        (0, 4096, 64 << 20, 1, 10_000, 1024)
     );
     let c = NodeConfig::from_toml_str(
         "max-snapshot-bytes = 1048576\nmax-long-poll-waiters = 0\n\
-         max-stream-inflight-bytes = 2097152\nmax-topics = 3\nmax-queues-per-topic = 8\n\
+         max-stream-inflight-bytes = 2097152\nmax-group-proposals = 0\nmax-topics = 3\n\
+         max-queues-per-topic = 8\n\
          max-groups = 9\nworker-threads = 1\n",
         Path::new("x.toml"),
     )
@@ -463,6 +466,7 @@ fn limit_settings_from_file_and_flags() {
     assert_eq!(c.max_snapshot_bytes, 1 << 20);
     assert_eq!(c.max_long_poll_waiters, 0);
     assert_eq!(c.max_stream_inflight_bytes, 2 << 20);
+    assert_eq!(c.max_group_proposals, 0);
     assert_eq!(c.store.limits.max_topics, 3);
     assert_eq!(c.store.limits.max_queues_per_topic, 8);
     assert_eq!(c.store.limits.max_groups, 9);

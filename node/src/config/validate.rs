@@ -260,7 +260,8 @@ impl NodeConfig {
             self.max_stream_inflight_bytes,
             1 << 20,
             4 << 30,
-        )
+        )?;
+        check_range("max-group-proposals", self.max_group_proposals, 0, 1024)
     }
 
     /// The send limits (their ranges are the store's, checked first) and how they bound the

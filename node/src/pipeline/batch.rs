@@ -134,6 +134,17 @@ impl SubmitBatch {
         self.sends += other.sends;
     }
 
+    /// Splits off the messages from `at` on as a batch of their own, with this batch's
+    /// arrival and no send (the caller sets both); `at` is at most [`len`](Self::len).
+    pub(super) fn split_off(&mut self, at: usize) -> SubmitBatch {
+        SubmitBatch {
+            messages: self.messages.split_off(at),
+            wanted: self.wanted.split_off(at),
+            arrived: self.arrived,
+            sends: 0,
+        }
+    }
+
     /// Body bytes, as `bytes_in` counts them.
     pub(super) fn body_bytes(&self) -> usize {
         self.messages.iter().map(|m| m.body.len()).sum()

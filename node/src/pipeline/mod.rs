@@ -19,6 +19,7 @@
 //!    client send, failures, messages and bytes in) are recorded here and nowhere else.
 
 pub mod batch;
+pub mod coalesce;
 pub mod consume;
 pub mod propose;
 pub mod queues;
@@ -35,6 +36,9 @@ use raftmq_store::MessageAck;
 use tokio::time::Instant;
 
 pub use self::batch::SubmitBatch;
+use self::coalesce::Entered;
+use self::coalesce::Slot;
+pub use self::coalesce::Source;
 use self::propose::propose;
 use self::propose::WriteResponse;
 pub use self::queues::now_ms;
@@ -114,17 +118,46 @@ impl Pipeline {
         res
     }
 
-    /// Stores single sends of one topic that arrived together as one entry (leader only),
-    /// each message keeping the answer it would get alone: a group that stored nothing
-    /// (refused before the proposal, or rejected as a whole by apply) is submitted again
-    /// message by message, concurrently.
-    pub async fn submit_group(&self, group: SubmitBatch) -> GroupOutcome {
+    /// Stores single sends of one topic from `source` (a SendStream) that arrived together
+    /// as one entry (leader only), or in one entry with other sources' groups of the topic
+    /// while the node is busy ([`coalesce`]). Each message keeps the answer it would get
+    /// alone: a group whose entry stored nothing (refused before the proposal, or rejected as
+    /// a whole by apply) is submitted again message by message, concurrently.
+    pub async fn submit_group(&self, source: Source, group: SubmitBatch) -> GroupOutcome {
         let (arrived, sends, count, bytes) =
             (group.arrived, group.sends, group.len(), group.body_bytes());
-        match self.store(group, true).await {
+        let (stored, alone) = match self.core.proposals.enter(source, group) {
+            Entered::Run(group, holder) => {
+                let slot = Slot::held(self.clone(), holder);
+                let stored = self.store(group, true).await;
+                drop(slot);
+                (stored, true)
+            }
+            Entered::Wait(answer) => answer.await.unwrap_or_else(|_| {
+                let error = NodeError::OutcomeUnknown(
+                    "the node stopped while the group's entry was being stored".into(),
+                );
+                (
+                    Err(Failed {
+                        error,
+                        unsent: None,
+                    }),
+                    false,
+                )
+            }),
+        };
+        match stored {
             Ok(sent) => {
                 self.record(arrived, sends, Some((count, bytes)));
                 GroupOutcome::Stored(sent)
+            }
+            // A message that went out alone has its own answer already.
+            Err(Failed {
+                error,
+                unsent: Some(group),
+            }) if alone && group.len() == 1 => {
+                self.record(arrived, sends, None);
+                GroupOutcome::OneByOne(vec![Err(error)])
             }
             Err(Failed {
                 error,

@@ -15,14 +15,15 @@
 //!
 //! **Group proposal.** On the leader, the valid messages of one topic that arrived together
 //! (in one poll) share one Raft entry ([`Pipeline::submit_group`]), within
-//! `max-batch-messages` and `max-batch-bytes`:
+//! `max-batch-messages` and `max-batch-bytes`, and while the node is busy with other streams'
+//! entries they wait and share one with those streams' groups (`crate::pipeline::coalesce`):
 //! every entry costs the same fixed Raft work (a log record, replication to each follower,
 //! an apply on every node) whatever it holds. Each message keeps the answer it would get
 //! alone:
 //! - a message that fails validation is answered alone and joins no group;
-//! - a group that stored nothing (refused before the proposal, or rejected as a whole by
-//!   apply, e.g. the topic was deleted meanwhile) is submitted again message by message, so
-//!   each gets its own verdict; a group of one is submitted alone at once;
+//! - a group whose entry stored nothing (refused before the proposal, or rejected as a whole
+//!   by apply, e.g. the topic was deleted meanwhile) is submitted again message by message,
+//!   so each gets its own verdict (a message that went out alone has its verdict already);
 //! - a group whose outcome is unknown (proposed, then a timeout or a leader change) answers
 //!   that to each of its messages: the entry commits for all of them or for none.
 //!
@@ -54,6 +55,7 @@ use crate::auth::Principal;
 use crate::error::client_status;
 use crate::error::NodeError;
 use crate::pipeline::Pipeline;
+use crate::pipeline::Source;
 use crate::pipeline::SubmitBatch;
 
 /// Most unanswered sends of one stream; further requests wait in the transport.
@@ -91,6 +93,8 @@ pub struct SendStreamDriver {
     /// Who opened the stream (authenticated once, at its start); each message's topic is
     /// authorized against it.
     principal: Arc<Principal>,
+    /// This stream as a source of groups ([`crate::pipeline::coalesce`]).
+    source: Source,
 }
 
 /// Valid single sends of one topic, to be proposed as one entry.
@@ -120,6 +124,7 @@ impl SendStreamDriver {
             }
         };
         let max_bytes = pipeline.core().config.max_stream_inflight_bytes;
+        let source = pipeline.core().proposals.new_source();
         Self {
             pipeline,
             requests,
@@ -132,6 +137,7 @@ impl SendStreamDriver {
             unanswered: 0,
             ready: VecDeque::new(),
             principal: Arc::new(principal),
+            source,
         }
     }
 
@@ -184,7 +190,7 @@ impl SendStreamDriver {
         if requests.is_empty() {
             return;
         }
-        if requests.len() == 1 || !self.pipeline.core().is_leader() {
+        if !self.pipeline.core().is_leader() {
             self.unanswered += requests.len();
             for req in requests {
                 let pipeline = self.pipeline.clone();
@@ -208,8 +214,9 @@ impl SendStreamDriver {
             self.bytes_in_flight += g.request_bytes;
             let pipeline = self.pipeline.clone();
             let bytes = g.request_bytes;
+            let source = self.source;
             self.in_flight
-                .push(async move { (send_group(pipeline, g).await, bytes) }.boxed());
+                .push(async move { (send_group(pipeline, source, g).await, bytes) }.boxed());
         }
     }
 

@@ -15,6 +15,7 @@ use crate::error::NodeError;
 use crate::pipeline::GroupOutcome;
 use crate::pipeline::Pipeline;
 use crate::pipeline::Sent;
+use crate::pipeline::Source;
 use crate::pipeline::SubmitBatch;
 use crate::service::convert;
 use crate::service::forward::forward;
@@ -127,12 +128,9 @@ pub(super) async fn relayed(
 }
 
 /// A group as one entry; one answer per message.
-pub(super) async fn send_group(pipeline: Pipeline, g: Group) -> Replies {
+pub(super) async fn send_group(pipeline: Pipeline, source: Source, g: Group) -> Replies {
     let node_id = pipeline.core().node_id;
-    if let [seq] = g.seqs[..] {
-        return vec![single_reply(seq, pipeline.submit(g.batch).await, node_id)];
-    }
-    match pipeline.submit_group(g.batch).await {
+    match pipeline.submit_group(source, g.batch).await {
         GroupOutcome::Stored(sent) => g
             .seqs
             .iter()

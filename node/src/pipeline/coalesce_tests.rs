@@ -1,0 +1,227 @@
+use raftmq_raft_log::types::CommittedLeaderId;
+use raftmq_raft_log::types::LogId;
+use raftmq_store::message::Message;
+use raftmq_store::types::PhysOffset;
+use raftmq_store::types::QueueId;
+use raftmq_store::types::QueueOffset;
+use raftmq_store::MessageAck;
+use tokio::time::Duration;
+use tokio::time::Instant;
+
+use super::*;
+
+/// A group of `n` messages of `topic` with bodies `tag0`, `tag1`, ..., from `arrived`.
+fn group(topic: &str, tag: &str, n: usize, arrived: Instant) -> SubmitBatch {
+    SubmitBatch {
+        messages: (0..n)
+            .map(|i| Message::new(topic, QueueId::new(0), format!("{tag}{i}").into_bytes()))
+            .collect(),
+        wanted: vec![None; n],
+        arrived,
+        sends: n,
+    }
+}
+
+fn bodies(b: &SubmitBatch) -> Vec<String> {
+    b.messages()
+        .iter()
+        .map(|m| String::from_utf8(m.body.clone()).unwrap())
+        .collect()
+}
+
+fn run(e: Entered) -> (SubmitBatch, Holder) {
+    match e {
+        Entered::Run(g, h) => (g, h),
+        Entered::Wait(_) => panic!("expected a slot"),
+    }
+}
+
+fn wait(e: Entered) -> oneshot::Receiver<Answer> {
+    match e {
+        Entered::Wait(rx) => rx,
+        Entered::Run(..) => panic!("expected to wait"),
+    }
+}
+
+fn ack(i: u64) -> MessageAck {
+    MessageAck {
+        msg_id: PhysOffset::new(i),
+        topic: "t".into(),
+        queue_id: QueueId::new(0),
+        queue_offset: QueueOffset::new(i),
+        phys_offset: PhysOffset::new(i),
+        store_timestamp_ms: 0,
+        duplicate_of: None,
+    }
+}
+
+#[test]
+fn other_sources_wait_and_merge_by_topic_within_the_limits() {
+    let c = Coalescer::new(1, 5, 1 << 20);
+    let (a, b, d) = (c.new_source(), c.new_source(), c.new_source());
+    let t = Instant::now();
+    let (_, held) = run(c.enter(a, group("t", "a", 2, t)));
+    assert_eq!(held, Holder::Solo(a));
+    // A's own entry is all that runs: A's next group goes out at once.
+    let (_, held2) = run(c.enter(a, group("t", "a", 1, t)));
+    // B waits; D's group of the same topic joins B's; a group of another topic queues apart;
+    // a group that would pass max-batch-messages starts another waiting group.
+    let _rb = wait(c.enter(b, group("t", "b", 2, t)));
+    let _rd = wait(c.enter(d, group("t", "d", 2, t)));
+    let _ro = wait(c.enter(d, group("o", "o", 1, t)));
+    let _rbig = wait(c.enter(b, group("t", "x", 2, t)));
+    // Once one waits, even A's own group queues behind (FIFO), joining the first with room.
+    let _ra = wait(c.enter(a, group("t", "y", 1, t)));
+    {
+        let st = c.lock();
+        assert_eq!(st.running, 2);
+        let got: Vec<Vec<String>> = st.waiting.iter().map(|w| bodies(&w.batch)).collect();
+        assert_eq!(
+            got,
+            vec![
+                vec!["b0", "b1", "d0", "d1", "y0"],
+                vec!["o0"],
+                vec!["x0", "x1"],
+            ]
+        );
+    }
+    // A slot frees: the oldest waiting group takes it, a mixed entry.
+    let (next, holder) = c.leave(held).expect("handed over");
+    assert_eq!(holder, Holder::Mixed);
+    assert_eq!(next.shares.len(), 3);
+    let (next, holder) = c.leave(held2).expect("handed over");
+    assert_eq!(
+        (bodies(&next.batch), holder),
+        (vec!["o0".into()], Holder::Solo(d))
+    );
+    let (_, h) = c.leave(Holder::Mixed).expect("handed over");
+    assert_eq!(h, Holder::Solo(b));
+    assert!(c.leave(holder).is_none());
+    assert!(c.leave(h).is_none());
+    let st = c.lock();
+    assert_eq!((st.running, st.solo.len(), st.waiting.len()), (0, 0, 0));
+}
+
+#[test]
+fn bytes_bound_a_merge_and_zero_slots_never_wait() {
+    let t = Instant::now();
+    let one = message_bytes(&group("t", "a", 1, t).messages()[0]);
+    let c = Coalescer::new(1, 100, 2 * one);
+    let (a, b) = (c.new_source(), c.new_source());
+    let _ = run(c.enter(a, group("t", "a", 1, t)));
+    let _waits = wait(c.enter(b, group("t", "b", 2, t)));
+    let _waits = wait(c.enter(b, group("t", "c", 1, t)));
+    assert_eq!(
+        c.lock().waiting.len(),
+        2,
+        "the second would pass max-batch-bytes"
+    );
+
+    let off = Coalescer::new(0, 100, 1 << 20);
+    let (a, b) = (off.new_source(), off.new_source());
+    for _ in 0..3 {
+        let _ = run(off.enter(a, group("t", "a", 1, t)));
+        let _ = run(off.enter(b, group("t", "b", 1, t)));
+    }
+    assert_eq!(off.lock().running, 6);
+}
+
+/// Three shares of one entry of 2 + 1 + 2 messages.
+fn shares(t: Instant) -> (Vec<Share>, Vec<oneshot::Receiver<Answer>>) {
+    let mut shares = Vec::new();
+    let mut rxs = Vec::new();
+    for (i, len) in [2usize, 1, 2].into_iter().enumerate() {
+        let (tx, rx) = oneshot::channel();
+        shares.push(Share {
+            source: i as Source,
+            len,
+            arrived: t + Duration::from_millis(i as u64),
+            sends: len,
+            answer: tx,
+        });
+        rxs.push(rx);
+    }
+    (shares, rxs)
+}
+
+#[test]
+fn each_share_gets_its_own_acks_messages_or_the_same_unknown_outcome() {
+    let t = Instant::now();
+    let log_id = LogId {
+        leader_id: CommittedLeaderId::new(1),
+        index: 7,
+    };
+
+    let (s, mut rxs) = shares(t);
+    answer(
+        Ok(Sent {
+            log_id,
+            acks: (0..5).map(ack).collect(),
+        }),
+        s,
+    );
+    let mut next = 0u64;
+    for (rx, len) in rxs.iter_mut().zip([2u64, 1, 2]) {
+        let (got, alone) = rx.try_recv().expect("answered");
+        let Ok(sent) = got else {
+            panic!("expected the entry")
+        };
+        let ids: Vec<u64> = sent.acks.iter().map(|a| a.msg_id.get()).collect();
+        assert_eq!(ids, (next..next + len).collect::<Vec<_>>());
+        assert!(!alone);
+        next += len;
+    }
+
+    // Nothing stored: each share has its own messages back, with its arrival and sends.
+    let (s, mut rxs) = shares(t);
+    let mut merged = group("t", "m", 5, t);
+    merged.sends = 5;
+    answer(
+        Err(Failed {
+            error: NodeError::TopicNotFound("t".into()),
+            unsent: Some(merged),
+        }),
+        s,
+    );
+    let want = [vec!["m0", "m1"], vec!["m2"], vec!["m3", "m4"]];
+    for (i, rx) in rxs.iter_mut().enumerate() {
+        let (got, _) = rx.try_recv().expect("answered");
+        let Err(failed) = got else {
+            panic!("expected a failure")
+        };
+        assert!(failed.error.stored_nothing());
+        let own = failed.unsent.expect("messages back");
+        assert_eq!(bodies(&own), want[i]);
+        assert_eq!(own.arrived, t + Duration::from_millis(i as u64));
+        assert_eq!(own.sends, own.len());
+    }
+
+    let (s, mut rxs) = shares(t);
+    answer(
+        Err(Failed {
+            error: NodeError::Timeout("no quorum ack".into()),
+            unsent: None,
+        }),
+        s,
+    );
+    for rx in &mut rxs {
+        let (got, _) = rx.try_recv().expect("answered");
+        let Err(failed) = got else {
+            panic!("expected a failure")
+        };
+        assert!(matches!(&failed.error, NodeError::Timeout(m) if m == "no quorum ack"));
+        assert!(failed.unsent.is_none());
+    }
+
+    // A share whose caller left is skipped; the others still get theirs.
+    let (s, mut rxs) = shares(t);
+    drop(rxs.remove(1));
+    answer(
+        Err(Failed {
+            error: NodeError::OutcomeUnknown("x".into()),
+            unsent: None,
+        }),
+        s,
+    );
+    assert!(rxs.iter_mut().all(|rx| rx.try_recv().is_ok()));
+}
