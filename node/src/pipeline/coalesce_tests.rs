@@ -29,7 +29,7 @@ fn bodies(b: &SubmitBatch) -> Vec<String> {
         .collect()
 }
 
-fn run(e: Entered) -> (SubmitBatch, Holder) {
+fn run(e: Entered) -> (SubmitBatch, Running) {
     match e {
         Entered::Run(g, h) => (g, h),
         Entered::Wait(_) => panic!("expected a slot"),
@@ -55,13 +55,20 @@ fn ack(i: u64) -> MessageAck {
     }
 }
 
+/// A coalescer whose sources wait however few messages are being stored.
+fn eager(slots: usize, max_messages: usize, max_bytes: usize) -> Coalescer {
+    let mut c = Coalescer::new(slots, max_messages, max_bytes);
+    c.min_running_messages = 0;
+    c
+}
+
 #[test]
 fn other_sources_wait_and_merge_by_topic_within_the_limits() {
-    let c = Coalescer::new(1, 5, 1 << 20);
+    let c = eager(1, 5, 1 << 20);
     let (a, b, d) = (c.new_source(), c.new_source(), c.new_source());
     let t = Instant::now();
     let (_, held) = run(c.enter(a, group("t", "a", 2, t)));
-    assert_eq!(held, Holder::Solo(a));
+    assert_eq!(held.holder, Holder::Solo(a));
     // A's own entry is all that runs: A's next group goes out at once.
     let (_, held2) = run(c.enter(a, group("t", "a", 1, t)));
     // B waits; D's group of the same topic joins B's; a group of another topic queues apart;
@@ -86,27 +93,33 @@ fn other_sources_wait_and_merge_by_topic_within_the_limits() {
         );
     }
     // A slot frees: the oldest waiting group takes it, a mixed entry.
-    let (next, holder) = c.leave(held).expect("handed over");
-    assert_eq!(holder, Holder::Mixed);
+    let (next, mixed) = c.leave(held).expect("handed over");
+    assert_eq!((mixed.holder, mixed.messages), (Holder::Mixed, 5));
     assert_eq!(next.shares.len(), 3);
-    let (next, holder) = c.leave(held2).expect("handed over");
+    let (next, other) = c.leave(held2).expect("handed over");
     assert_eq!(
-        (bodies(&next.batch), holder),
+        (bodies(&next.batch), other.holder),
         (vec!["o0".into()], Holder::Solo(d))
     );
-    let (_, h) = c.leave(Holder::Mixed).expect("handed over");
-    assert_eq!(h, Holder::Solo(b));
-    assert!(c.leave(holder).is_none());
-    assert!(c.leave(h).is_none());
+    let (_, big) = c.leave(mixed).expect("handed over");
+    assert_eq!(big.holder, Holder::Solo(b));
+    assert!(c.leave(other).is_none());
+    assert!(c.leave(big).is_none());
     let st = c.lock();
-    assert_eq!((st.running, st.solo.len(), st.waiting.len()), (0, 0, 0));
+    let left = (
+        st.running,
+        st.running_messages,
+        st.solo.len(),
+        st.waiting.len(),
+    );
+    assert_eq!(left, (0, 0, 0, 0));
 }
 
 #[test]
 fn bytes_bound_a_merge_and_zero_slots_never_wait() {
     let t = Instant::now();
     let one = message_bytes(&group("t", "a", 1, t).messages()[0]);
-    let c = Coalescer::new(1, 100, 2 * one);
+    let c = eager(1, 100, 2 * one);
     let (a, b) = (c.new_source(), c.new_source());
     let _ = run(c.enter(a, group("t", "a", 1, t)));
     let _waits = wait(c.enter(b, group("t", "b", 2, t)));
@@ -117,13 +130,34 @@ fn bytes_bound_a_merge_and_zero_slots_never_wait() {
         "the second would pass max-batch-bytes"
     );
 
-    let off = Coalescer::new(0, 100, 1 << 20);
+    let off = eager(0, 100, 1 << 20);
     let (a, b) = (off.new_source(), off.new_source());
     for _ in 0..3 {
         let _ = run(off.enter(a, group("t", "a", 1, t)));
         let _ = run(off.enter(b, group("t", "b", 1, t)));
     }
     assert_eq!(off.lock().running, 6);
+}
+
+#[test]
+fn nothing_waits_while_few_messages_are_being_stored() {
+    let t = Instant::now();
+    let c = Coalescer::new(1, 1024, 1 << 30);
+    let (a, b) = (c.new_source(), c.new_source());
+    let small = MERGE_MIN_RUNNING_MESSAGES / 2 - 1;
+    let (_, first) = run(c.enter(a, group("t", "a", small, t)));
+    let (_, second) = run(c.enter(b, group("t", "b", small, t)));
+    // Now as many as the bound: the next source's group waits.
+    let (_, third) = run(c.enter(a, group("t", "c", 2, t)));
+    let _waits = wait(c.enter(b, group("t", "d", 1, t)));
+    assert_eq!(c.lock().running_messages, 2 * small + 2);
+    let next = c.leave(first).expect("handed over");
+    assert_eq!(next.1.messages, 1);
+    for done in [second, third, next.1] {
+        assert!(c.leave(done).is_none());
+    }
+    let st = c.lock();
+    assert_eq!((st.running, st.running_messages, st.solo.len()), (0, 0, 0));
 }
 
 /// Three shares of one entry of 2 + 1 + 2 messages.

@@ -127,8 +127,8 @@ impl Pipeline {
         let (arrived, sends, count, bytes) =
             (group.arrived, group.sends, group.len(), group.body_bytes());
         let (stored, alone) = match self.core.proposals.enter(source, group) {
-            Entered::Run(group, holder) => {
-                let slot = Slot::held(self.clone(), holder);
+            Entered::Run(group, running) => {
+                let slot = Slot::held(self.clone(), running);
                 let stored = self.store(group, true).await;
                 drop(slot);
                 (stored, true)
