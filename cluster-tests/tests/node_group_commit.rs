@@ -1,6 +1,7 @@
 //! Group commit across producers: SendStreams loading the leader at once share entries
-//! (`max-group-proposals`), and every message still gets its own answer: the ack of its
-//! own record, in its own queue order.
+//! (`max-group-proposals`), whatever their topics, and every message still gets its own
+//! answer: the ack of its own record, or, for one producer's invalid message, its own error
+//! while the others' messages are stored.
 
 use std::collections::HashMap;
 use std::collections::HashSet;
@@ -11,6 +12,7 @@ use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::send_stream_reply::Outcome;
+use tonic::Code;
 
 const STREAMS: u64 = 4;
 const PER_STREAM: u64 = 150;
@@ -19,7 +21,7 @@ const PER_STREAM: u64 = 150;
 async fn stream_sends(
     mut c: GrpcClient,
     reqs: Vec<pb::SendStreamRequest>,
-) -> HashMap<u64, pb::SendResult> {
+) -> HashMap<u64, Outcome> {
     let n = reqs.len();
     let mut answers = c
         .send_stream(futures::stream::iter(reqs))
@@ -28,13 +30,19 @@ async fn stream_sends(
         .into_inner();
     let mut got = HashMap::new();
     while let Some(a) = answers.message().await.expect("answer") {
-        match a.outcome.expect("outcome") {
-            Outcome::Result(r) => got.insert(a.seq, r),
-            Outcome::Error(e) => panic!("seq {}: {e:?}", a.seq),
-        };
+        got.insert(a.seq, a.outcome.expect("outcome"));
     }
     assert_eq!(got.len(), n);
     got
+}
+
+/// Stream `stream`'s topic: two topics, so merged entries mix them.
+fn topic(stream: u64) -> &'static str {
+    if stream.is_multiple_of(2) {
+        "orders"
+    } else {
+        "audit"
+    }
 }
 
 fn body(stream: u64, seq: u64) -> Vec<u8> {
@@ -60,7 +68,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
             let reqs = (0..PER_STREAM)
                 .map(|seq| pb::SendStreamRequest {
                     seq,
-                    message: Some(msg("orders", &body(stream, seq))),
+                    message: Some(msg(topic(stream), &body(stream, seq))),
                 })
                 .collect();
             let c = cluster.grpc(leader).await.expect("connect");
@@ -68,16 +76,34 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 (stream, stream_sends(c, reqs).await)
             }));
         }
+        // A producer whose every message names a queue the topic does not have.
+        let bad: Vec<pb::SendStreamRequest> = (0..PER_STREAM / 4)
+            .map(|seq| {
+                let mut m = msg("orders", b"bad queue");
+                m.queue_id = Some(99);
+                pb::SendStreamRequest {
+                    seq,
+                    message: Some(m),
+                }
+            })
+            .collect();
+        let c = cluster.grpc(leader).await.expect("connect");
+        let bad = tokio::spawn(stream_sends(c, bad));
         let mut streams_of_entry: HashMap<u64, HashSet<u64>> = HashMap::new();
         let mut queue_offsets = HashSet::new();
         for t in sends {
             let (stream, got) = t.await.expect("joined");
-            for (seq, r) in got {
+            for (seq, o) in got {
+                let r = match o {
+                    Outcome::Result(r) => r,
+                    Outcome::Error(e) => panic!("stream {stream} seq {seq}: {e:?}"),
+                };
                 let index = r.log_id.as_ref().expect("log id").index;
                 streams_of_entry.entry(index).or_default().insert(stream);
                 assert!(
-                    queue_offsets.insert((r.queue_id, r.queue_offset)),
-                    "two acks name queue {} offset {}",
+                    queue_offsets.insert((topic(stream), r.queue_id, r.queue_offset)),
+                    "two acks name {} queue {} offset {}",
+                    topic(stream),
                     r.queue_id,
                     r.queue_offset
                 );
@@ -89,6 +115,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                     .message
                     .expect("message");
                 let m = stored.message.expect("body");
+                assert_eq!(m.topic, topic(stream));
                 assert_eq!(
                     m.body,
                     body(stream, seq),
@@ -101,14 +128,22 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 assert!(!r.duplicate);
             }
         }
-        merged = streams_of_entry.values().any(|s| s.len() > 1);
+        for (seq, o) in bad.await.expect("joined") {
+            match o {
+                Outcome::Error(e) => assert_eq!(e.code, Code::InvalidArgument as i32, "{e:?}"),
+                Outcome::Result(r) => panic!("bad seq {seq} stored: {r:?}"),
+            }
+        }
+        merged = streams_of_entry
+            .values()
+            .any(|s| s.iter().map(|x| topic(*x)).collect::<HashSet<_>>().len() > 1);
         if merged {
             break;
         }
     }
     assert!(
         merged,
-        "no entry held the messages of two streams in 5 rounds"
+        "no entry held the messages of two topics' streams in 5 rounds"
     );
     cluster.shutdown().await.expect("shutdown");
 }

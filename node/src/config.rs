@@ -174,10 +174,11 @@ pub struct NodeConfig {
     /// takes one message. Default 67108864 (64 MiB); range 1048576..=4294967296 (4 GiB).
     pub max_stream_inflight_bytes: u64,
     /// Entries of SendStream groups the leader stores at once before the groups of other
-    /// streams wait and merge into one entry per topic (group commit across producers:
-    /// fewer, bigger entries when several producers load the node; a stream whose own
-    /// entries are all that is being stored never waits). 0: every group is proposed at
-    /// once. Default 1; range 0..=1024.
+    /// streams wait and merge into one entry (group commit across producers: fewer, bigger
+    /// entries when several producers load the node). A stream whose own entries are all
+    /// that is being stored never waits, nor does anything while the entries under way hold
+    /// fewer than 32 messages. 0: every group is proposed at once. Default 1; range
+    /// 0..=1024.
     pub max_group_proposals: u32,
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
     /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits

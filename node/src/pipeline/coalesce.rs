@@ -1,15 +1,15 @@
-//! Group commit across producers: while another producer's group is being stored, a group of
-//! single sends waits and merges with the other waiting groups of its topic into one entry.
+//! Group commit across producers: while other producers' entries are being stored, a group
+//! of single sends waits and merges with the other waiting groups into one entry.
 //!
 //! Every Raft entry costs the three nodes about the same fixed work whatever it holds (a log
 //! record, an AppendEntries per follower, an apply and an answer on each node, and the task
 //! wake-ups between them). [`SendStream`](crate::service::stream) already puts the messages
 //! of one stream that arrive together into one entry, but each stream's groups stay entries
 //! of their own: four producers with 64 sends in flight each kept about five entries of ~47
-//! messages in flight. Here, once `max-group-proposals` groups are being stored, a group
-//! from a *different* source (a SendStream) waits: it joins the oldest waiting group of its
-//! topic that has room (`max-batch-messages`, `max-batch-bytes`), and when a slot frees the
-//! oldest waiting group goes out as one entry.
+//! messages in flight. Here, once `max-group-proposals` entries of groups are being stored, a
+//! group from a *different* source (a SendStream) waits: it joins the oldest waiting group
+//! that has room (`max-batch-messages`, `max-batch-bytes`; topics mix, as in a `SendBatch`),
+//! and when a slot frees the oldest waiting group goes out as one entry.
 //!
 //! Nothing waits while the load is light, because waiting then only adds a round to a send's
 //! latency and leaves the nodes idle between rounds:
@@ -24,9 +24,12 @@
 //! Waiting groups go first (FIFO): a group arriving while any waits joins or queues behind
 //! them.
 //!
-//! Each group keeps the answer it would get alone: its share of the entry's acks, or, when
-//! the merged entry stored nothing, its own messages back (the caller submits them one by
-//! one), or the same unknown outcome as the others.
+//! Each group keeps the answer it would get alone: its share of the entry's acks, or the same
+//! unknown outcome as the others, or, when the merged entry stored nothing (refused before
+//! the proposal or by apply, perhaps for another producer's message: a queue id out of
+//! range, a deleted topic), its own messages back, which the caller stores again as an entry
+//! of their own ([`super::Pipeline::submit_group`]): one producer's bad message does not
+//! send the others' one by one.
 //!
 //! Invariant: `running` counts the entries being stored (inline by their first caller or by
 //! a runner task); a slot is handed to the oldest waiting group or released when its store
@@ -192,9 +195,7 @@ impl Coalescer {
             answer: tx,
         };
         let open = st.waiting.iter_mut().find(|w| {
-            w.batch.messages()[0].topic == group.messages()[0].topic
-                && w.batch.len() + group.len() <= self.max_messages
-                && w.bytes + bytes <= self.max_bytes
+            w.batch.len() + group.len() <= self.max_messages && w.bytes + bytes <= self.max_bytes
         });
         match open {
             Some(w) => {
@@ -288,14 +289,19 @@ impl Drop for Slot {
 }
 
 /// Sends each share its part of `stored` (see the module docs).
-fn answer(stored: Stored, shares: Vec<Share>) {
-    let alone = shares.len() == 1;
+fn answer(stored: Stored, mut shares: Vec<Share>) {
+    if shares.len() == 1 {
+        if let Some(s) = shares.pop() {
+            let _ = s.answer.send((stored, true));
+        }
+        return;
+    }
     match stored {
         Ok(Sent { log_id, acks }) => {
             let mut acks = acks.into_iter();
             for s in shares {
                 let part: Vec<MessageAck> = acks.by_ref().take(s.len).collect();
-                let _ = s.answer.send((Ok(Sent { log_id, acks: part }), alone));
+                let _ = s.answer.send((Ok(Sent { log_id, acks: part }), false));
             }
         }
         Err(Failed {
@@ -311,7 +317,7 @@ fn answer(stored: Stored, shares: Vec<Share>) {
                     error: copy_error(&error),
                     unsent: Some(own),
                 };
-                let _ = s.answer.send((Err(failed), alone));
+                let _ = s.answer.send((Err(failed), false));
             }
         }
         Err(Failed {
@@ -323,15 +329,15 @@ fn answer(stored: Stored, shares: Vec<Share>) {
                     error: copy_error(&error),
                     unsent: None,
                 };
-                let _ = s.answer.send((Err(failed), alone));
+                let _ = s.answer.send((Err(failed), false));
             }
         }
     }
 }
 
-/// The same failure again for another group of the entry. An entry whose outcome is unknown
-/// failed with one of the three variants kept exactly; a refusal (nothing stored: the groups
-/// are submitted again one by one, and the error is only logged) keeps its text.
+/// The same failure again for each group of a merged entry. An entry whose outcome is unknown
+/// failed with one of the three variants kept exactly; a refusal (nothing stored: each group
+/// is submitted again on its own, and this error is only logged) keeps its text.
 fn copy_error(e: &NodeError) -> NodeError {
     match e {
         NodeError::Timeout(m) => NodeError::Timeout(m.clone()),

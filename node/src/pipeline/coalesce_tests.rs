@@ -63,7 +63,7 @@ fn eager(slots: usize, max_messages: usize, max_bytes: usize) -> Coalescer {
 }
 
 #[test]
-fn other_sources_wait_and_merge_by_topic_within_the_limits() {
+fn other_sources_wait_and_merge_within_the_limits() {
     let c = eager(1, 5, 1 << 20);
     let (a, b, d) = (c.new_source(), c.new_source(), c.new_source());
     let t = Instant::now();
@@ -71,8 +71,8 @@ fn other_sources_wait_and_merge_by_topic_within_the_limits() {
     assert_eq!(held.holder, Holder::Solo(a));
     // A's own entry is all that runs: A's next group goes out at once.
     let (_, held2) = run(c.enter(a, group("t", "a", 1, t)));
-    // B waits; D's group of the same topic joins B's; a group of another topic queues apart;
-    // a group that would pass max-batch-messages starts another waiting group.
+    // B waits; D's groups join B's, whatever their topic; a group that would pass
+    // max-batch-messages starts another waiting group.
     let _rb = wait(c.enter(b, group("t", "b", 2, t)));
     let _rd = wait(c.enter(d, group("t", "d", 2, t)));
     let _ro = wait(c.enter(d, group("o", "o", 1, t)));
@@ -81,15 +81,11 @@ fn other_sources_wait_and_merge_by_topic_within_the_limits() {
     let _ra = wait(c.enter(a, group("t", "y", 1, t)));
     {
         let st = c.lock();
-        assert_eq!(st.running, 2);
+        assert_eq!((st.running, st.running_messages), (2, 3));
         let got: Vec<Vec<String>> = st.waiting.iter().map(|w| bodies(&w.batch)).collect();
         assert_eq!(
             got,
-            vec![
-                vec!["b0", "b1", "d0", "d1", "y0"],
-                vec!["o0"],
-                vec!["x0", "x1"],
-            ]
+            vec![vec!["b0", "b1", "d0", "d1", "o0"], vec!["x0", "x1", "y0"]]
         );
     }
     // A slot frees: the oldest waiting group takes it, a mixed entry.
@@ -97,14 +93,14 @@ fn other_sources_wait_and_merge_by_topic_within_the_limits() {
     assert_eq!((mixed.holder, mixed.messages), (Holder::Mixed, 5));
     assert_eq!(next.shares.len(), 3);
     let (next, other) = c.leave(held2).expect("handed over");
-    assert_eq!(
-        (bodies(&next.batch), other.holder),
-        (vec!["o0".into()], Holder::Solo(d))
-    );
-    let (_, big) = c.leave(mixed).expect("handed over");
-    assert_eq!(big.holder, Holder::Solo(b));
-    assert!(c.leave(other).is_none());
-    assert!(c.leave(big).is_none());
+    assert_eq!(next.shares.len(), 2);
+    assert_eq!((other.holder, other.messages), (Holder::Mixed, 3));
+    assert!(c.leave(mixed).is_none());
+    // B's own group only: a solo entry.
+    let _rb = wait(c.enter(b, group("t", "z", 1, t)));
+    let (_, solo) = c.leave(other).expect("handed over");
+    assert_eq!(solo.holder, Holder::Solo(b));
+    assert!(c.leave(solo).is_none());
     let st = c.lock();
     let left = (
         st.running,
@@ -246,6 +242,29 @@ fn each_share_gets_its_own_acks_messages_or_the_same_unknown_outcome() {
         assert!(matches!(&failed.error, NodeError::Timeout(m) if m == "no quorum ack"));
         assert!(failed.unsent.is_none());
     }
+
+    // A group alone in its entry gets the outcome as it is.
+    let (tx, mut rx) = oneshot::channel();
+    let only = Share {
+        source: 1,
+        len: 1,
+        arrived: t,
+        sends: 1,
+        answer: tx,
+    };
+    answer(
+        Err(Failed {
+            error: NodeError::TopicNotFound("t".into()),
+            unsent: Some(group("t", "m", 1, t)),
+        }),
+        vec![only],
+    );
+    let (got, alone) = rx.try_recv().expect("answered");
+    assert!(alone);
+    let Err(failed) = got else {
+        panic!("expected a failure")
+    };
+    assert!(matches!(failed.error, NodeError::TopicNotFound(_)));
 
     // A share whose caller left is skipped; the others still get theirs.
     let (s, mut rxs) = shares(t);

@@ -119,10 +119,11 @@ impl Pipeline {
     }
 
     /// Stores single sends of one topic from `source` (a SendStream) that arrived together
-    /// as one entry (leader only), or in one entry with other sources' groups of the topic
-    /// while the node is busy ([`coalesce`]). Each message keeps the answer it would get
-    /// alone: a group whose entry stored nothing (refused before the proposal, or rejected as
-    /// a whole by apply) is submitted again message by message, concurrently.
+    /// as one entry (leader only), or in one entry with other sources' groups while the node
+    /// is loaded ([`coalesce`]). Each message keeps the answer it would get alone: a group
+    /// whose merged entry stored nothing is stored again on its own; a group whose own entry
+    /// stored nothing (refused before the proposal, or rejected as a whole by apply) is
+    /// submitted again message by message, concurrently.
     pub async fn submit_group(&self, source: Source, group: SubmitBatch) -> GroupOutcome {
         let (arrived, sends, count, bytes) =
             (group.arrived, group.sends, group.len(), group.body_bytes());
@@ -145,6 +146,21 @@ impl Pipeline {
                     false,
                 )
             }),
+        };
+        let (stored, alone) = match (stored, alone) {
+            // The merged entry stored nothing, perhaps for another stream's message: this
+            // group alone, before its messages go one by one.
+            (
+                Err(Failed {
+                    error,
+                    unsent: Some(group),
+                }),
+                false,
+            ) => {
+                tracing::debug!(error = %error, messages = count, "a merged entry stored nothing; storing this stream's group alone");
+                (self.store(group, true).await, true)
+            }
+            other => other,
         };
         match stored {
             Ok(sent) => {

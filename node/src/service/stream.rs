@@ -15,8 +15,9 @@
 //!
 //! **Group proposal.** On the leader, the valid messages of one topic that arrived together
 //! (in one poll) share one Raft entry ([`Pipeline::submit_group`]), within
-//! `max-batch-messages` and `max-batch-bytes`, and while the node is busy with other streams'
-//! entries they wait and share one with those streams' groups (`crate::pipeline::coalesce`):
+//! `max-batch-messages` and `max-batch-bytes`, and while the node is loaded with other
+//! streams' entries they wait and share one with those streams' groups
+//! (`crate::pipeline::coalesce`):
 //! every entry costs the same fixed Raft work (a log record, replication to each follower,
 //! an apply on every node) whatever it holds. Each message keeps the answer it would get
 //! alone:
