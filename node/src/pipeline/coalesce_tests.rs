@@ -32,13 +32,14 @@ fn bodies(b: &SubmitBatch) -> Vec<String> {
 fn run(e: Entered) -> (SubmitBatch, Running) {
     match e {
         Entered::Run(g, h) => (g, h),
-        Entered::Wait(_) => panic!("expected a slot"),
+        Entered::Wait(..) => panic!("expected a slot"),
     }
 }
 
 fn wait(e: Entered) -> oneshot::Receiver<Answer> {
     match e {
-        Entered::Wait(rx) => rx,
+        Entered::Wait(rx, None) => rx,
+        Entered::Wait(_, Some(_)) => panic!("expected to wait, not to go out full"),
         Entered::Run(..) => panic!("expected to wait"),
     }
 }
@@ -89,16 +90,18 @@ fn other_sources_wait_and_merge_within_the_limits() {
         );
     }
     // A slot frees: the oldest waiting group takes it, a mixed entry.
-    let (next, mixed) = c.leave(held).expect("handed over");
+    let next = c.leave(held).expect("handed over");
+    let mixed = next.running;
     assert_eq!((mixed.holder, mixed.messages), (Holder::Mixed, 5));
-    assert_eq!(next.shares.len(), 3);
-    let (next, other) = c.leave(held2).expect("handed over");
-    assert_eq!(next.shares.len(), 2);
+    assert_eq!(next.waiting.shares.len(), 3);
+    let next = c.leave(held2).expect("handed over");
+    let other = next.running;
+    assert_eq!(next.waiting.shares.len(), 2);
     assert_eq!((other.holder, other.messages), (Holder::Mixed, 3));
     assert!(c.leave(mixed).is_none());
     // B's own group only: a solo entry.
     let _rb = wait(c.enter(b, group("t", "z", 1, t)));
-    let (_, solo) = c.leave(other).expect("handed over");
+    let solo = c.leave(other).expect("handed over").running;
     assert_eq!(solo.holder, Holder::Solo(b));
     assert!(c.leave(solo).is_none());
     let st = c.lock();
@@ -147,9 +150,41 @@ fn nothing_waits_while_few_messages_are_being_stored() {
     let (_, third) = run(c.enter(a, group("t", "c", 2, t)));
     let _waits = wait(c.enter(b, group("t", "d", 1, t)));
     assert_eq!(c.lock().running_messages, 2 * small + 2);
-    let next = c.leave(first).expect("handed over");
-    assert_eq!(next.1.messages, 1);
-    for done in [second, third, next.1] {
+    let next = c.leave(first).expect("handed over").running;
+    assert_eq!(next.messages, 1);
+    for done in [second, third, next] {
+        assert!(c.leave(done).is_none());
+    }
+    let st = c.lock();
+    assert_eq!((st.running, st.running_messages, st.solo.len()), (0, 0, 0));
+}
+
+#[test]
+fn a_full_waiting_group_goes_out_at_once() {
+    let t = Instant::now();
+    let mut c = eager(1, 100, 1 << 30);
+    c.full_messages = 4;
+    let (a, b, d) = (c.new_source(), c.new_source(), c.new_source());
+    let (_, held) = run(c.enter(a, group("t", "a", 1, t)));
+    let _rb = wait(c.enter(b, group("t", "b", 2, t)));
+    let Entered::Wait(_rd, Some(full)) = c.enter(d, group("t", "d", 2, t)) else {
+        panic!("expected the merged group to go out")
+    };
+    assert_eq!(bodies(&full.waiting.batch), vec!["b0", "b1", "d0", "d1"]);
+    assert_eq!(full.running.holder, Holder::Mixed);
+    {
+        let st = c.lock();
+        assert_eq!(
+            (st.running, st.running_messages, st.waiting.len()),
+            (2, 5, 0)
+        );
+    }
+    // A group of its own that is full goes out too, behind nobody.
+    let Entered::Wait(_ra, Some(own)) = c.enter(b, group("t", "e", 4, t)) else {
+        panic!("expected the full group to go out")
+    };
+    assert_eq!(own.running.holder, Holder::Solo(b));
+    for done in [held, full.running, own.running] {
         assert!(c.leave(done).is_none());
     }
     let st = c.lock();

@@ -134,18 +134,23 @@ impl Pipeline {
                 drop(slot);
                 (stored, true)
             }
-            Entered::Wait(answer) => answer.await.unwrap_or_else(|_| {
-                let error = NodeError::OutcomeUnknown(
-                    "the node stopped while the group's entry was being stored".into(),
-                );
-                (
-                    Err(Failed {
-                        error,
-                        unsent: None,
-                    }),
-                    false,
-                )
-            }),
+            Entered::Wait(answer, launch) => {
+                if let Some(full) = launch {
+                    coalesce::launch(self.clone(), full);
+                }
+                answer.await.unwrap_or_else(|_| {
+                    let error = NodeError::OutcomeUnknown(
+                        "the node stopped while the group's entry was being stored".into(),
+                    );
+                    (
+                        Err(Failed {
+                            error,
+                            unsent: None,
+                        }),
+                        false,
+                    )
+                })
+            }
         };
         let (stored, alone) = match (stored, alone) {
             // The merged entry stored nothing, perhaps for another stream's message: this
