@@ -17,6 +17,10 @@
 //! 5. propose, wait for commit, apply and durability ([`propose`]);
 //! 6. answer: one ack per message, in order, or the error. The send metrics (latency per
 //!    client send, failures, messages and bytes in) are recorded here and nowhere else.
+//!
+//! A group of single sends ([`Pipeline::submit_group`]) takes one of the node's shared slots
+//! before step 2, or waits and goes through steps 2 to 5 merged with other streams' groups
+//! ([`coalesce`]: group commit across producers).
 
 pub mod batch;
 pub mod coalesce;
@@ -39,6 +43,7 @@ pub use self::batch::SubmitBatch;
 use self::coalesce::Entered;
 use self::coalesce::Slot;
 pub use self::coalesce::Source;
+use self::coalesce::Stored;
 use self::propose::propose;
 use self::propose::WriteResponse;
 pub use self::queues::now_ms;
@@ -127,46 +132,7 @@ impl Pipeline {
     pub async fn submit_group(&self, source: Source, group: SubmitBatch) -> GroupOutcome {
         let (arrived, sends, count, bytes) =
             (group.arrived, group.sends, group.len(), group.body_bytes());
-        let (stored, alone) = match self.core.proposals.enter(source, group) {
-            Entered::Run(group, running) => {
-                let slot = Slot::held(self.clone(), running);
-                let stored = self.store(group, true).await;
-                drop(slot);
-                (stored, true)
-            }
-            Entered::Wait(answer, launch) => {
-                if let Some(full) = launch {
-                    coalesce::launch(self.clone(), full);
-                }
-                answer.await.unwrap_or_else(|_| {
-                    let error = NodeError::OutcomeUnknown(
-                        "the node stopped while the group's entry was being stored".into(),
-                    );
-                    (
-                        Err(Failed {
-                            error,
-                            unsent: None,
-                        }),
-                        false,
-                    )
-                })
-            }
-        };
-        let (stored, alone) = match (stored, alone) {
-            // The merged entry stored nothing, perhaps for another stream's message: this
-            // group alone, before its messages go one by one.
-            (
-                Err(Failed {
-                    error,
-                    unsent: Some(group),
-                }),
-                false,
-            ) => {
-                tracing::debug!(error = %error, messages = count, "a merged entry stored nothing; storing this stream's group alone");
-                (self.store(group, true).await, true)
-            }
-            other => other,
-        };
+        let (stored, alone) = self.store_group(source, group).await;
         match stored {
             Ok(sent) => {
                 self.record(arrived, sends, Some((count, bytes)));
@@ -195,6 +161,52 @@ impl Pipeline {
                 self.record(arrived, sends, None);
                 GroupOutcome::Unknown(error)
             }
+        }
+    }
+
+    /// Stores `group` of `source` through the node's shared slots ([`coalesce`]): in an
+    /// entry of its own or in a merged one; a merged entry that stored nothing (perhaps for
+    /// another stream's message) is followed by this group alone, before its messages go
+    /// one by one. Returns the outcome and whether the entry held this group alone.
+    async fn store_group(&self, source: Source, group: SubmitBatch) -> (Stored, bool) {
+        let count = group.len();
+        let (stored, alone) = match self.core.proposals.enter(source, group) {
+            Entered::Run(group, running) => {
+                let slot = Slot::held(self.clone(), running);
+                let stored = self.store(group, true).await;
+                drop(slot);
+                (stored, true)
+            }
+            Entered::Wait(answer, launch) => {
+                if let Some(full) = launch {
+                    coalesce::launch(self.clone(), full);
+                }
+                answer.await.unwrap_or_else(|_| {
+                    let error = NodeError::OutcomeUnknown(
+                        "the node stopped while the group's entry was being stored".into(),
+                    );
+                    (
+                        Err(Failed {
+                            error,
+                            unsent: None,
+                        }),
+                        false,
+                    )
+                })
+            }
+        };
+        match (stored, alone) {
+            (
+                Err(Failed {
+                    error,
+                    unsent: Some(group),
+                }),
+                false,
+            ) => {
+                tracing::debug!(error = %error, messages = count, "a merged entry stored nothing; storing this stream's group alone");
+                (self.store(group, true).await, true)
+            }
+            other => other,
         }
     }
 
