@@ -239,19 +239,17 @@ impl Coalescer {
             .waiting
             .get(at)
             .is_some_and(|w| w.batch.len() >= self.full_messages || w.bytes >= FULL_BYTES);
-        let launch = match st.waiting.remove(at) {
-            Some(waiting) if full => Some(st.take_slot(waiting)),
-            Some(waiting) => {
-                st.waiting.insert(at, waiting);
-                None
-            }
-            None => None,
+        let launch = if full {
+            let waiting = st.waiting.remove(at);
+            waiting.map(|w| st.take_slot(w))
+        } else {
+            None
         };
         Entered::Wait(rx, launch)
     }
 
-    /// Ends the store of an entry of `holder`: the oldest waiting group takes the slot (and
-    /// is returned, to be stored), or the slot is freed.
+    /// Ends the store of the entry `done`: the oldest waiting group takes its slot (and is
+    /// returned, to be stored), or the slot is freed.
     fn leave(&self, done: Running) -> Option<Launch> {
         let mut st = self.lock();
         st.finish(done);
