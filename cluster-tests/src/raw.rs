@@ -38,6 +38,26 @@ pub fn msg(topic: &str, body: &[u8]) -> pb::Message {
     }
 }
 
+/// Sends `reqs` on one SendStream of `client` and collects every answer by seq (each exactly
+/// once).
+pub async fn stream_sends(
+    client: &mut GrpcClient,
+    reqs: Vec<pb::SendStreamRequest>,
+) -> std::collections::HashMap<u64, pb::send_stream_reply::Outcome> {
+    let n = reqs.len();
+    let mut answers = client
+        .send_stream(futures::stream::iter(reqs))
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut got = std::collections::HashMap::new();
+    while let Some(a) = answers.message().await.expect("answer") {
+        got.insert(a.seq, a.outcome.expect("outcome"));
+    }
+    assert_eq!(got.len(), n, "{got:?}");
+    got
+}
+
 /// Every message of queues `0..queues` of `topic` on the node `client` talks to, in queue
 /// then queue-offset order, starting at each queue's minimum offset.
 pub async fn read_all(

@@ -8,6 +8,7 @@ use cluster_tests::cluster::TestCluster;
 use cluster_tests::cluster::SEND_TIMEOUT_MS;
 use cluster_tests::raw::msg;
 use cluster_tests::raw::read_all;
+use cluster_tests::raw::stream_sends;
 use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
 use raftmq_node::config::NodeConfig;
@@ -25,25 +26,6 @@ fn flush_every_20ms(c: &mut NodeConfig) {
 
 fn follower_of(leader: u64) -> u64 {
     leader % 3 + 1
-}
-
-/// Sends `reqs` on one SendStream and collects every answer by seq.
-async fn stream_sends(
-    c: &mut GrpcClient,
-    reqs: Vec<pb::SendStreamRequest>,
-) -> std::collections::HashMap<u64, Outcome> {
-    let n = reqs.len();
-    let mut answers = c
-        .send_stream(futures::stream::iter(reqs))
-        .await
-        .expect("stream")
-        .into_inner();
-    let mut got = std::collections::HashMap::new();
-    while let Some(a) = answers.message().await.expect("answer") {
-        got.insert(a.seq, a.outcome.expect("outcome"));
-    }
-    assert_eq!(got.len(), n, "{got:?}");
-    got
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

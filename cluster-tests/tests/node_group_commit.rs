@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use cluster_tests::cluster::TestCluster;
 use cluster_tests::raw::msg;
-use cluster_tests::raw::GrpcClient;
+use cluster_tests::raw::stream_sends;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::send_stream_reply::Outcome;
@@ -16,25 +16,6 @@ use tonic::Code;
 
 const STREAMS: u64 = 4;
 const PER_STREAM: u64 = 150;
-
-/// Sends `reqs` on one SendStream and collects every answer by seq.
-async fn stream_sends(
-    mut c: GrpcClient,
-    reqs: Vec<pb::SendStreamRequest>,
-) -> HashMap<u64, Outcome> {
-    let n = reqs.len();
-    let mut answers = c
-        .send_stream(futures::stream::iter(reqs))
-        .await
-        .expect("stream")
-        .into_inner();
-    let mut got = HashMap::new();
-    while let Some(a) = answers.message().await.expect("answer") {
-        got.insert(a.seq, a.outcome.expect("outcome"));
-    }
-    assert_eq!(got.len(), n);
-    got
-}
 
 /// Stream `stream`'s topic: two topics, so merged entries mix them.
 fn topic(stream: u64) -> &'static str {
@@ -71,9 +52,9 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                     message: Some(msg(topic(stream), &body(stream, seq))),
                 })
                 .collect();
-            let c = cluster.grpc(leader).await.expect("connect");
+            let mut c = cluster.grpc(leader).await.expect("connect");
             sends.push(tokio::spawn(async move {
-                (stream, stream_sends(c, reqs).await)
+                (stream, stream_sends(&mut c, reqs).await)
             }));
         }
         // A producer whose every message names a queue the topic does not have.
@@ -87,8 +68,8 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 }
             })
             .collect();
-        let c = cluster.grpc(leader).await.expect("connect");
-        let bad = tokio::spawn(stream_sends(c, bad));
+        let mut c = cluster.grpc(leader).await.expect("connect");
+        let bad = tokio::spawn(async move { stream_sends(&mut c, bad).await });
         let mut streams_of_entry: HashMap<u64, HashSet<u64>> = HashMap::new();
         let mut queue_offsets = HashSet::new();
         for t in sends {

@@ -41,6 +41,8 @@
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 
@@ -90,13 +92,13 @@ pub struct Coalescer {
     /// [`MERGE_MIN_RUNNING_MESSAGES`] and [`FULL_MESSAGES`] (tests set their own).
     min_running_messages: usize,
     full_messages: usize,
+    /// The last source id handed out.
+    sources: AtomicU64,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// The next source id.
-    next_source: Source,
     /// Entries being stored now.
     running: usize,
     /// Messages in them.
@@ -175,6 +177,7 @@ impl Coalescer {
             max_bytes,
             min_running_messages: MERGE_MIN_RUNNING_MESSAGES,
             full_messages: FULL_MESSAGES,
+            sources: AtomicU64::new(0),
             state: Mutex::default(),
         }
     }
@@ -185,9 +188,7 @@ impl Coalescer {
 
     /// A new source id (one per SendStream).
     pub fn new_source(&self) -> Source {
-        let mut st = self.lock();
-        st.next_source = st.next_source.wrapping_add(1);
-        st.next_source
+        self.sources.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Takes a slot for `group` of `source`, or queues it (merged into the oldest waiting
