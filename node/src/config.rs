@@ -176,9 +176,10 @@ pub struct NodeConfig {
     /// Entries of SendStream groups the leader stores at once before the groups of other
     /// streams wait and merge into one entry (group commit across producers: fewer, bigger
     /// entries when several producers load the node). A stream whose own entries are all
-    /// that is being stored never waits, nor does anything while the entries under way hold
-    /// fewer than 32 messages; a merged group of 128 messages goes out at once. 0: every
-    /// group is proposed at once. Default 1; range 0..=1024.
+    /// that is being stored waits only behind other streams' waiting groups, and nothing
+    /// waits while the entries under way hold fewer than 32 messages; a merged group of 128
+    /// messages goes out at once. 0: every group is proposed at once. Default 1; range
+    /// 0..=1024.
     pub max_group_proposals: u32,
     /// The store: `file-reserved-hours`, `disk-clean-ratio`, `disk-reject-ratio`,
     /// `cq-units-per-file`, `index-slots-per-file`, `index-units-per-file` and the send limits

@@ -11,8 +11,9 @@
 //! that has room (`max-batch-messages`, `max-batch-bytes`; topics mix, as in a `SendBatch`),
 //! and when a slot frees the oldest waiting group goes out as one entry.
 //!
-//! Nothing waits while the load is light, because waiting then only adds a round to a send's
-//! latency and leaves the nodes idle between rounds:
+//! Unless groups already wait (they go first, below), nothing waits while the load is light,
+//! because waiting then only adds a round to a send's latency and leaves the nodes idle
+//! between rounds:
 //! - below the limit, so a single send is proposed at once;
 //! - while the entries being stored hold fewer than [`MERGE_MIN_RUNNING_MESSAGES`] messages
 //!   (four producers of one send in flight each lost 10% of their rate waiting, for two
