@@ -34,6 +34,7 @@ use raftmq_store::command::CommitOffset;
 use raftmq_store::command::Receive;
 use raftmq_store::consume_queue::CqUnit;
 use raftmq_store::dedup::DedupParams;
+use raftmq_store::dedup::StoredSend;
 use raftmq_store::hash::tag_hash;
 use raftmq_store::index::IndexConfig;
 use raftmq_store::index::IndexStore;
@@ -388,7 +389,21 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     };
     c.topics.create(TopicConfig::new("t", 2)).expect("creates");
     c.users.put(user()).expect("puts");
+    // As older nodes wrote it (JSON), then the binary file with a dedup window.
     s.push(("checkpoint", serde_json::to_vec(&c).expect("json")));
+    for i in 0..3u64 {
+        let send = StoredSend {
+            queue_id: QueueId::new(1),
+            queue_offset: QueueOffset::new(i),
+            phys_offset: PhysOffset::new(64 * i),
+            store_timestamp_ms: 1_700_000_000_000,
+            log_id: LogId::new_term_index(1, 9),
+        };
+        c.dedup.insert(format!("p1:t3:abc{i}"), send);
+    }
+    let mut bytes = Vec::new();
+    c.encode(&mut bytes).expect("encodes");
+    s.push(("checkpoint", bytes));
     // peer_codec: selector, then postcard.
     let enc = |pick: u8, b: Vec<u8>| [vec![pick], b].concat();
     let vote = Vote::new_committed(2, 1);
@@ -602,8 +617,11 @@ fn the_seeds_decode() {
             "receipt_handle" => {
                 ReceiptHandle::decode(std::str::from_utf8(&bytes).expect("utf-8")).expect("parses");
             }
-            "checkpoint" => {
+            "checkpoint" if bytes[0] == b'{' => {
                 serde_json::from_slice::<Checkpoint>(&bytes).expect("decodes");
+            }
+            "checkpoint" => {
+                Checkpoint::decode(&bytes).expect("decodes");
             }
             "auth_header" => {
                 let end = 1 + usize::from(bytes[0]);

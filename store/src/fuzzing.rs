@@ -291,15 +291,24 @@ pub fn index_file(data: &[u8]) {
     }
 }
 
-/// The dispatch checkpoint (`store-meta/checkpoint.json`) as `Checkpoint::load` reads it.
-/// A decoded checkpoint re-encodes to one that decodes equal.
+/// The dispatch checkpoint as `Checkpoint::load` reads it: input that starts with `{` as the
+/// JSON file of older nodes (`store-meta/checkpoint.json`), any other as the binary file
+/// (`store-meta/checkpoint`). A decoded checkpoint re-encodes (binary) to one that decodes
+/// equal.
 pub fn checkpoint(data: &[u8]) {
     let dir = ScratchDir::new();
-    dir.write("store-meta/checkpoint.json", data);
+    let file = if data.first() == Some(&b'{') {
+        "store-meta/checkpoint.json"
+    } else {
+        "store-meta/checkpoint"
+    };
+    dir.write(file, data);
     let Ok(c) = Checkpoint::load(Path::new(&dir.0)) else {
         return;
     };
-    let bytes = serde_json::to_vec(&c).expect("a decoded checkpoint re-encodes");
-    let back: Checkpoint = serde_json::from_slice(&bytes).expect("re-encoded checkpoint decodes");
+    let mut bytes = Vec::new();
+    c.encode(&mut bytes)
+        .expect("a decoded checkpoint re-encodes");
+    let back = Checkpoint::decode(&bytes).expect("re-encoded checkpoint decodes");
     assert_eq!(back, c, "checkpoint round trip");
 }

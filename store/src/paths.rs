@@ -6,7 +6,7 @@
 //!   disk-reserve                  preallocated room retention releases on a full disk
 //!   consumequeue/<topic>/<queue>/ ConsumeQueue files
 //!   index/                        IndexFiles
-//!   store-meta/checkpoint.json    dispatch checkpoint
+//!   store-meta/checkpoint         dispatch checkpoint (older nodes: checkpoint.json)
 //!   store-meta/install-intent.json  an unfinished snapshot install that swaps the log
 //!   snapshots/snapshot-*.snap     snapshot files (the highest seq is current)
 //!   snapshots/pending-install.snap  the snapshot an install intent names
@@ -44,8 +44,14 @@ pub(crate) fn store_meta_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("store-meta")
 }
 
-/// `<data_dir>/store-meta/checkpoint.json`.
+/// `<data_dir>/store-meta/checkpoint`.
 pub fn checkpoint_path(data_dir: &Path) -> PathBuf {
+    store_meta_dir(data_dir).join("checkpoint")
+}
+
+/// `<data_dir>/store-meta/checkpoint.json`: the checkpoint as nodes before the binary file
+/// wrote it (read when `checkpoint` does not exist).
+pub(crate) fn legacy_checkpoint_path(data_dir: &Path) -> PathBuf {
     store_meta_dir(data_dir).join("checkpoint.json")
 }
 

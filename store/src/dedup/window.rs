@@ -11,6 +11,9 @@ use raftmq_raft_log::types::LogId;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::codec::Reader;
+use crate::codec::Writer;
+use crate::error::Result;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
@@ -173,6 +176,63 @@ impl DedupWindow {
             forgotten = before - self.order.len(),
             "dedup window: topic deleted"
         );
+    }
+
+    /// Writes the sends, oldest first, in the dispatch checkpoint's binary form
+    /// ([`crate::state::checkpoint`]): their count (`u64`), then per send its key
+    /// ([`Writer::blob32`], UTF-8), queue id (`u32`), queue offset, physical offset, store
+    /// timestamp, and the term and index of its entry (`u64` each). Streams through `out`
+    /// one send at a time (the window is megabytes: no buffer of it all).
+    pub(crate) fn write_binary(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(&(self.order.len() as u64).to_le_bytes())?;
+        let mut scratch = Vec::with_capacity(128);
+        for slot in &self.order {
+            scratch.clear();
+            let mut w = Writer::new(&mut scratch);
+            let (m, s) = (&slot.m, &slot.m.send);
+            w.blob32("dedup key", m.key.as_bytes())
+                .map_err(std::io::Error::other)?;
+            w.u32(s.queue_id.get());
+            w.u64(s.queue_offset.get());
+            w.u64(s.phys_offset.get());
+            w.u64(s.store_timestamp_ms);
+            w.u64(s.log_id.leader_id.term);
+            w.u64(s.log_id.index);
+            out.write_all(&scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a window [`write_binary`](Self::write_binary) wrote. A key twice (only a
+    /// damaged file has that): the first stays, as apply would keep it.
+    pub(crate) fn read_binary(r: &mut Reader<'_>) -> Result<DedupWindow> {
+        /// Bytes of a send with an empty key.
+        const MIN_SEND_BYTES: usize = 4 + 4 + 5 * 8;
+        let count = r.u64("dedup window send count")?;
+        let mut w = DedupWindow::default();
+        // The count is file input: reserve no more than the bytes left can hold.
+        let fit = r.remaining() / MIN_SEND_BYTES;
+        w.order
+            .reserve(usize::try_from(count).unwrap_or(usize::MAX).min(fit));
+        for _ in 0..count {
+            let at = r.pos();
+            let key = std::str::from_utf8(r.blob32("dedup key")?)
+                .map_err(|e| r.corrupt(at, format!("dedup key is not UTF-8: {e}")))?;
+            let send = StoredSend {
+                queue_id: QueueId::new(r.u32("dedup queue id")?),
+                queue_offset: QueueOffset::new(r.u64("dedup queue offset")?),
+                phys_offset: PhysOffset::new(r.u64("dedup physical offset")?),
+                store_timestamp_ms: r.u64("dedup store timestamp")?,
+                log_id: LogId::new_term_index(r.u64("dedup term")?, r.u64("dedup index")?),
+            };
+            if w.get(key).is_none() {
+                w.push(Remembered {
+                    key: key.into(),
+                    send,
+                });
+            }
+        }
+        Ok(w)
     }
 
     /// Checks the invariant cheaply (see the type docs): as many keys as sends, and the
