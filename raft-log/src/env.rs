@@ -25,6 +25,16 @@ pub trait SegmentFile: Send + Sync {
     fn capacity(&self) -> u64;
     /// Copies `data` to `offset` (visible to readers at once, durable after `sync_range`).
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Copies `parts`, back to back, to `offset`, as [`SegmentFile::write_at`] of their
+    /// concatenation would. Default: one `write_at` per part.
+    fn write_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let mut at = offset;
+        for p in parts {
+            self.write_at(at, p)?;
+            at += p.len() as u64;
+        }
+        Ok(())
+    }
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// The `len` bytes at `offset` as a new vector (a mapping copies them once, without
@@ -166,6 +176,19 @@ impl SegmentFile for MmapSegment {
             )
         };
         Ok(())
+    }
+
+    fn write_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        if self.mapped_writes {
+            let mut at = offset;
+            for p in parts {
+                self.write_at(at, p)?;
+                at += p.len() as u64;
+            }
+            return Ok(());
+        }
+        check_range(offset, parts.iter().map(|p| p.len()).sum(), self.len)?;
+        crate::vectored::write_all_vectored_at(&self.file, offset, parts)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {

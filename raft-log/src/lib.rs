@@ -146,6 +146,7 @@ mod shared;
 mod state;
 mod storage_impl;
 mod trim;
+mod vectored;
 mod watermarks;
 mod writer;
 

@@ -112,6 +112,16 @@ impl Segments {
             .map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))
     }
 
+    /// Writes `parts`, back to back, at `phys`; together they lie inside one segment.
+    pub fn write_vectored(&self, phys: RawPhys, parts: &[&[u8]]) -> LogResult<()> {
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let (seg, off) = self.locate(phys)?;
+        seg.write_vectored_at(off, parts)
+            .map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))
+    }
+
     /// Removes (from the set and from disk) every segment starting at or after `start`.
     pub fn remove_from(&mut self, start: RawPhys) -> LogResult<Vec<RawPhys>> {
         let gone: Vec<_> = self.map.range(start..).map(|(k, _)| *k).collect();

@@ -152,24 +152,15 @@ impl Writer {
         let mut st = self.shared.state.lock();
         st.check_writable()?;
         let encoded = encode_batch(&st, entries, self.config.segment_bytes)?;
+        // Place every record (padding a segment and opening the next as needed), then write
+        // the records that land back to back in one segment with one vectored write, each
+        // header and payload from where it is (no copy into a run buffer).
         let mut batch = Vec::with_capacity(encoded.len());
-        // Records landing back to back in one segment go out in one write.
-        let bytes: usize = encoded
-            .iter()
-            .map(|e| ENTRY_HEADER_LEN + e.payload.len())
-            .sum();
-        let mut run = (st.append_pos, Vec::with_capacity(bytes));
+        let mut headers = Vec::with_capacity(encoded.len());
         for e in &encoded {
             let total = (ENTRY_HEADER_LEN + e.payload.len()) as u64;
             let pos = self.reserve(&mut st, total)?;
-            let same_segment = st.segments.start_of(pos) == st.segments.start_of(run.0);
-            if pos != run.0 + run.1.len() as u64 || !same_segment {
-                st.segments.write(run.0, &run.1)?;
-                run = (pos, Vec::with_capacity(bytes));
-            }
-            let header = encode_header(e.kind, e.term, e.index, pos, &e.payload);
-            run.1.extend_from_slice(&header);
-            run.1.extend_from_slice(&e.payload);
+            headers.push(encode_header(e.kind, e.term, e.index, pos, &e.payload));
             st.append_pos = pos + total;
             batch.push(EntryLocation {
                 index: e.index,
@@ -178,7 +169,23 @@ impl Writer {
                 term: e.term,
             });
         }
-        st.segments.write(run.0, &run.1)?;
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * encoded.len());
+        let mut run_start = batch.first().map_or(0, |l| l.phys);
+        for (i, (l, e)) in batch.iter().zip(&encoded).enumerate() {
+            let follows = i > 0 && {
+                let prev = &batch[i - 1];
+                prev.phys + u64::from(prev.size) == l.phys
+                    && st.segments.start_of(l.phys) == st.segments.start_of(run_start)
+            };
+            if !follows {
+                st.segments.write_vectored(run_start, &parts)?;
+                parts.clear();
+                run_start = l.phys;
+            }
+            parts.push(&headers[i]);
+            parts.push(&e.payload);
+        }
+        st.segments.write_vectored(run_start, &parts)?;
         st.index.push_batch(&batch);
         st.recent.push(entries);
         if let Some(l) = batch.last() {
