@@ -25,6 +25,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .btree_map(".raftmq.v1.Message.properties")
         // A follower decodes the encoded AppendEntries out of the frame buffer without a copy.
         .bytes(".raftmq.v1.RaftRequest.payload")
+        // A message body: the leader decodes it out of the frame buffer without a copy, and
+        // a client resending a message clones a reference, not the body.
+        .bytes(".raftmq.v1.Message.body")
+        .bytes(".apache.rocketmq.v2.Message.body")
         .compile_fds(fds)?;
     Ok(())
 }

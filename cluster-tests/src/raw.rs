@@ -33,7 +33,7 @@ pub type ReadMessage = (i32, u64, u64, Vec<u8>);
 pub fn msg(topic: &str, body: &[u8]) -> pb::Message {
     pb::Message {
         topic: topic.into(),
-        body: body.to_vec(),
+        body: body.to_vec().into(),
         ..Default::default()
     }
 }
@@ -87,7 +87,7 @@ pub async fn read_all(
                 break;
             }
             for m in r.messages {
-                let body = m.message.map(|m| m.body).unwrap_or_default();
+                let body = m.message.map(|m| m.body.to_vec()).unwrap_or_default();
                 out.push((m.queue_id, m.queue_offset, m.msg_id, body));
             }
             offset = r.next_offset;

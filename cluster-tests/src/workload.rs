@@ -165,7 +165,7 @@ async fn send_one(
     for attempt in 1..=1 + opts.retries_after_unknown {
         let message = pb::Message {
             topic: opts.topic.clone(),
-            body: tagged_body(tag, opts.pad),
+            body: tagged_body(tag, opts.pad).into(),
             ..Default::default()
         };
         let started_us = clock.now_us();

@@ -206,7 +206,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
             .expect("by id")
             .into_inner();
         assert_eq!(
-            q.message.and_then(|m| m.message).map(|m| m.body),
+            q.message.and_then(|m| m.message).map(|m| m.body.to_vec()),
             Some(b"m0".to_vec())
         );
         let k = c

@@ -82,7 +82,7 @@ async fn pop_state_survives_failover() -> anyhow::Result<()> {
     for i in 0..3 {
         let m = pb::Message {
             topic: TOPIC.into(),
-            body: format!("m{i}").into_bytes(),
+            body: format!("m{i}").into_bytes().into(),
             ..Default::default()
         };
         client.send(m).await?;
@@ -93,7 +93,7 @@ async fn pop_state_survives_failover() -> anyhow::Result<()> {
     let got = consume::receive(cluster.node(leader).core(), &request(10)).await?;
     assert_eq!(got.len(), 3, "{got:?}");
     assert!(got.iter().all(|m| m.attempt == 1));
-    assert_eq!(got[2].message.body, b"m2");
+    assert_eq!(got[2].message.body, &b"m2"[..]);
     let wire: Vec<String> = got.iter().map(|m| m.receipt.encode()).collect();
     let deadline_ms = got[2].receipt.invisible_until_ms;
 
@@ -143,7 +143,7 @@ async fn pop_state_survives_failover() -> anyhow::Result<()> {
         got[2].receipt.queue_offset
     );
     assert_eq!(redelivered[0].attempt, 2);
-    assert_eq!(redelivered[0].message.body, b"m2");
+    assert_eq!(redelivered[0].message.body, &b"m2"[..]);
     // Its first handle is stale now.
     let stale = ReceiptHandle::decode(&wire[2])?;
     let r = on_leader(&cluster, |core| {
@@ -213,7 +213,7 @@ async fn learner_joining_by_snapshot_has_the_pop_state() -> anyhow::Result<()> {
         let batch = (0..16)
             .map(|i| pb::Message {
                 topic: TOPIC.into(),
-                body: format!("{b}-{i}-{}", "x".repeat(1000)).into_bytes(),
+                body: format!("{b}-{i}-{}", "x".repeat(1000)).into_bytes().into(),
                 ..Default::default()
             })
             .collect();

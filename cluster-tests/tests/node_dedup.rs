@@ -17,7 +17,7 @@ use raftmq_proto::rocketmq::v2::messaging_service_client::MessagingServiceClient
 fn stored_bodies(c: &TestCluster, id: u64, topic: &str) -> HashMap<Vec<u8>, usize> {
     let mut out = HashMap::new();
     for m in c.stored_messages(id, topic) {
-        *out.entry(m.message.body).or_default() += 1;
+        *out.entry(m.message.body.to_vec()).or_default() += 1;
     }
     out
 }
@@ -32,7 +32,7 @@ async fn raftmq_client_resend_after_a_leader_kill_gets_the_original_result() {
     let client = cluster.client(Duration::from_secs(5)).expect("client");
     let msg = |body: &str| Message {
         topic: TOPIC.into(),
-        body: body.as_bytes().to_vec(),
+        body: body.as_bytes().to_vec().into(),
         ..Message::default()
     };
     let single = client.identify(msg("single"));
@@ -94,7 +94,7 @@ fn raw_message(topic: &str, id: &str, body: String) -> rmq::Message {
             message_type: rmq::MessageType::Normal as i32,
             ..Default::default()
         }),
-        body: body.into_bytes(),
+        body: body.into_bytes().into(),
     }
 }
 

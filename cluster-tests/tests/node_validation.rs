@@ -259,7 +259,7 @@ async fn restart_does_not_reinitialise_and_keeps_data() {
         .expect("message kept")
         .into_inner();
     assert_eq!(
-        m.message.and_then(|m| m.message).map(|m| m.body),
+        m.message.and_then(|m| m.message).map(|m| m.body.to_vec()),
         Some(b"kept".to_vec())
     );
     let r2 = c

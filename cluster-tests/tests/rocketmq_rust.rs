@@ -42,7 +42,7 @@ fn stored(c: &TestCluster, id: u64, topic: &str) -> HashMap<String, Kept> {
             .cloned()
             .expect("client message id stored");
         assert!(
-            out.insert(id.clone(), (m.tags, m.keys, m.properties, m.body))
+            out.insert(id.clone(), (m.tags, m.keys, m.properties, m.body.to_vec()))
                 .is_none(),
             "message {id} stored twice on node {id}"
         );
@@ -237,7 +237,7 @@ fn raw_message(topic: &str, id: &str, body: Vec<u8>) -> rmq::Message {
             message_type: rmq::MessageType::Normal as i32,
             ..Default::default()
         }),
-        body,
+        body: body.into(),
     }
 }
 

@@ -19,7 +19,7 @@ cluster_tests::plain_and_secure! {
         for i in 0..40u32 {
             let m = pb::Message {
                 topic: "orders".into(),
-                body: format!("m{i}").into_bytes(),
+                body: format!("m{i}").into_bytes().into(),
                 ..Default::default()
             };
             client.send(m).await?;

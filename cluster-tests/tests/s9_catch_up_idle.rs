@@ -78,7 +78,7 @@ async fn send_batches(client: &Client, topic: &str, batches: usize) -> anyhow::R
                 let messages = (0..BATCH)
                     .map(|i| Message {
                         topic: topic.clone(),
-                        body: body(b, i),
+                        body: body(b, i).into(),
                         ..Message::default()
                     })
                     .collect();

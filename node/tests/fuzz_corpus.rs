@@ -443,7 +443,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         tags: "TagA".into(),
         keys: vec!["k".into()],
         properties: [("a".to_string(), "b".to_string())].into(),
-        body: b"hello".to_vec(),
+        body: b"hello".to_vec().into(),
         born_timestamp_ms: 1,
         born_host: "h:1".into(),
     };
@@ -487,7 +487,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             born_host: "h".into(),
             ..Default::default()
         }),
-        body: b"hi".to_vec(),
+        body: b"hi".to_vec().into(),
     };
     let sm = rmq::SendMessageRequest { messages: vec![rm] };
     s.push(("rocketmq_request", enc(0, sm.encode_to_vec())));

@@ -130,9 +130,9 @@ fn check_message_limits() {
     m.keys = vec!["k".into()];
     m.properties.insert("p".into(), "v".into());
     assert_eq!(message_bytes(&m), 4 + 2 + 1 + 2 + 1);
-    m.body.extend_from_slice(b"567890");
+    m.body = b"1234567890".to_vec().into();
     l.check_message(&m).expect("fits");
-    m.body.push(b'x');
+    m.body = b"1234567890x".to_vec().into();
     let e = l.check_message(&m).expect_err("size");
     assert_eq!(
         e.to_string(),

@@ -81,7 +81,7 @@ fn dispatch_assigns_contiguous_offsets_and_pull_reads_them() {
         (r.min_offset.get(), r.max_offset.get(), r.next_offset.get()),
         (0, 10, 10)
     );
-    assert_eq!(r.messages[3].message.body, b"body-6");
+    assert_eq!(r.messages[3].message.body, &b"body-6"[..]);
     assert_eq!(r.messages[3].queue_offset.get(), 3);
     // Tag filter: hash first, exact second.
     let r = n.store.pull(&pull("orders", 0, 0, 100, "A")).expect("pull");

@@ -93,7 +93,7 @@ async fn snapshot_between_two_stores_with_retention() {
     assert_eq!(k.len(), 1);
     assert_eq!(
         b.store.get_by_id(k[0].msg_id).expect("id").message.body,
-        b"body-149"
+        &b"body-149"[..]
     );
     let (wa, wb) = (a.log.watermarks(), b.log.watermarks());
     assert_eq!(wb.appended_phys_end, wa.appended_phys_end);

@@ -55,7 +55,7 @@ impl Client {
         let message = self.outgoing(message);
         let (result, leader) = self
             .retry(self.send_kind(), |addr| {
-                let m = message.clone();
+                let m = &message;
                 async move { self.send_attempt(&addr, m).await }
             })
             .await?;

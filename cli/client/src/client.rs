@@ -298,8 +298,10 @@ impl Client {
 
     /// One single send at `addr`, on the node's shared `SendStream` (unary `Send` for a node
     /// that lacks it). With the result: the leader's address if `addr` forwarded the send.
-    pub(crate) async fn send_attempt(&self, addr: &str, message: Message) -> Result<Sent, Status> {
-        let unary = |message| async move {
+    pub(crate) async fn send_attempt(&self, addr: &str, message: &Message) -> Result<Sent, Status> {
+        // One copy per attempt (the caller keeps the message for the next one); the body
+        // is a `Bytes`, so the copy shares it.
+        let unary = |message: Message| async move {
             let req = SendRequest {
                 message: Some(message),
             };
@@ -314,14 +316,14 @@ impl Client {
             Ok((result, None))
         };
         let Some(mux) = self.send_mux(addr)? else {
-            return unary(message).await;
+            return unary(message.clone()).await;
         };
         let timeout = self.opts.request_timeout + Duration::from_millis(500);
         match mux.send(message.clone(), timeout).await {
             Err(s) if s.code() == Code::Unimplemented => {
                 tracing::debug!(addr, "node has no SendStream; using unary Send");
                 self.routing().no_send_stream.insert(addr.to_string());
-                unary(message).await
+                unary(message.clone()).await
             }
             r => r,
         }

@@ -307,7 +307,7 @@ fn quick() -> ClientOptions {
 fn msg(topic: &str) -> Message {
     Message {
         topic: topic.into(),
-        body: b"hello".to_vec(),
+        body: b"hello".to_vec().into(),
         ..Default::default()
     }
 }

@@ -59,10 +59,10 @@ pub struct PullLoad {
 /// A printable body of `size` bytes that names its sequence number (`msg-<seq>-xxx...`).
 pub fn filler(size: usize, seq: u64) -> Vec<u8> {
     let head = format!("msg-{seq}-");
-    head.bytes()
-        .chain(std::iter::repeat(b'x'))
-        .take(size)
-        .collect()
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(&head.as_bytes()[..head.len().min(size)]);
+    body.resize(size, b'x');
+    body
 }
 
 /// Short name of an error, for the errors-by-kind table.
@@ -139,7 +139,7 @@ async fn produce_worker(
         let messages: Vec<Message> = (0..n)
             .map(|i| Message {
                 topic: a.topic.clone(),
-                body: filler(a.size, first + i),
+                body: filler(a.size, first + i).into(),
                 born_timestamp_ms: now_ms(),
                 ..Message::default()
             })

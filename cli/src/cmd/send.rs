@@ -72,7 +72,7 @@ impl SendArgs {
             tags: self.tag.clone().unwrap_or_default(),
             keys: self.keys.clone(),
             properties: self.properties.iter().cloned().collect(),
-            body,
+            body: body.into(),
             born_timestamp_ms: now_ms(),
             born_host: "raftmq-cli".into(),
         }

@@ -130,7 +130,7 @@ mod tests {
                 tags: "A".into(),
                 keys: vec!["k".into()],
                 properties: [("p".to_string(), "v".to_string())].into_iter().collect(),
-                body: b"hello".to_vec(),
+                body: b"hello".to_vec().into(),
                 ..Message::default()
             }),
             msg_id: 7,

@@ -29,7 +29,7 @@ pub fn tagged_message(topic: &str, tag: MessageTag, size: usize) -> Message {
         ]
         .into_iter()
         .collect(),
-        body,
+        body: body.into(),
         ..Message::default()
     }
 }

@@ -192,7 +192,7 @@ mod tests {
         let singles: Vec<SubmitBatch> = group.into_singles().collect();
         let seen: Vec<(Vec<u8>, Option<QueueId>, usize)> = singles
             .iter()
-            .map(|s| (s.messages[0].body.clone(), s.wanted[0], s.sends))
+            .map(|s| (s.messages[0].body.to_vec(), s.wanted[0], s.sends))
             .collect();
         assert_eq!(
             seen,

@@ -25,7 +25,7 @@ fn group(topic: &str, tag: &str, n: usize, arrived: Instant) -> SubmitBatch {
 fn bodies(b: &SubmitBatch) -> Vec<String> {
     b.messages()
         .iter()
-        .map(|m| String::from_utf8(m.body.clone()).unwrap())
+        .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
         .collect()
 }
 

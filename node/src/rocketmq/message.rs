@@ -249,7 +249,7 @@ mod tests {
                 message_type: rmq::MessageType::Normal as i32,
                 ..Default::default()
             }),
-            body: b"hello".to_vec(),
+            body: b"hello".to_vec().into(),
         }
     }
 
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(m.born_timestamp_ms, 1_700_000_000_123);
         assert_eq!(m.properties["color"], "red");
         assert_eq!(m.properties[MESSAGE_ID_PROPERTY], "01ABCDEF");
-        assert_eq!(m.body, b"hello");
+        assert_eq!(m.body, &b"hello"[..]);
     }
 
     #[test]

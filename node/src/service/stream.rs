@@ -350,7 +350,7 @@ mod tests {
         let big = pb::SendStreamRequest {
             seq: 1,
             message: Some(pb::Message {
-                body: vec![0; 4096],
+                body: vec![0; 4096].into(),
                 ..Default::default()
             }),
         };

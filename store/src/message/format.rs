@@ -249,7 +249,7 @@ impl<'a> MessageView<'a> {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-            body: self.body.to_vec(),
+            body: bytes::Bytes::copy_from_slice(self.body),
         }
     }
 }

@@ -151,7 +151,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 tags,
                 keys,
                 properties,
-                body,
+                body: body.into(),
             },
         )
 }

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use crate::types::QueueId;
 use crate::types::TimestampMs;
 
@@ -29,17 +31,17 @@ pub struct Message {
     pub keys: Vec<String>,
     /// User properties; a `BTreeMap` so encoding is deterministic.
     pub properties: BTreeMap<String, String>,
-    /// Payload.
-    pub body: Vec<u8>,
+    /// Payload (a `Bytes`: the leader takes it out of the request frame without a copy).
+    pub body: Bytes,
 }
 
 impl Message {
     /// A message with only topic, queue and body set.
-    pub fn new(topic: impl Into<String>, queue_id: QueueId, body: Vec<u8>) -> Self {
+    pub fn new(topic: impl Into<String>, queue_id: QueueId, body: impl Into<Bytes>) -> Self {
         Message {
             topic: topic.into(),
             queue_id,
-            body,
+            body: body.into(),
             ..Message::default()
         }
     }

@@ -151,7 +151,11 @@ pub fn all_messages(n: &Node, topic: &str, q: u32) -> Vec<(u64, u64, Vec<u8>)> {
             })
             .expect("pull");
         for m in &r.messages {
-            out.push((m.queue_offset.get(), m.msg_id.get(), m.message.body.clone()));
+            out.push((
+                m.queue_offset.get(),
+                m.msg_id.get(),
+                m.message.body.to_vec(),
+            ));
         }
         o = r.next_offset;
     }
