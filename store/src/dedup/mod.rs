@@ -27,6 +27,7 @@ pub use identity::SEQUENCE_PROPERTY;
 pub use window::DedupParams;
 pub use window::DedupWindow;
 pub use window::StoredSend;
+pub use window::Unseen;
 
 #[cfg(test)]
 #[path = "window_tests.rs"]

@@ -63,6 +63,13 @@ struct Slot {
     m: Remembered,
 }
 
+/// A key [`DedupWindow::lookup`] did not find, with its hash under that window's hasher.
+#[derive(Debug)]
+pub struct Unseen {
+    key: String,
+    hash: u64,
+}
+
 /// The serde form of the window: its sends, oldest first.
 #[derive(Serialize, Deserialize)]
 struct WindowRepr(Vec<Remembered>);
@@ -131,6 +138,35 @@ impl DedupWindow {
     pub fn get(&self, key: &str) -> Option<&StoredSend> {
         let at = self.position(self.hasher.hash_one(key), key)?;
         Some(&self.order[at].m.send)
+    }
+
+    /// The original result of the send with `key` if remembered, else the key with its hash
+    /// to [`remember`](Self::remember) once the send is dispatched (apply hashes each
+    /// identified message once).
+    pub fn lookup(&self, key: String) -> Result<&StoredSend, Unseen> {
+        let hash = self.hasher.hash_one(key.as_str());
+        match self.position(hash, &key) {
+            Some(at) => Ok(&self.order[at].m.send),
+            None => Err(Unseen { key, hash }),
+        }
+    }
+
+    /// Remembers a send [`lookup`](Self::lookup) did not find, just dispatched. The window
+    /// did not change in between but for [`expire`](Self::expire) (same hasher).
+    pub fn remember(&mut self, unseen: Unseen, send: StoredSend) {
+        debug_assert_eq!(unseen.hash, self.hasher.hash_one(unseen.key.as_str()));
+        debug_assert!(
+            self.get(&unseen.key).is_none(),
+            "{} remembered twice",
+            unseen.key
+        );
+        self.push_hashed(
+            unseen.hash,
+            Remembered {
+                key: unseen.key.into_boxed_str(),
+                send,
+            },
+        );
     }
 
     /// Forgets the sends older than `params.window_ms` before `now_ms` (a leader timestamp);
@@ -289,8 +325,11 @@ impl DedupWindow {
     }
 
     fn push(&mut self, m: Remembered) {
+        self.push_hashed(self.hasher.hash_one(&*m.key), m);
+    }
+
+    fn push_hashed(&mut self, hash: u64, m: Remembered) {
         let seq = self.first_seq + self.order.len() as u64;
-        let hash = self.hasher.hash_one(&*m.key);
         self.order.push_back(Slot { hash, m });
         self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
     }

@@ -35,6 +35,22 @@ fn key(i: u64) -> String {
     .expect("identity")
 }
 
+/// Apply's path: a miss hands back the key with its hash, remembered after an expiry; the
+/// next lookup of it is a hit with the stored result.
+#[test]
+fn lookup_then_remember_hashes_once_and_finds_it_next_time() {
+    let mut w = DedupWindow::default();
+    for i in 0..5u64 {
+        let unseen = w.lookup(key(i)).expect_err("new send");
+        w.expire(i * 10, P);
+        w.remember(unseen, send(i, i * 10));
+        assert_eq!(w.lookup(key(i)).expect("remembered"), &send(i, i * 10));
+        w.validate_all().expect("invariant");
+    }
+    assert_eq!(w.len(), 3, "capped at max_entries");
+    assert!(w.lookup(key(1)).is_err(), "evicted");
+}
+
 #[test]
 fn expiry_by_leader_time_and_cap_evict_oldest_first() {
     let mut w = DedupWindow::default();

@@ -17,6 +17,7 @@ use crate::command::CommandView;
 use crate::dedup::dedup_key;
 use crate::dedup::DedupParams;
 use crate::dedup::StoredSend;
+use crate::dedup::Unseen;
 use crate::error::Result;
 use crate::limits::validate_topic_name;
 use crate::raft_types::ApplyResponse;
@@ -178,12 +179,12 @@ struct Batch {
 }
 
 /// The original result of `m` if it retries a send in the window (stamped batches only);
-/// else its dedup key, to remember it once dispatched.
+/// else its dedup key (hashed), to remember it once dispatched.
 fn dedup_lookup(
     st: &mut DispatchState,
     params: Option<DedupParams>,
     m: &BatchMessage<'_>,
-) -> std::result::Result<Option<String>, MessageAck> {
+) -> std::result::Result<Option<Unseen>, MessageAck> {
     let Some(params) = params else {
         return Ok(None);
     };
@@ -191,8 +192,8 @@ fn dedup_lookup(
         return Ok(None);
     };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match st.dedup.get(&key) {
-        Some(s) => Err(MessageAck {
+    match st.dedup.lookup(key) {
+        Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
             queue_id: s.queue_id,
@@ -201,7 +202,7 @@ fn dedup_lookup(
             store_timestamp_ms: s.store_timestamp_ms,
             duplicate_of: Some(s.log_id),
         }),
-        None => Ok(Some(key)),
+        Err(unseen) => Ok(Some(unseen)),
     }
 }
 
@@ -265,7 +266,7 @@ fn apply_batch(
                 store_timestamp_ms: m.view.store_timestamp_ms,
                 log_id: batch.log_id,
             };
-            st.dedup.insert(key, send);
+            st.dedup.remember(key, send);
         }
         acks.push(MessageAck {
             msg_id: unit.phys_offset,
