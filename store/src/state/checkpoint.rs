@@ -169,7 +169,7 @@ impl Checkpoint {
     }
 
     /// Writes atomically: tmp file, fsync, rename, fsync dir; then removes the JSON file of
-    /// older nodes, if any (the binary one is read first).
+    /// older nodes, if any (the binary one is read first; a failed removal is only logged).
     pub fn store(&self, data_dir: &Path) -> Result<()> {
         let path = checkpoint_path(data_dir);
         let dir = store_meta_dir(data_dir);
@@ -183,10 +183,13 @@ impl Checkpoint {
             .into_inner()
             .map_err(|e| StoreError::io("write", &tmp, e.into_error()))?;
         publish(file, &tmp, &path)?;
+        // The binary file is durable and read first: a JSON file left behind is harmless, so
+        // failing to remove it is not a failed checkpoint.
         let legacy = legacy_checkpoint_path(data_dir);
         match std::fs::remove_file(&legacy) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(StoreError::io("remove", &legacy, e));
+                tracing::warn!(path = %legacy.display(), error = %e,
+                    "could not remove the JSON checkpoint of an older version (unused)");
             }
             _ => {}
         }
