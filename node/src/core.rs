@@ -160,7 +160,7 @@ impl NodeCore {
             .map_err(|e| format!("bad client address {addr:?}: {e}"))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true)
-            .max_frame_size(crate::serve::MAX_FRAME_BYTES)
+            .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
             .connect_lazy();
         map.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)

@@ -97,12 +97,6 @@ pub(crate) fn serve(
     out
 }
 
-/// The largest HTTP/2 frame a peer may send us, on our servers and our channels alike
-/// (SETTINGS_MAX_FRAME_SIZE; HTTP/2's default is 16 KiB). h2 writes one DATA frame per system
-/// call, so at the default an AppendEntries of ~90 KiB (an entry of 4 x 64 single sends) took
-/// six `writev`s per follower.
-pub(crate) const MAX_FRAME_BYTES: u32 = 1 << 20;
-
 /// Serves `routes` on the connections of `incoming` (at most `streams` concurrent calls per
 /// connection) until `stop` turns true.
 fn spawn_grpc<S>(
@@ -121,7 +115,7 @@ where
         async move {
             let r = tonic::transport::Server::builder()
                 .max_concurrent_streams(Some(streams))
-                .max_frame_size(Some(MAX_FRAME_BYTES))
+                .max_frame_size(Some(raftmq_proto::MAX_FRAME_BYTES))
                 .trace_fn(move |r| {
                     tracing::debug_span!(parent: &parent, "grpc", listener = name, path = %r.uri().path())
                 })

@@ -53,6 +53,12 @@ pub mod rocketmq {
 /// Binary metadata key of the [`v1::ErrorDetail`] attached to a failed call.
 pub const ERROR_DETAIL_KEY: &str = "x-raftmq-error-bin";
 
+/// The largest HTTP/2 frame our servers and channels accept (SETTINGS_MAX_FRAME_SIZE; HTTP/2's
+/// default is 16 KiB). h2 writes one DATA frame per system call, so at the default an
+/// AppendEntries of ~90 KiB (an entry of 4 x 64 single sends) took six `writev`s per
+/// follower, and a pull answer of a megabyte 64.
+pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+
 /// Metadata key a follower adds when it forwards a write to the leader (value: its node id).
 /// A call that carries it is never forwarded again.
 pub const FORWARDED_BY_KEY: &str = "x-raftmq-forwarded-by";

@@ -28,12 +28,7 @@ pub trait SegmentFile: Send + Sync {
     /// Copies `parts`, back to back, to `offset`, as [`SegmentFile::write_at`] of their
     /// concatenation would. Default: one `write_at` per part.
     fn write_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
-        let mut at = offset;
-        for p in parts {
-            self.write_at(at, p)?;
-            at += p.len() as u64;
-        }
-        Ok(())
+        write_each(self, offset, parts)
     }
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
@@ -54,6 +49,16 @@ pub trait SegmentFile: Send + Sync {
         let _ = (offset, len);
         Ok(())
     }
+}
+
+/// [`SegmentFile::write_vectored_at`] as one `write_at` per part.
+fn write_each<F: SegmentFile + ?Sized>(f: &F, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+    let mut at = offset;
+    for p in parts {
+        f.write_at(at, p)?;
+        at += p.len() as u64;
+    }
+    Ok(())
 }
 
 /// A small file written by offset and read whole (the raft index).
@@ -180,12 +185,7 @@ impl SegmentFile for MmapSegment {
 
     fn write_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
         if self.mapped_writes {
-            let mut at = offset;
-            for p in parts {
-                self.write_at(at, p)?;
-                at += p.len() as u64;
-            }
-            return Ok(());
+            return write_each(self, offset, parts);
         }
         check_range(offset, parts.iter().map(|p| p.len()).sum(), self.len)?;
         crate::vectored::write_all_vectored_at(&self.file, offset, parts)

@@ -25,11 +25,6 @@ use crate::send_stream::SendMux;
 use crate::send_stream::Sent;
 use crate::tls::ClientTls;
 
-/// The largest HTTP/2 frame a node may send us (SETTINGS_MAX_FRAME_SIZE; HTTP/2's default is
-/// 16 KiB): h2 writes one DATA frame per system call, so a pull answer of a megabyte came in
-/// 64 frames.
-const MAX_FRAME_BYTES: u32 = 1 << 20;
-
 /// Client settings.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
@@ -210,7 +205,7 @@ impl Client {
                 let ch = crate::tls::endpoint(self.opts.tls.as_ref(), addr)?
                     .connect_timeout(self.opts.connect_timeout)
                     .tcp_nodelay(true)
-                    .max_frame_size(MAX_FRAME_BYTES)
+                    .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
                     .connect_lazy();
                 r.channels.insert(addr.to_string(), ch.clone());
                 ch

@@ -64,7 +64,7 @@ fn channel(
         .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
         .connect_timeout(opts.connect_timeout)
         .tcp_nodelay(true)
-        .max_frame_size(crate::serve::MAX_FRAME_BYTES)
+        .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
         .http2_keep_alive_interval(opts.keepalive_interval)
         .keep_alive_while_idle(true)
         .http2_adaptive_window(true);
