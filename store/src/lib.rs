@@ -45,8 +45,8 @@
 //!
 //! # On disk (beside raft-log's `commitlog/`, `raft-index/`, `meta/`)
 //!
-//! `consumequeue/<topic>/<queue>/`, `index/`, `store-meta/checkpoint.json` (dispatch
-//! checkpoint), `snapshots/` (the current snapshot file, `incoming/` transfers), `abort`
+//! `consumequeue/<topic>/<queue>/`, `index/`, `store-meta/checkpoint` (dispatch
+//! checkpoint; `checkpoint.json` on nodes before the binary file), `snapshots/` (the current snapshot file, `incoming/` transfers), `abort`
 //! (present while open: found at open = unclean shutdown).
 //!
 //! # Durability and recovery

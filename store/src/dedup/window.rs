@@ -190,11 +190,8 @@ impl DedupWindow {
 
     /// Remembers a send just dispatched. The caller looked `key` up first (a miss).
     pub fn insert(&mut self, key: String, send: StoredSend) {
-        debug_assert!(self.get(&key).is_none(), "{key} remembered twice");
-        self.push(Remembered {
-            key: key.into_boxed_str(),
-            send,
-        });
+        let hash = self.hasher.hash_one(key.as_str());
+        self.remember(Unseen { key, hash }, send);
     }
 
     /// Forgets every send of `topic` (the topic was deleted: its offsets are gone).
@@ -239,17 +236,15 @@ impl DedupWindow {
         Ok(())
     }
 
-    /// Reads a window [`write_binary`](Self::write_binary) wrote. A key twice (only a
-    /// damaged file has that): the first stays, as apply would keep it.
+    /// Reads a window [`write_binary`](Self::write_binary) wrote (a key twice, only a damaged
+    /// file has that: as in the serde form, the first stays).
     pub(crate) fn read_binary(r: &mut Reader<'_>) -> Result<DedupWindow> {
         /// Bytes of a send with an empty key.
         const MIN_SEND_BYTES: usize = 4 + 4 + 5 * 8;
         let count = r.u64("dedup window send count")?;
-        let mut w = DedupWindow::default();
         // The count is file input: reserve no more than the bytes left can hold.
         let fit = r.remaining() / MIN_SEND_BYTES;
-        w.order
-            .reserve(usize::try_from(count).unwrap_or(usize::MAX).min(fit));
+        let mut sends = Vec::with_capacity(usize::try_from(count).unwrap_or(usize::MAX).min(fit));
         for _ in 0..count {
             let at = r.pos();
             let key = std::str::from_utf8(r.blob32("dedup key")?)
@@ -261,14 +256,12 @@ impl DedupWindow {
                 store_timestamp_ms: r.u64("dedup store timestamp")?,
                 log_id: LogId::new_term_index(r.u64("dedup term")?, r.u64("dedup index")?),
             };
-            if w.get(key).is_none() {
-                w.push(Remembered {
-                    key: key.into(),
-                    send,
-                });
-            }
+            sends.push(Remembered {
+                key: key.into(),
+                send,
+            });
         }
-        Ok(w)
+        Ok(DedupWindow::from(WindowRepr(sends)))
     }
 
     /// Checks the invariant cheaply (see the type docs): as many keys as sends, and the

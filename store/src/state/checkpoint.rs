@@ -111,11 +111,11 @@ impl Checkpoint {
 
     /// Decodes the bytes of a checkpoint file (layout in the module docs).
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint> {
-        let mut r = Reader::new(bytes, "dispatch checkpoint");
-        if r.take(CHECKPOINT_MAGIC.len(), "magic")? != CHECKPOINT_MAGIC {
+        let crc_at = bytes.len().saturating_sub(4);
+        let mut r = Reader::new(&bytes[..crc_at], "dispatch checkpoint");
+        if !bytes.starts_with(&CHECKPOINT_MAGIC) {
             return Err(r.corrupt(0, "not a dispatch checkpoint (bad magic or version)"));
         }
-        let crc_at = bytes.len().saturating_sub(4);
         let stored = crate::codec::le_u32_at(bytes, crc_at)
             .ok_or_else(|| r.corrupt(bytes.len(), "truncated: no CRC"))?;
         let computed = crc32fast::hash(&bytes[..crc_at]);
@@ -125,7 +125,6 @@ impl Checkpoint {
                 format!("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"),
             ));
         }
-        let mut r = Reader::new(&bytes[..crc_at], "dispatch checkpoint");
         r.take(CHECKPOINT_MAGIC.len(), "magic")?;
         let head_len = r.u64("head length")?;
         let head_at = r.pos();
