@@ -88,6 +88,10 @@ pub struct LogConfig {
     pub repair_truncate_corruption: bool,
     /// Preallocate the next segment in the background. Default true.
     pub preallocate: bool,
+    /// Keep the active segment written with zeros a few MiB ahead of the appends, on a
+    /// thread of its own, so an fdatasync finds no extent to convert (see `zero_ahead.rs`).
+    /// Default true.
+    pub zero_ahead: bool,
     /// On open, forget the lost-commit floor (see [`crate::LogStore::lost_commit_floor`]) so
     /// the node votes as plain Raft would again. Without it, a node that lost committed
     /// entries votes only for a candidate that still holds them (so two such nodes cannot
@@ -105,6 +109,7 @@ impl Default for LogConfig {
             flush_interval_ms: 500,
             repair_truncate_corruption: false,
             preallocate: true,
+            zero_ahead: true,
             accept_lost_commits: false,
         }
     }

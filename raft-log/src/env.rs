@@ -41,6 +41,20 @@ pub trait SegmentFile: Send + Sync {
     }
     /// Makes `[offset, offset + len)` durable.
     fn sync_range(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Writes zeros over `[offset, offset + len)`, which holds no data, and waits until they
+    /// are written back: later writes there then overwrite blocks the file system holds as
+    /// written (see `zero_ahead.rs`). Promises no durability. Default: zeros through
+    /// [`SegmentFile::write_at`] (in-memory files).
+    fn zero_fill(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut at = offset;
+        let end = offset.saturating_add(len);
+        while at < end {
+            let n = (end - at).min(ZEROS.len() as u64) as usize;
+            self.write_at(at, &ZEROS[..n])?;
+            at += n as u64;
+        }
+        Ok(())
+    }
     /// Starts writing `[offset, offset + len)` back to the disk and returns without waiting
     /// for it. Promises nothing about durability (only [`SegmentFile::sync_range`] does): it
     /// lets an `async` log spread its writeback over the flush interval rather than leave
@@ -50,6 +64,9 @@ pub trait SegmentFile: Send + Sync {
         Ok(())
     }
 }
+
+/// Zeros for [`SegmentFile::zero_fill`].
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// [`SegmentFile::write_vectored_at`] as one `write_at` per part.
 fn write_each<F: SegmentFile + ?Sized>(f: &F, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
@@ -226,17 +243,45 @@ impl SegmentFile for MmapSegment {
         self.file.sync_data()
     }
 
+    /// pwrite of the zeros (whatever the write mode: the page cache is shared with the
+    /// mapping), then `sync_file_range` waiting for their writeback, so the log's next
+    /// fdatasync does not find them dirty.
+    fn zero_fill(&self, offset: u64, len: u64) -> io::Result<()> {
+        let n = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "zero range"))?;
+        check_range(offset, n, self.len)?;
+        let mut parts = Vec::with_capacity(n.div_ceil(ZEROS.len()));
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(ZEROS.len());
+            parts.push(&ZEROS[..k]);
+            left -= k;
+        }
+        crate::vectored::write_all_vectored_at(&self.file, offset, &parts)?;
+        self.sync_file_range(
+            offset,
+            len,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        )
+    }
+
+    /// `sync_file_range` with only SYNC_FILE_RANGE_WRITE: queues the range's dirty pages.
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.sync_file_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    }
+}
+
+impl MmapSegment {
+    fn sync_file_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        check_range(offset, len as usize, self.len)?;
         let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "writeback range");
+        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
         let off = libc::off64_t::try_from(offset).map_err(too_big)?;
         let n = libc::off64_t::try_from(len).map_err(too_big)?;
         // SAFETY: sync_file_range(2) on a descriptor this segment owns; no memory is passed.
-        // SYNC_FILE_RANGE_WRITE only queues the dirty pages of the range for writeback.
-        let rc = unsafe {
-            libc::sync_file_range(self.file.as_raw_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE)
-        };
+        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), off, n, flags) };
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }

@@ -149,6 +149,7 @@ mod trim;
 mod vectored;
 mod watermarks;
 mod writer;
+mod zero_ahead;
 
 pub use segments::Detached;
 

@@ -26,6 +26,7 @@ use crate::shared::Shared;
 use crate::state::State;
 use crate::types::LogEntry;
 use crate::types::RawPhys;
+use crate::zero_ahead::ZeroAhead;
 
 /// Who runs the flush a `sync` append waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct Writer {
     commitlog_dir: PathBuf,
     /// Next-segment preallocation (`preallocate` on).
     prealloc: Option<Preallocator>,
+    /// Zeros ahead of the appends (`zero_ahead` on).
+    zero_ahead: Option<ZeroAhead>,
 }
 
 impl Writer {
@@ -65,12 +68,17 @@ impl Writer {
             )?),
             false => None,
         };
+        let zero_ahead = match config.zero_ahead {
+            true => Some(ZeroAhead::start()?),
+            false => None,
+        };
         let w = Writer {
             shared,
             config,
             env,
             commitlog_dir,
             prealloc,
+            zero_ahead,
         };
         w.request_next_segment(&w.shared.state.lock());
         Ok(w)
@@ -104,12 +112,18 @@ impl Writer {
         if let Some(p) = &self.prealloc {
             p.discard();
         }
+        if let Some(z) = &self.zero_ahead {
+            z.forget();
+        }
     }
 
-    /// Stops the preallocator thread.
+    /// Stops the preallocator and zero-ahead threads.
     pub fn stop(&self) {
         if let Some(p) = &self.prealloc {
             p.stop();
+        }
+        if let Some(z) = &self.zero_ahead {
+            z.stop();
         }
     }
 
@@ -154,12 +168,16 @@ impl Writer {
         let encoded = encode_batch(&st, entries, self.config.segment_bytes)?;
         // Place every record (padding a segment and opening the next as needed), then write
         // the records that land back to back in one segment with one vectored write, each
-        // header and payload from where it is (no copy into a run buffer).
+        // header and payload from where it is (no copy into a run buffer). The writes go in
+        // physical order, a segment's closing padding before the next segment's records: the
+        // zero-ahead thread zeroes only past the latest write in a segment.
         let mut batch = Vec::with_capacity(encoded.len());
         let mut headers = Vec::with_capacity(encoded.len());
-        for e in &encoded {
+        let mut paddings = Vec::new();
+        for (i, e) in encoded.iter().enumerate() {
             let total = (ENTRY_HEADER_LEN + e.payload.len()) as u64;
-            let pos = self.reserve(&mut st, total)?;
+            let (pos, padding) = self.reserve(&mut st, total)?;
+            paddings.extend(padding.map(|(phys, bytes)| (i, phys, bytes)));
             headers.push(encode_header(e.kind, e.term, e.index, pos, &e.payload));
             st.append_pos = pos + total;
             batch.push(EntryLocation {
@@ -169,23 +187,20 @@ impl Writer {
                 term: e.term,
             });
         }
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * encoded.len());
-        let mut run_start = batch.first().map_or(0, |l| l.phys);
+        let mut run = Run {
+            start: 0,
+            end: None,
+            parts: Vec::with_capacity(2 * encoded.len() + paddings.len()),
+        };
+        let mut paddings = paddings.iter().peekable();
         for (i, (l, e)) in batch.iter().zip(&encoded).enumerate() {
-            let follows = i > 0 && {
-                let prev = &batch[i - 1];
-                prev.phys + u64::from(prev.size) == l.phys
-                    && st.segments.start_of(l.phys) == st.segments.start_of(run_start)
-            };
-            if !follows {
-                st.segments.write_vectored(run_start, &parts)?;
-                parts.clear();
-                run_start = l.phys;
+            if let Some((_, phys, bytes)) = paddings.next_if(|p| p.0 == i) {
+                self.push_piece(&st, &mut run, *phys, bytes)?;
             }
-            parts.push(&headers[i]);
-            parts.push(&e.payload);
+            self.push_piece(&st, &mut run, l.phys, &headers[i])?;
+            self.push_piece(&st, &mut run, l.phys + ENTRY_HEADER_LEN as u64, &e.payload)?;
         }
-        st.segments.write_vectored(run_start, &parts)?;
+        self.write_run(&st, run.start, &run.parts)?;
         st.index.push_batch(&batch);
         st.recent.push(entries);
         if let Some(l) = batch.last() {
@@ -201,16 +216,52 @@ impl Writer {
         Ok(st.append_pos)
     }
 
+    /// Adds `bytes` at `phys` to the run, or writes the run and starts the next one with them
+    /// if they do not follow it in its segment.
+    fn push_piece<'a>(
+        &self,
+        st: &State,
+        run: &mut Run<'a>,
+        phys: RawPhys,
+        bytes: &'a [u8],
+    ) -> LogResult<()> {
+        let follows =
+            run.end == Some(phys) && st.segments.start_of(phys) == st.segments.start_of(run.start);
+        if !follows {
+            self.write_run(st, run.start, &run.parts)?;
+            run.parts.clear();
+            run.start = phys;
+        }
+        run.parts.push(bytes);
+        run.end = Some(phys + bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Writes `parts`, back to back, at `phys` (inside one segment), keeping the zero-ahead
+    /// thread out of the range.
+    fn write_run(&self, st: &State, phys: RawPhys, parts: &[&[u8]]) -> LogResult<()> {
+        if let (Some(z), false) = (&self.zero_ahead, parts.is_empty()) {
+            let start = st.segments.start_of(phys);
+            if let Some(file) = st.segments.get(start) {
+                let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+                z.before_write(start, &file, phys, phys + len);
+            }
+        }
+        st.segments.write_vectored(phys, parts)
+    }
+
     /// Position for a record of `total` bytes: the append position, or the next segment's
-    /// start (padding the current one) if it does not fit. Creates the segment if needed.
-    fn reserve(&self, st: &mut State, total: u64) -> LogResult<RawPhys> {
+    /// start if it does not fit, with the padding record that closes the current one (for the
+    /// caller to write, in order). Creates the segment if needed.
+    fn reserve(&self, st: &mut State, total: u64) -> LogResult<(RawPhys, Option<Padding>)> {
         let seg_bytes = self.config.segment_bytes;
         let mut pos = st.append_pos;
         let start = st.segments.start_of(pos);
         let room = start + seg_bytes - pos;
+        let mut padding = None;
         if room < total {
             if room >= ENTRY_HEADER_LEN as u64 && st.segments.get(start).is_some() {
-                st.segments.write(pos, &encode_padding(pos, room as u32))?;
+                padding = Some((pos, encode_padding(pos, room as u32)));
             }
             pos = start + seg_bytes;
             st.append_pos = pos;
@@ -227,7 +278,7 @@ impl Writer {
                 p.request(seg_start + seg_bytes);
             }
         }
-        Ok(pos)
+        Ok((pos, padding))
     }
 
     fn new_segment(&self, start: RawPhys) -> LogResult<Arc<dyn SegmentFile>> {
@@ -246,4 +297,15 @@ impl Writer {
             .create_segment(&path, self.config.segment_bytes)
             .map_err(|e| LogError::io("create segment", path, e))
     }
+}
+
+/// A segment's closing padding record: where, and its bytes.
+type Padding = (RawPhys, [u8; ENTRY_HEADER_LEN]);
+
+/// Pieces that lie back to back in one segment, written with one vectored write.
+struct Run<'a> {
+    start: RawPhys,
+    /// Where the next piece must start to join the run (`None`: nothing yet).
+    end: Option<RawPhys>,
+    parts: Vec<&'a [u8]>,
 }
