@@ -204,6 +204,7 @@ impl Flusher {
             let path = self.index_dir.clone();
             return Err(shared.fail(LogError::io("write raft index", path, e)));
         }
+        let synced = !ranges.is_empty();
         for (seg, path, off, len) in ranges {
             if let Err(e) = seg.sync_range(off, len) {
                 return Err(shared.fail(LogError::io("msync", path, e)));
@@ -211,6 +212,7 @@ impl Flusher {
         }
         let changed = {
             let mut st = shared.state.lock();
+            st.syncs += u64::from(synced);
             std::mem::replace(&mut st.flushed, target) != target
         };
         shared

@@ -100,6 +100,7 @@ pub fn load_state(
         vote: meta.vote()?,
         lost_commit_floor: floor,
         flushed,
+        syncs: 0,
         checkpoint_epoch: 0,
         failed: None,
         closed: false,

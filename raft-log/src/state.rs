@@ -40,6 +40,9 @@ pub struct State {
     pub lost_commit_floor: Option<LogId>,
     /// What the last successful flush covered.
     pub flushed: FlushCheckpoint,
+    /// Flush cycles that synced something since open (the zero-ahead thread's measure of
+    /// bytes per fdatasync).
+    pub syncs: u64,
     /// Invariant: bumped whenever the checkpoint is lowered (truncation) or the log replaced
     /// (install); the checkpointer writes a checkpoint only if this did not change between
     /// capturing it and syncing the raft index it vouches for.

@@ -244,7 +244,7 @@ impl Writer {
             let start = st.segments.start_of(phys);
             if let Some(file) = st.segments.get(start) {
                 let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-                z.before_write(start, &file, phys, phys + len);
+                z.before_write(start, &file, phys, phys + len, st.syncs);
             }
         }
         st.segments.write_vectored(phys, parts)
