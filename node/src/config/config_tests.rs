@@ -319,6 +319,8 @@ fn flags_override_file() {
         "async",
         "--flush-interval-ms",
         "7",
+        "--zero-ahead",
+        "false",
         "--cq-units-per-file",
         "64",
         "--index-units-per-file",
@@ -337,6 +339,7 @@ fn flags_override_file() {
     .expect("valid");
     assert_eq!(cfg.log.flush, FlushPolicy::Async);
     assert_eq!(cfg.log.flush_interval_ms, 7);
+    assert!(!cfg.log.zero_ahead);
     assert_eq!(cfg.store.consume_queue.units_per_file, 64);
     assert_eq!(cfg.store.index.max_units_per_file, 65);
     assert_eq!(cfg.store.file_reserved_hours, 2);
