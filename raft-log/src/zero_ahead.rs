@@ -146,7 +146,15 @@ impl ZeroAhead {
         if to < at || syncs < synced {
             s.window = (to, syncs);
         } else if to - at >= WINDOW {
-            s.idle = (syncs - synced).saturating_mul(MAX_BYTES_PER_SYNC) <= to - at;
+            let idle = (syncs - synced).saturating_mul(MAX_BYTES_PER_SYNC) <= to - at;
+            if idle != s.idle {
+                tracing::debug!(
+                    bytes_per_sync = (to - at) / (syncs - synced).max(1),
+                    zeroing = !idle,
+                    "zero-ahead switched"
+                );
+            }
+            s.idle = idle;
             s.window = (to, syncs);
         }
         let end = start + file.capacity();
