@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::shared::join_thread;
 use crate::shared::Shared;
 
 /// Least time between two sled flushes of the checkpointer.
@@ -156,10 +157,6 @@ impl Checkpointer {
     pub fn stop(&self) {
         self.flags.lock().stop = true;
         self.cv.notify_all();
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("checkpointer thread panicked");
-            }
-        }
+        join_thread(&self.thread, "checkpointer");
     }
 }

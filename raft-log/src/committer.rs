@@ -44,6 +44,7 @@ use parking_lot::Mutex;
 
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::shared::join_thread;
 use crate::shared::Shared;
 use crate::types::LogId;
 use crate::types::RawIndex;
@@ -103,11 +104,7 @@ impl Committer {
             q.flush_on_stop = flush;
         }
         self.cv.notify_all();
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("committer thread panicked");
-            }
-        }
+        join_thread(&self.thread, "committer");
         self.shared.durable.fail("log closed");
     }
 

@@ -32,6 +32,7 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::Wake;
 use crate::meta::FlushCheckpoint;
+use crate::shared::join_thread;
 use crate::shared::Shared;
 use crate::types::RawPhys;
 
@@ -139,11 +140,7 @@ impl Flusher {
     /// Stops and joins the thread (and the checkpointer's).
     pub fn stop(&self) {
         self.shared.waiters.stop();
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("flusher thread panicked");
-            }
-        }
+        join_thread(&self.thread, "flusher");
         self.checkpointer.stop();
     }
 

@@ -14,6 +14,7 @@ use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::segments::segment_name;
+use crate::shared::join_thread;
 use crate::types::RawPhys;
 
 /// Outcome of preparing one segment.
@@ -95,11 +96,7 @@ impl Preallocator {
             mu.lock().stop = true;
             cv.notify_all();
         }
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("preallocator thread panicked");
-            }
-        }
+        join_thread(&self.thread, "preallocator");
     }
 }
 

@@ -1,6 +1,9 @@
 //! [`Shared`]: the narrow core every part of an open log holds: the guarded [`State`], the
 //! `meta/` db, and the two channels that report progress or failure (the flush waiters and the
 //! durable watch). The flusher and committer threads hold only this, never the whole log.
+//! [`join_thread`] ends each of the log's threads the same way.
+
+use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
@@ -31,5 +34,15 @@ impl Shared {
         self.waiters.fail_all(&msg);
         self.durable.fail(&msg);
         e
+    }
+}
+
+/// Joins one of the log's threads, once (a later call finds nothing to join). A panic in it is
+/// logged, not raised again: stopping the log must finish.
+pub fn join_thread(thread: &Mutex<Option<JoinHandle<()>>>, name: &str) {
+    if let Some(t) = thread.lock().take() {
+        if t.join().is_err() {
+            tracing::error!("{name} thread panicked");
+        }
     }
 }

@@ -34,6 +34,7 @@ use parking_lot::Mutex;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::shared::join_thread;
 use crate::types::RawPhys;
 
 /// Bytes zeroed per step of the thread: the most a writer can wait for, and how often a log
@@ -189,11 +190,7 @@ impl ZeroAhead {
             mu.lock().stop = true;
             cv.notify_all();
         }
-        if let Some(t) = self.thread.lock().take() {
-            if t.join().is_err() {
-                tracing::error!("zero-ahead thread panicked");
-            }
-        }
+        join_thread(&self.thread, "zero-ahead");
     }
 }
 
