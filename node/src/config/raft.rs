@@ -5,6 +5,7 @@ use std::time::Duration;
 use openraft::SnapshotPolicy;
 
 use super::ConfigError;
+use super::FlushPolicy;
 use super::NodeConfig;
 use crate::network::PeerNetworkOptions;
 
@@ -46,6 +47,9 @@ impl NodeConfig {
         opts.max_message_bytes = usize::try_from(self.grpc_max_message_bytes).unwrap_or(usize::MAX);
         opts.backoff_max = Duration::from_millis(self.election_timeout_min_ms.clamp(100, 2_000));
         opts.replication_timeout = Duration::from_millis(self.replication_timeout_ms);
+        if self.log.flush == FlushPolicy::Async {
+            opts.commit_hold = Duration::ZERO;
+        }
         opts
     }
 
@@ -57,7 +61,6 @@ impl NodeConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FlushPolicy;
     use super::*;
 
     #[test]
@@ -77,6 +80,14 @@ mod tests {
         );
         let opts = c.peer_network_options();
         assert_eq!(opts.cluster_id, "raftmq");
+        assert_eq!(
+            opts.commit_hold,
+            Duration::from_millis(1),
+            "sync: commits wait for entries"
+        );
+        c.log.flush = FlushPolicy::Async;
+        assert_eq!(c.peer_network_options().commit_hold, Duration::ZERO);
+        c.log.flush = FlushPolicy::Sync;
         assert_eq!(opts.max_message_bytes, 64 << 20);
         assert_eq!(opts.replication_timeout, Duration::from_secs(1));
         // openraft asks for one heartbeat (50 ms); a reply to 8 MiB may take 1.8 s.

@@ -30,6 +30,7 @@
 mod checker;
 mod client;
 pub(crate) mod codec;
+mod commit_hold;
 mod factory;
 pub mod fault;
 mod kick;
@@ -104,6 +105,11 @@ pub struct PeerNetworkOptions {
     pub kick: Arc<ReplicationKick>,
     /// TLS towards peers (node certificate, CA; None: plaintext). A reload makes new channels.
     pub tls: Option<Arc<crate::tls::TlsState>>,
+    /// How long a commit-only AppendEntries waits for the next entries to travel with
+    /// (`commit_hold`); zero sends it at once. Off on an `async` node: there a follower makes
+    /// each new commit index durable before it goes on, which the commit-only request did
+    /// between two entries and a merged one does in the entries' path.
+    pub commit_hold: Duration,
 }
 
 impl PeerNetworkOptions {
@@ -120,6 +126,7 @@ impl PeerNetworkOptions {
             replication_timeout: DEFAULT_REPLICATION_TIMEOUT,
             kick: Arc::default(),
             tls: None,
+            commit_hold: commit_hold::COMMIT_HOLD,
         }
     }
 

@@ -132,7 +132,7 @@ pub(super) fn merge_stream<C: LogTypes>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use openraft::raft::StreamAppendError;
     use raftmq_raft_log::types::AppPayload;
     use raftmq_raft_log::types::CommittedLeaderId;
@@ -154,7 +154,7 @@ mod tests {
             LeaderId = LeaderId,
     );
 
-    fn log_id(index: u64) -> LogId {
+    pub(in crate::network) fn log_id(index: u64) -> LogId {
         LogId {
             leader_id: CommittedLeaderId::new(1),
             index,

@@ -35,6 +35,7 @@ use tokio::sync::Notify;
 use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
+use super::commit_hold::HoldCommits;
 use super::session_input::session_input;
 use super::session_input::InputGuard;
 use super::snapshot::SnapshotSource;
@@ -47,6 +48,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     /// The request stream is wrapped in a [`SessionInput`] whose guard lives with the reply
     /// side: when the session ends (an error, a timeout, openraft dropping the results, or a
     /// failed open) openraft's request stream is dropped at once and never polled again.
+    /// Inside it, [`HoldCommits`] lets a commit-only request wait for the next entries.
     pub(super) async fn open_append_stream<'s, S>(
         &'s mut self,
         input: S,
@@ -57,7 +59,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     {
         use futures::StreamExt;
 
-        let (input, guard) = session_input(input);
+        let (input, guard) = session_input(HoldCommits::new(input, self.opts.commit_hold));
         let mut client = self.client()?;
         let opts = self.opts.clone();
         let hard_ttl = option.hard_ttl();
