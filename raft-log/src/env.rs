@@ -1,20 +1,17 @@
-//! The narrow storage I/O interface (STYLE #9) and its real implementation (files + mmap).
+//! The narrow storage I/O interface (STYLE #9); its real implementation (files + mmap) is
+//! [`FsEnv`] (`fs_env.rs`).
 //!
 //! Every byte the log reads or writes goes through [`Env`] and [`SegmentFile`], so tests can
 //! swap in [`crate::mem_env::MemEnv`], which loses unsynced bytes or tears records on a
 //! simulated crash.
 
-use std::fs;
-use std::fs::File;
-use std::fs::OpenOptions;
 use std::io;
-use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memmap2::MmapOptions;
-use memmap2::MmapRaw;
+pub use crate::fs_env::FsEnv;
+pub use crate::fs_env::REMOVE_STEP_BYTES;
 
 /// One fixed-capacity, preallocated file the log writes in place (a CommitLog segment).
 ///
@@ -66,10 +63,14 @@ pub trait SegmentFile: Send + Sync {
 }
 
 /// Zeros for [`SegmentFile::zero_fill`].
-static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+pub(crate) static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// [`SegmentFile::write_vectored_at`] as one `write_at` per part.
-fn write_each<F: SegmentFile + ?Sized>(f: &F, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+pub(crate) fn write_each<F: SegmentFile + ?Sized>(
+    f: &F,
+    offset: u64,
+    parts: &[&[u8]],
+) -> io::Result<()> {
     let mut at = offset;
     for p in parts {
         f.write_at(at, p)?;
@@ -119,339 +120,9 @@ pub trait Env: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
-/// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
-pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
-
-/// The real environment: `std::fs` and memmap2.
-#[derive(Debug, Clone, Copy)]
-pub struct FsEnv {
-    /// Write segments by storing into the mapping and flush with msync; else (the default for
-    /// both policies) pwrite + fdatasync. See the `MmapSegment` docs in `env.rs`.
-    pub mapped_writes: bool,
-    /// How much [`Env::remove_large`] shrinks a file per step. Default [`REMOVE_STEP_BYTES`];
-    /// tests lower it to exercise the shrinking on small segments.
-    pub remove_step_bytes: u64,
-}
-
-impl Default for FsEnv {
-    fn default() -> Self {
-        FsEnv {
-            mapped_writes: false,
-            remove_step_bytes: REMOVE_STEP_BYTES,
-        }
-    }
-}
-
-/// A segment file, always read through a shared mapping and written with pwrite (unless
-/// [`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4, 2 cores):
-///
-/// - `sync`: a first store through a mapping after writeback goes through `page_mkwrite`,
-///   which journals an mtime update, so every flush then commits the journal: 1 KiB store +
-///   msync ≈ 1,200/s against pwrite + fdatasync ≈ 5,000/s.
-/// - `async`: a store into a fresh page of a preallocated file costs a read fault that
-///   zero-fills the page and a write fault (`page_mkwrite`); prefaulting the mapping
-///   (MAP_POPULATE) only moves that cost to another thread, and makes every *pwrite* into the
-///   populated pages ≈ 3x slower. pwrite of whole batches into unmapped-so-far pages is the
-///   cheapest: 1 KiB x 64 appenders reached 72% of raw page-cache write bandwidth against
-///   36% for stores into the mapping (`cargo bench -p raftmq-raft-log`).
-///
-/// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
-struct MmapSegment {
-    map: MmapRaw,
-    len: u64,
-    file: File,
-    mapped_writes: bool,
-}
-
-fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("range {offset}+{len} outside segment of {cap} bytes"),
-    )
-}
-
-fn check_range(offset: u64, len: usize, cap: u64) -> io::Result<()> {
-    match offset.checked_add(len as u64) {
-        Some(end) if end <= cap => Ok(()),
-        _ => Err(out_of_range(offset, len, cap)),
-    }
-}
-
-impl SegmentFile for MmapSegment {
-    fn capacity(&self) -> u64 {
-        self.len
-    }
-
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        check_range(offset, data.len(), self.len)?;
-        if !self.mapped_writes {
-            return std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset);
-        }
-        // SAFETY: the range is inside the mapping (checked above), the file is preallocated
-        // (no SIGBUS on a full disk) and, by the trait's contract, no other thread reads or
-        // writes this range concurrently.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.map.as_mut_ptr().add(offset as usize),
-                data.len(),
-            )
-        };
-        Ok(())
-    }
-
-    fn write_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
-        if self.mapped_writes {
-            return write_each(self, offset, parts);
-        }
-        check_range(offset, parts.iter().map(|p| p.len()).sum(), self.len)?;
-        crate::vectored::write_all_vectored_at(&self.file, offset, parts)
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        check_range(offset, buf.len(), self.len)?;
-        // SAFETY: the range is inside the mapping (checked above) and the file is never
-        // shortened while mapped, so the pages exist; concurrent writers only touch ranges
-        // above the log's published append position, which readers do not read.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.map.as_ptr().add(offset as usize),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        Ok(())
-    }
-
-    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        check_range(offset, len, self.len)?;
-        // SAFETY: as in `read_at`: the range is inside the mapping and below the published
-        // append position, so the pages exist and no writer touches them.
-        let src =
-            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) };
-        Ok(src.to_vec())
-    }
-
-    fn sync_range(&self, offset: u64, len: u64) -> io::Result<()> {
-        if len == 0 {
-            return Ok(());
-        }
-        if self.mapped_writes {
-            return self.map.flush_range(offset as usize, len as usize);
-        }
-        // fdatasync writes only this file's dirty pages: the range is implied.
-        self.file.sync_data()
-    }
-
-    /// pwrite of the zeros (whatever the write mode: the page cache is shared with the
-    /// mapping), then `sync_file_range` waiting for their writeback, so the log's next
-    /// fdatasync does not find them dirty.
-    fn zero_fill(&self, offset: u64, len: u64) -> io::Result<()> {
-        let n = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "zero range"))?;
-        check_range(offset, n, self.len)?;
-        let mut parts = Vec::with_capacity(n.div_ceil(ZEROS.len()));
-        let mut left = n;
-        while left > 0 {
-            let k = left.min(ZEROS.len());
-            parts.push(&ZEROS[..k]);
-            left -= k;
-        }
-        crate::vectored::write_all_vectored_at(&self.file, offset, &parts)?;
-        self.sync_file_range(
-            offset,
-            len,
-            libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-        )
-    }
-
-    /// `sync_file_range` with only SYNC_FILE_RANGE_WRITE: queues the range's dirty pages.
-    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.sync_file_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
-    }
-}
-
-impl MmapSegment {
-    fn sync_file_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "writeback range");
-        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
-        let off = libc::off64_t::try_from(offset).map_err(too_big)?;
-        let n = libc::off64_t::try_from(len).map_err(too_big)?;
-        // SAFETY: sync_file_range(2) on a descriptor this segment owns; no memory is passed.
-        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), off, n, flags) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
-
-struct FsPlain {
-    file: File,
-}
-
-impl PlainFile for FsPlain {
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset)
-    }
-
-    fn read_all(&self) -> io::Result<Vec<u8>> {
-        let len = self.file.metadata()?.len() as usize;
-        let mut buf = vec![0u8; len];
-        std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut buf, 0)?;
-        Ok(buf)
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-}
-
-fn map_segment(
-    file: File,
-    populate: bool,
-    mapped_writes: bool,
-) -> io::Result<Arc<dyn SegmentFile>> {
-    let len = file.metadata()?.len();
-    let mut opts = MmapOptions::new();
-    if populate {
-        opts.populate();
-    }
-    let map = opts.map_raw(&file)?;
-    Ok(Arc::new(MmapSegment {
-        map,
-        len,
-        file,
-        mapped_writes,
-    }))
-}
-
-/// Reserves `len` zeroed bytes so that a full disk fails here, never as SIGBUS on the mapping
-/// or mid-append: `fallocate` (blocks reserved, no data written), or zeros written where the
-/// file system lacks it. Measured on the dev VM (ext4): 1 KiB pwrite into fallocated space
-/// ≈ 2 µs against ≈ 10 µs over written zeros not in the page cache; but the fdatasync after a
-/// first write into fallocated blocks also writes the extent metadata, which the
-/// `zero_ahead` thread spares the appends.
-fn allocate(file: &mut File, len: u64) -> io::Result<()> {
-    {
-        use std::os::fd::AsRawFd;
-        let size = libc::off_t::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
-        // SAFETY: a plain syscall on the open descriptor owned by `file`.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            return Err(err);
-        }
-    }
-    let zeros = vec![0u8; 4 << 20];
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        file.write_all(&zeros[..n])?;
-        left -= n as u64;
-    }
-    Ok(())
-}
-
 /// `path` with `.tmp` appended: where a file is written before it is renamed into place.
 pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".tmp");
     PathBuf::from(s)
-}
-
-impl Env for FsEnv {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        fs::create_dir_all(dir)
-    }
-
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for e in fs::read_dir(dir)? {
-            names.push(e?.file_name().to_string_lossy().into_owned());
-        }
-        Ok(names)
-    }
-
-    fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>> {
-        let tmp = tmp_path(path);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        allocate(&mut file, capacity)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            self.sync_dir(dir)?;
-        }
-        // Prefault only when appends store into the mapping. With pwrite, a populated shared
-        // mapping makes every write slower (measured: 1 KiB pwrite into a populated segment
-        // ≈ 3x slower than into an unmapped-so-far page).
-        map_segment(file, self.mapped_writes, self.mapped_writes)
-    }
-
-    fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        map_segment(file, false, self.mapped_writes)
-    }
-
-    fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        Ok(Arc::new(FsPlain { file }))
-    }
-
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        match fs::remove_file(path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            r => r,
-        }
-    }
-
-    /// Shrinks the file [`FsEnv::remove_step_bytes`] (64 MiB) at a time, pausing 2 ms between
-    /// steps, then unlinks it:
-    /// unlinking a 1 GiB file frees all its extents in one journal transaction, and the
-    /// log's fdatasyncs waited behind it for over 150 ms (a missed replication round).
-    fn remove_large(&self, path: &Path) -> io::Result<()> {
-        let step = self.remove_step_bytes.max(1);
-        match OpenOptions::new().write(true).open(path) {
-            Ok(f) => {
-                let mut len = f.metadata()?.len();
-                while len > step {
-                    len -= step;
-                    f.set_len(len)?;
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        self.remove(path)
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
-    }
-
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
-    }
 }
