@@ -240,12 +240,13 @@ impl Writer {
     /// Writes `parts`, back to back, at `phys` (inside one segment), keeping the zero-ahead
     /// thread out of the range.
     fn write_run(&self, st: &State, phys: RawPhys, parts: &[&[u8]]) -> LogResult<()> {
-        if let (Some(z), false) = (&self.zero_ahead, parts.is_empty()) {
-            let start = st.segments.start_of(phys);
-            if let Some(file) = st.segments.get(start) {
-                let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-                z.before_write(start, &file, phys, phys + len, st.syncs);
-            }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        if let Some(z) = &self.zero_ahead {
+            let (file, off) = st.segments.locate(phys)?;
+            let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+            z.before_write(phys - off, &file, phys, phys + len, st.syncs);
         }
         st.segments.write_vectored(phys, parts)
     }
