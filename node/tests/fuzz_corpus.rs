@@ -399,7 +399,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             store_timestamp_ms: 1_700_000_000_000,
             log_id: LogId::new_term_index(1, 9),
         };
-        c.dedup.insert(format!("p1:t3:abc{i}"), send);
+        c.dedup.insert(&format!("p1:t3:abc{i}"), send);
     }
     let mut bytes = Vec::new();
     c.encode(&mut bytes).expect("encodes");

@@ -3,7 +3,8 @@
 //! `cargo bench -p raftmq-store --bench structures`
 //!
 //! Measures, on one core: decoding a 16-message batch payload (the apply path's parse),
-//! ConsumeQueue appends, IndexFile puts, and the two tag filter stages.
+//! ConsumeQueue appends, IndexFile puts, the two tag filter stages, and apply's dedup window
+//! (key, expire, look up, remember) at its default size.
 
 use raftmq_store::types::PhysOffset;
 use raftmq_store::types::QueueId;
@@ -16,6 +17,12 @@ use raftmq_store::command::CommandView;
 use raftmq_store::consume_queue::ConsumeQueue;
 use raftmq_store::consume_queue::ConsumeQueueConfig;
 use raftmq_store::consume_queue::CqUnit;
+use raftmq_store::dedup::write_dedup_key;
+use raftmq_store::dedup::DedupParams;
+use raftmq_store::dedup::DedupWindow;
+use raftmq_store::dedup::StoredSend;
+use raftmq_store::dedup::PRODUCER_ID_PROPERTY;
+use raftmq_store::dedup::SEQUENCE_PROPERTY;
 use raftmq_store::filter::TagFilter;
 use raftmq_store::hash::tag_hash;
 use raftmq_store::index::IndexConfig;
@@ -138,10 +145,70 @@ fn bench_filter() {
     assert_eq!(hits, n / 2);
 }
 
+/// Apply's per-message dedup work in the steady state: the window holds its default 100,000
+/// sends, so every new send evicts one (four producers, sequences counting up).
+fn bench_dedup() {
+    const PRODUCERS: [&str; 4] = [
+        "4f1c2a9e8b7d6c5e4f3a2b1c0d9e8f7a",
+        "0b9f3c1d2e4a5b6c7d8e9f0a1b2c3d4e",
+        "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d",
+        "1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f",
+    ];
+    let params = DedupParams {
+        window_ms: 300_000,
+        max_entries: 100_000,
+    };
+    let mut w = DedupWindow::default();
+    let send = |i: u64| StoredSend {
+        queue_id: QueueId::new((i % 16) as u32),
+        queue_offset: QueueOffset::new(i),
+        phys_offset: PhysOffset::new(1 + i * 1100),
+        store_timestamp_ms: 1_700_000_000_000 + i / 100,
+        log_id: raftmq_raft_log::types::LogId::new_term_index(1, i / 32),
+    };
+    let mut step = |i: u64| {
+        let seq = (i / 4).to_string();
+        let props = [
+            (PRODUCER_ID_PROPERTY, PRODUCERS[(i % 4) as usize]),
+            (SEQUENCE_PROPERTY, seq.as_str()),
+        ];
+        let s = send(i);
+        w.expire(s.store_timestamp_ms, params);
+        match w.lookup_built(|keys| write_dedup_key(keys, "bench", &props)) {
+            Some(Err(unseen)) => w.remember(unseen, s),
+            _ => panic!("send {i} seen twice, or no identity"),
+        }
+    };
+    (0..200_000).for_each(&mut step);
+    let n = 1_000_000u64;
+    let t = Instant::now();
+    (200_000..200_000 + n).for_each(&mut step);
+    report(
+        "dedup window, full (key+expire+lookup+remember)",
+        n,
+        0,
+        t.elapsed(),
+    );
+    assert_eq!(w.len(), 100_000);
+    // Apply copies the window for each background checkpoint, under the state lock.
+    let rounds = 20;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        std::hint::black_box(w.clone());
+    }
+    report(
+        "dedup window, full: copy (checkpoint)",
+        rounds,
+        0,
+        t.elapsed(),
+    );
+}
+
 fn main() {
     bench_parse(128);
     bench_parse(1024);
     bench_cq();
     bench_index();
     bench_filter();
+    bench_dedup();
 }

@@ -20,6 +20,8 @@ mod window;
 pub use identity::check_identity;
 pub use identity::dedup_key;
 pub use identity::has_identity;
+pub use identity::has_identity_in;
+pub use identity::write_dedup_key;
 pub use identity::CLIENT_MESSAGE_ID_PROPERTY;
 pub use identity::MAX_PRODUCER_ID_BYTES;
 pub use identity::PRODUCER_ID_PROPERTY;

@@ -55,19 +55,24 @@ struct Remembered {
     send: StoredSend,
 }
 
-/// A remembered send with the hash of its key under its window's hasher (node-local: not
-/// saved, not compared).
+/// A remembered send: its result and where its key sits in [`DedupWindow::keys`].
 #[derive(Clone, Debug)]
 struct Slot {
-    hash: u64,
-    m: Remembered,
+    /// Absolute position of the key's first byte (see [`DedupWindow::keys_base`]).
+    key_at: u64,
+    key_len: u32,
+    send: StoredSend,
 }
 
-/// A key [`DedupWindow::lookup`] did not find, with its hash under that window's hasher.
+/// A key [`DedupWindow::lookup`] did not find: its hash under that window's hasher and
+/// where the lookup left it, at the end of the window's keys.
 #[derive(Debug)]
 pub struct Unseen {
-    key: String,
     hash: u64,
+    key_at: u64,
+    key_len: u32,
+    /// Which lookup of its window made it ([`DedupWindow::lookups`]).
+    lookup: u64,
 }
 
 /// The serde form of the window: its sends, oldest first.
@@ -77,13 +82,20 @@ struct WindowRepr(Vec<Remembered>);
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
 /// Invariant: `by_key` holds one `(hash, seq)` per send of `order`, `seq` its position
-/// counted from `first_seq` and `hash` its `Slot::hash` (keys are unique: a hit is not
+/// counted from `first_seq` and `hash` its key's hash (keys are unique: a hit is not
 /// remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
-/// match); `order` is in apply order. The table holds positions, not keys, so each send's
-/// key is stored once and hashed once on insert. Eviction leaves its position in the table
-/// (a random probe per evicted send was most of `expire`'s cost: apply looks up, remembers
-/// and evicts one send per identified message on every node); once evicted positions
-/// outnumber the live ones, one sequential pass drops them all.
+/// match); `order` is in apply order, and so are the keys in `keys`, each send's key at its
+/// `key_at`. The table holds positions, not keys, so each key is stored once and hashed once
+/// on insert. Eviction leaves its position in the table (a random probe per evicted send was
+/// most of `expire`'s cost: apply looks up, remembers and evicts one send per identified
+/// message on every node); once evicted positions outnumber the live ones, one sequential
+/// pass drops them all.
+///
+/// The keys live end to end in one string rather than one allocation each, and a lookup
+/// builds its key in place at the end of it (the *tentative* key, past `keys_end`), where
+/// [`remember`](Self::remember) keeps it: apply remembers and forgets one key per identified
+/// message on every node, and a fresh allocation per key cost a cache miss to fill; the
+/// checkpoint's copy of the window is a few large copies, not one allocation per send.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
@@ -91,14 +103,28 @@ pub struct DedupWindow {
     by_key: HashTable<(u64, u64)>,
     /// Sequence number of `order[0]`.
     first_seq: u64,
+    /// The keys of `order`, oldest first, preceded by evicted keys not yet compacted away.
+    keys: String,
+    /// Absolute position of `keys`' first byte (grows as evicted keys are dropped).
+    keys_base: u64,
+    /// Absolute end of the newest remembered key; bytes past it are a lookup's tentative key.
+    keys_end: u64,
+    /// Lookups so far: only the last one's [`Unseen`] still has its key in place.
+    lookups: u64,
     /// SipHash with this window's random keys: keys are client input.
     hasher: RandomState,
 }
 
+/// Evicted key bytes are dropped from the front of [`DedupWindow::keys`] once they are at
+/// least this many and at least as many as the live ones (amortised: each live byte moves
+/// about once per window's worth of keys).
+const COMPACT_MIN_BYTES: usize = 64 << 10;
+
 impl PartialEq for DedupWindow {
     fn eq(&self, other: &Self) -> bool {
         self.order.len() == other.order.len()
-            && self.order.iter().zip(&other.order).all(|(a, b)| a.m == b.m)
+            && (0..self.order.len())
+                .all(|i| self.order[i].send == other.order[i].send && self.key(i) == other.key(i))
     }
 }
 
@@ -109,9 +135,7 @@ impl From<WindowRepr> for DedupWindow {
         let mut w = DedupWindow::default();
         for m in r.0 {
             // A key twice (a hand-edited file): the first stays, as apply would keep it.
-            if w.get(&m.key).is_none() {
-                w.push(m);
-            }
+            w.insert(&m.key, m.send);
         }
         w
     }
@@ -119,7 +143,7 @@ impl From<WindowRepr> for DedupWindow {
 
 impl From<DedupWindow> for WindowRepr {
     fn from(w: DedupWindow) -> Self {
-        WindowRepr(w.order.into_iter().map(|s| s.m).collect())
+        WindowRepr(w.remembered().collect())
     }
 }
 
@@ -137,36 +161,73 @@ impl DedupWindow {
     /// The original result of the send with `key`, if remembered.
     pub fn get(&self, key: &str) -> Option<&StoredSend> {
         let at = self.position(self.hasher.hash_one(key), key)?;
-        Some(&self.order[at].m.send)
+        Some(&self.order[at].send)
     }
 
-    /// The original result of the send with `key` if remembered, else the key with its hash
-    /// to [`remember`](Self::remember) once the send is dispatched (apply hashes each
-    /// identified message once).
-    pub fn lookup(&self, key: String) -> Result<&StoredSend, Unseen> {
-        let hash = self.hasher.hash_one(key.as_str());
-        match self.position(hash, &key) {
-            Some(at) => Ok(&self.order[at].m.send),
-            None => Err(Unseen { key, hash }),
+    /// The original result of the send with `key` if remembered, else where the key waits
+    /// for [`remember`](Self::remember) once the send is dispatched (apply hashes and copies
+    /// each identified message's key once).
+    pub fn lookup(&mut self, key: &str) -> Result<&StoredSend, Unseen> {
+        self.lookup_built(|keys| {
+            keys.push_str(key);
+            true
+        })
+        .expect("a key was written")
+    }
+
+    /// [`lookup`](Self::lookup) of the key `build` appends to the string it is given; `None`
+    /// (and nothing kept) if it appends nothing and returns false (the message has no
+    /// identity).
+    pub fn lookup_built(
+        &mut self,
+        build: impl FnOnce(&mut String) -> bool,
+    ) -> Option<Result<&StoredSend, Unseen>> {
+        // A tentative key nobody remembered (a hit, or a send not dispatched) goes.
+        self.lookups += 1;
+        let end = self.index_in_keys(self.keys_end);
+        self.keys.truncate(end);
+        if !build(&mut self.keys) {
+            self.keys.truncate(end);
+            return None;
         }
+        let key = &self.keys[end..];
+        let hash = self.hasher.hash_one(key);
+        Some(match self.position(hash, key) {
+            Some(at) => Ok(&self.order[at].send),
+            None => Err(Unseen {
+                hash,
+                key_at: self.keys_end,
+                key_len: u32::try_from(key.len()).expect("a key joins 16-bit-length strings"),
+                lookup: self.lookups,
+            }),
+        })
     }
 
     /// Remembers a send [`lookup`](Self::lookup) did not find, just dispatched. The window
-    /// did not change in between but for [`expire`](Self::expire) (same hasher).
+    /// did not change in between but for [`expire`](Self::expire) (same hasher, and the key
+    /// still where the lookup left it); else (a caller's bug) nothing is remembered and the
+    /// error says why.
     pub fn remember(&mut self, unseen: Unseen, send: StoredSend) {
-        debug_assert_eq!(unseen.hash, self.hasher.hash_one(unseen.key.as_str()));
-        debug_assert!(
-            self.get(&unseen.key).is_none(),
-            "{} remembered twice",
-            unseen.key
-        );
-        self.push_hashed(
-            unseen.hash,
-            Remembered {
-                key: unseen.key.into_boxed_str(),
-                send,
-            },
-        );
+        let tail = self.keys_base + self.keys.len() as u64;
+        let in_place =
+            unseen.key_at == self.keys_end && unseen.key_at + u64::from(unseen.key_len) == tail;
+        if unseen.lookup != self.lookups || !in_place {
+            tracing::error!(
+                lookup = unseen.lookup,
+                last_lookup = self.lookups,
+                "dedup window: the send to remember is not from the last lookup; not remembered"
+            );
+            return;
+        }
+        let seq = self.first_seq + self.order.len() as u64;
+        self.order.push_back(Slot {
+            key_at: unseen.key_at,
+            key_len: unseen.key_len,
+            send,
+        });
+        self.keys_end = tail;
+        let hash = unseen.hash;
+        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
     }
 
     /// Forgets the sends older than `params.window_ms` before `now_ms` (a leader timestamp);
@@ -176,7 +237,6 @@ impl DedupWindow {
         let max = params.max_entries.max(1) as usize;
         while let Some(front) = self.order.front() {
             let old = front
-                .m
                 .send
                 .store_timestamp_ms
                 .saturating_add(params.window_ms)
@@ -188,22 +248,20 @@ impl DedupWindow {
         }
     }
 
-    /// Remembers a send just dispatched. The caller looked `key` up first (a miss).
-    pub fn insert(&mut self, key: String, send: StoredSend) {
-        let hash = self.hasher.hash_one(key.as_str());
-        self.remember(Unseen { key, hash }, send);
+    /// Remembers a send with `key` unless one is remembered already (then that one stays).
+    pub fn insert(&mut self, key: &str, send: StoredSend) {
+        if let Err(unseen) = self.lookup(key) {
+            self.remember(unseen, send);
+        }
     }
 
     /// Forgets every send of `topic` (the topic was deleted: its offsets are gone).
     pub fn remove_topic(&mut self, topic: &str) {
         let before = self.order.len();
-        let old = std::mem::take(&mut self.order);
-        *self = DedupWindow::from(WindowRepr(
-            old.into_iter()
-                .map(|s| s.m)
-                .filter(|m| key_topic(&m.key) != Some(topic))
-                .collect(),
-        ));
+        let kept = (self.remembered())
+            .filter(|m| key_topic(&m.key) != Some(topic))
+            .collect();
+        *self = DedupWindow::from(WindowRepr(kept));
         tracing::debug!(
             topic,
             forgotten = before - self.order.len(),
@@ -219,11 +277,11 @@ impl DedupWindow {
     pub(crate) fn write_binary(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(&(self.order.len() as u64).to_le_bytes())?;
         let mut scratch = Vec::with_capacity(128);
-        for slot in &self.order {
+        for (i, slot) in self.order.iter().enumerate() {
             scratch.clear();
             let mut w = Writer::new(&mut scratch);
-            let (m, s) = (&slot.m, &slot.m.send);
-            w.blob32("dedup key", m.key.as_bytes())
+            let s = &slot.send;
+            w.blob32("dedup key", self.key(i).as_bytes())
                 .map_err(std::io::Error::other)?;
             w.u32(s.queue_id.get());
             w.u64(s.queue_offset.get());
@@ -296,35 +354,43 @@ impl DedupWindow {
 
     fn check_positions(&self, at: impl Iterator<Item = usize>) -> crate::error::Result<()> {
         for i in at {
-            let s = &self.order[i];
-            let hash = self.hasher.hash_one(&*s.m.key);
-            if s.hash != hash || self.position(hash, &s.m.key) != Some(i) {
+            let key = self.key(i);
+            if self.position(self.hasher.hash_one(key), key) != Some(i) {
                 return Err(crate::error::StoreError::invalid(format!(
-                    "dedup window: key {} is not at position {i}",
-                    s.m.key
+                    "dedup window: key {key} is not at position {i}"
                 )));
             }
         }
         Ok(())
     }
 
+    /// The key of `order[i]`.
+    fn key(&self, i: usize) -> &str {
+        let s = &self.order[i];
+        let at = self.index_in_keys(s.key_at);
+        &self.keys[at..at + s.key_len as usize]
+    }
+
+    /// Index in `keys` of the absolute key position `at` (not below `keys_base`).
+    fn index_in_keys(&self, at: u64) -> usize {
+        usize::try_from(at - self.keys_base).expect("keys hold what a window remembers")
+    }
+
+    /// The sends with their keys, oldest first (the serde form).
+    fn remembered(&self) -> impl Iterator<Item = Remembered> + '_ {
+        (0..self.order.len()).map(|i| Remembered {
+            key: self.key(i).into(),
+            send: self.order[i].send,
+        })
+    }
+
     /// Index in `order` of the send with `key` (of hash `hash`).
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
-        let (order, first) = (&self.order, self.first_seq);
+        let first = self.first_seq;
         let &(_, seq) = self.by_key.find(hash, |&(h, seq)| {
-            h == hash && seq >= first && *order[index_of(first, seq)].m.key == *key
+            h == hash && seq >= first && self.key(index_of(first, seq)) == key
         })?;
         Some(index_of(first, seq))
-    }
-
-    fn push(&mut self, m: Remembered) {
-        self.push_hashed(self.hasher.hash_one(&*m.key), m);
-    }
-
-    fn push_hashed(&mut self, hash: u64, m: Remembered) {
-        let seq = self.first_seq + self.order.len() as u64;
-        self.order.push_back(Slot { hash, m });
-        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
     }
 
     fn pop_front(&mut self) {
@@ -335,7 +401,25 @@ impl DedupWindow {
                 let first = self.first_seq;
                 self.by_key.retain(|&mut (_, seq)| seq >= first);
             }
+            self.compact_keys();
         }
+    }
+
+    /// Drops the evicted keys from the front of `keys` once they are many (see
+    /// [`COMPACT_MIN_BYTES`]).
+    fn compact_keys(&mut self) {
+        let live_at = self.order.front().map_or(self.keys_end, |s| s.key_at);
+        let dead = self.index_in_keys(live_at);
+        if dead >= COMPACT_MIN_BYTES && dead >= self.keys.len() - dead {
+            self.keys.drain(..dead);
+            self.keys_base = live_at;
+        }
+    }
+
+    /// Bytes in the key buffer, evicted and tentative keys included (tests).
+    #[cfg(test)]
+    pub(crate) fn keys_len(&self) -> usize {
+        self.keys.len()
     }
 
     /// Positions in the table, live and evicted (tests).

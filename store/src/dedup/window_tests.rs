@@ -41,14 +41,14 @@ fn key(i: u64) -> String {
 fn lookup_then_remember_hashes_once_and_finds_it_next_time() {
     let mut w = DedupWindow::default();
     for i in 0..5u64 {
-        let unseen = w.lookup(key(i)).expect_err("new send");
+        let unseen = w.lookup(&key(i)).expect_err("new send");
         w.expire(i * 10, P);
         w.remember(unseen, send(i, i * 10));
-        assert_eq!(w.lookup(key(i)).expect("remembered"), &send(i, i * 10));
+        assert_eq!(w.lookup(&key(i)).expect("remembered"), &send(i, i * 10));
         w.validate_all().expect("invariant");
     }
     assert_eq!(w.len(), 3, "capped at max_entries");
-    assert!(w.lookup(key(1)).is_err(), "evicted");
+    assert!(w.lookup(&key(1)).is_err(), "evicted");
 }
 
 #[test]
@@ -56,13 +56,13 @@ fn expiry_by_leader_time_and_cap_evict_oldest_first() {
     let mut w = DedupWindow::default();
     for i in 0..3 {
         w.expire(i * 10, P);
-        w.insert(key(i), send(i, i * 10));
+        w.insert(&key(i), send(i, i * 10));
     }
     assert_eq!(w.get(&key(1)), Some(&send(1, 10)));
     // Full: one more evicts the oldest only.
     w.expire(30, P);
     assert_eq!((w.len(), w.get(&key(0))), (2, None));
-    w.insert(key(3), send(3, 30));
+    w.insert(&key(3), send(3, 30));
     // Time: at 110 the send of 10 is 100 ms old: gone; 20 and 30 stay.
     w.expire(110, P);
     assert_eq!(w.get(&key(1)), None);
@@ -78,7 +78,7 @@ fn expiry_by_leader_time_and_cap_evict_oldest_first() {
 fn serde_round_trip_keeps_order_and_lookups() {
     let mut w = DedupWindow::default();
     for i in 0..3 {
-        w.insert(key(i), send(i, i));
+        w.insert(&key(i), send(i, i));
     }
     w.expire(
         1000,
@@ -100,9 +100,9 @@ fn serde_round_trip_keeps_order_and_lookups() {
 fn remove_topic_forgets_only_that_topic() {
     let mut w = DedupWindow::default();
     let other = dedup_key("t2", &[(CLIENT_MESSAGE_ID_PROPERTY, "id1")]).expect("id");
-    w.insert(key(0), send(0, 0));
-    w.insert(other.clone(), send(1, 1));
-    w.insert(key(2), send(2, 2));
+    w.insert(&key(0), send(0, 0));
+    w.insert(&other, send(1, 1));
+    w.insert(&key(2), send(2, 2));
     w.remove_topic("t");
     assert_eq!(w.len(), 1);
     assert!(w.get(&other).is_some());
@@ -189,7 +189,7 @@ fn evicted_positions_never_match_and_are_dropped_in_passes() {
     for i in 0..1_000u64 {
         w.expire(i, p);
         assert_eq!(w.get(&key(i)), None);
-        w.insert(key(i), send(i, i));
+        w.insert(&key(i), send(i, i));
         // Live positions: the newest 100; evicted ones stay in the table for a while but
         // never answer, and at most as many as live ones (64 at least) are kept.
         assert!(w.table_len() <= 2 * 100 + 1, "{} positions", w.table_len());
@@ -205,7 +205,7 @@ fn evicted_positions_never_match_and_are_dropped_in_passes() {
     }
     // A key evicted and sent again is remembered anew (its old position does not match).
     w.expire(2_000, p);
-    w.insert(key(5), send(5, 2_000));
+    w.insert(&key(5), send(5, 2_000));
     assert_eq!(w.get(&key(5)), Some(&send(5, 2_000)));
     w.validate_all().expect("valid");
     // Serde keeps only the live sends.
@@ -213,4 +213,62 @@ fn evicted_positions_never_match_and_are_dropped_in_passes() {
     let back: DedupWindow = serde_json::from_str(&json).expect("de");
     assert_eq!(back, w);
     assert_eq!(back.table_len(), back.len());
+}
+
+/// Keys share one buffer: evicted ones are dropped from its front once they are many, and
+/// every remembered key is still found (and nothing else) across those compactions.
+#[test]
+fn evicted_keys_are_compacted_away_and_lookups_stay_right() {
+    let p = DedupParams {
+        window_ms: u64::MAX,
+        max_entries: 1000,
+    };
+    let mut w = DedupWindow::default();
+    for i in 0..20_000u64 {
+        w.expire(i, p);
+        w.insert(&key(i), send(i, i));
+        if i % 997 == 0 {
+            w.validate_all().expect("invariant");
+            assert_eq!(w.get(&key(i)), Some(&send(i, i)));
+            assert_eq!(
+                w.get(&key(i.saturating_sub(999))),
+                Some(&send(i.saturating_sub(999), i.saturating_sub(999)))
+            );
+            if i >= 1000 {
+                assert_eq!(w.get(&key(i - 1000)), None, "evicted");
+            }
+        }
+    }
+    assert_eq!(w.len(), 1000);
+    // The buffer holds about the live keys (plus up to as many evicted ones), not all 20,000.
+    let live: usize = (19_000..20_000u64).map(|i| key(i).len()).sum();
+    assert!(
+        w.keys_len() <= (2 * live).max(64 << 10) + 64,
+        "{} bytes kept",
+        w.keys_len()
+    );
+    let copy = w.clone();
+    assert_eq!(copy, w);
+    copy.validate_all().expect("a clone is whole");
+}
+
+/// A lookup's key waits at the end of the buffer: a hit, a message without identity or a
+/// send never remembered leaves nothing behind, and a stale miss is not remembered.
+#[test]
+fn tentative_keys_are_dropped_unless_remembered() {
+    let mut w = DedupWindow::default();
+    w.insert(&key(1), send(1, 1));
+    let kept = w.keys_len();
+    assert_eq!(w.lookup(&key(1)).ok(), Some(&send(1, 1)), "a hit");
+    assert!(w.lookup(&key(2)).is_err(), "a miss, never remembered");
+    assert!(w.lookup_built(|_| false).is_none(), "no identity");
+    assert_eq!(w.keys_len(), kept, "no tentative key left");
+    // A miss made stale by a later lookup is refused, not remembered under the wrong key.
+    let stale = w.lookup(&key(3)).expect_err("new");
+    let fresh = w.lookup(&key(4)).expect_err("new");
+    w.remember(stale, send(3, 3));
+    assert_eq!((w.len(), w.get(&key(3))), (1, None));
+    w.remember(fresh, send(4, 4));
+    assert_eq!(w.get(&key(4)), Some(&send(4, 4)));
+    w.validate_all().expect("invariant");
 }

@@ -14,7 +14,8 @@ use raftmq_raft_log::types::LogId;
 
 use crate::command::BatchMessage;
 use crate::command::CommandView;
-use crate::dedup::dedup_key;
+use crate::dedup::has_identity_in;
+use crate::dedup::write_dedup_key;
 use crate::dedup::DedupParams;
 use crate::dedup::StoredSend;
 use crate::dedup::Unseen;
@@ -188,12 +189,16 @@ fn dedup_lookup(
     let Some(params) = params else {
         return Ok(None);
     };
-    let Some(key) = dedup_key(m.view.topic, &m.view.properties) else {
+    if !has_identity_in(&m.view.properties) {
         return Ok(None);
-    };
+    }
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match st.dedup.lookup(key) {
-        Ok(s) => Err(MessageAck {
+    let found = st
+        .dedup
+        .lookup_built(|keys| write_dedup_key(keys, m.view.topic, &m.view.properties));
+    match found {
+        None => Ok(None),
+        Some(Ok(s)) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
             queue_id: s.queue_id,
@@ -202,7 +207,7 @@ fn dedup_lookup(
             store_timestamp_ms: s.store_timestamp_ms,
             duplicate_of: Some(s.log_id),
         }),
-        Err(unseen) => Ok(Some(unseen)),
+        Some(Err(unseen)) => Ok(Some(unseen)),
     }
 }
 

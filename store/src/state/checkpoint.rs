@@ -267,7 +267,8 @@ mod tests {
                 store_timestamp_ms: 1_700_000_000_000 + i,
                 log_id: LogId::new_term_index(2, 3 + i / 8),
             };
-            c.dedup.insert(format!("p1:t32:{:032x}{i}", i * 7919), send);
+            c.dedup
+                .insert(&format!("p1:t32:{:032x}{i}", i * 7919), send);
         }
         c
     }
