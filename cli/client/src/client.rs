@@ -117,11 +117,15 @@ pub struct Client {
 }
 
 pub(crate) fn normalize(addr: &str) -> String {
+    normalized(addr).to_string()
+}
+
+/// [`normalize`] without the copy.
+fn normalized(addr: &str) -> &str {
     addr.trim()
         .trim_start_matches("http://")
         .trim_start_matches("https://")
         .trim_end_matches('/')
-        .to_string()
 }
 
 impl Client {
@@ -228,6 +232,10 @@ impl Client {
 
     pub(crate) fn follow(&self, leader: &str) {
         let mut r = self.routing();
+        // Every successful write follows the node that took it: usually the leader already.
+        if r.leader.as_deref() == Some(normalized(leader)) {
+            return;
+        }
         let a = normalize(leader);
         if !r.nodes.contains(&a) {
             r.nodes.push(a.clone());
