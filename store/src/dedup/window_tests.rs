@@ -272,3 +272,109 @@ fn tentative_keys_are_dropped_unless_remembered() {
     assert_eq!(w.get(&key(4)), Some(&send(4, 4)));
     w.validate_all().expect("invariant");
 }
+
+mod model {
+    //! The window against a plain list of (key, send), oldest first, under random sends,
+    //! expiries, topic deletions and copies: long keys, so evicted keys get compacted away.
+    use std::collections::VecDeque;
+
+    use proptest::prelude::*;
+
+    use super::super::*;
+    use super::send;
+    use crate::dedup::PRODUCER_ID_PROPERTY;
+    use crate::dedup::SEQUENCE_PROPERTY;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A message of topic `topic` with identity `id` arriving `dt` ms after the last one;
+        /// dispatched (remembered on a miss) unless `refused`.
+        Send {
+            topic: u8,
+            id: u8,
+            dt: u8,
+            refused: bool,
+        },
+        RemoveTopic(u8),
+        /// Replace the window with a copy (clone, or its serde form).
+        Copy {
+            serde: bool,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            60 => (0..3u8, 0..48u8, 0..40u8, any::<bool>()).prop_map(|(topic, id, dt, r)| {
+                Op::Send { topic, id, dt, refused: r && id % 4 == 0 }
+            }),
+            1 => (0..3u8).prop_map(Op::RemoveTopic),
+            1 => any::<bool>().prop_map(|serde| Op::Copy { serde }),
+        ]
+    }
+
+    fn key_of(topic: u8, id: u8) -> String {
+        let producer = format!("p{}", id % 6).repeat(1500);
+        let seq = id.to_string();
+        let t = format!("t{topic}");
+        dedup_key(
+            &t,
+            &[(PRODUCER_ID_PROPERTY, &producer), (SEQUENCE_PROPERTY, &seq)],
+        )
+        .expect("identity")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn window_matches_a_plain_list(ops in proptest::collection::vec(op(), 1..400), max in 1..30u32) {
+            let params = DedupParams { window_ms: 300, max_entries: max };
+            let mut w = DedupWindow::default();
+            let mut model: VecDeque<(String, StoredSend)> = VecDeque::new();
+            let mut now = 0u64;
+            let mut n = 0u64;
+            for op in ops {
+                match op {
+                    Op::Send { topic, id, dt, refused } => {
+                        now += u64::from(dt);
+                        n += 1;
+                        while model.front().is_some_and(|(_, s)| {
+                            s.store_timestamp_ms + params.window_ms <= now
+                                || model.len() >= max as usize
+                        }) {
+                            model.pop_front();
+                        }
+                        w.expire(now, params);
+                        let key = key_of(topic, id);
+                        let want = model.iter().find(|(k, _)| *k == key).map(|(_, s)| *s);
+                        match (w.lookup(&key), want) {
+                            (Ok(got), Some(want)) => prop_assert_eq!(*got, want),
+                            (Err(unseen), None) => {
+                                if !refused {
+                                    w.remember(unseen, send(n, now));
+                                    model.push_back((key, send(n, now)));
+                                }
+                            }
+                            (got, want) => prop_assert!(false, "lookup {:?}, model {:?}", got.ok(), want),
+                        }
+                    }
+                    Op::RemoveTopic(t) => {
+                        let topic = format!("t{t}");
+                        w.remove_topic(&topic);
+                        let prefix = format!("p{}:{topic}", topic.len());
+                        model.retain(|(k, _)| !k.starts_with(&prefix));
+                    }
+                    Op::Copy { serde: false } => w = w.clone(),
+                    Op::Copy { serde: true } => {
+                        let json = serde_json::to_string(&w).expect("json");
+                        w = serde_json::from_str(&json).expect("parse");
+                    }
+                }
+                prop_assert_eq!(w.len(), model.len());
+                w.validate_all().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            for (k, s) in &model {
+                prop_assert_eq!(w.get(k), Some(s));
+            }
+        }
+    }
+}
