@@ -85,7 +85,7 @@ fn push_decimal(out: &mut String, n: usize) {
             break;
         }
     }
-    // ASCII digits: one copy (a `push` per `char` was 2% of a follower's samples).
+    // ASCII digits, copied as one slice.
     if let Ok(d) = std::str::from_utf8(&digits[at..]) {
         out.push_str(d);
     }
