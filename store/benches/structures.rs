@@ -17,9 +17,9 @@ use raftmq_store::command::CommandView;
 use raftmq_store::consume_queue::ConsumeQueue;
 use raftmq_store::consume_queue::ConsumeQueueConfig;
 use raftmq_store::consume_queue::CqUnit;
-use raftmq_store::dedup::write_dedup_key;
 use raftmq_store::dedup::DedupParams;
 use raftmq_store::dedup::DedupWindow;
+use raftmq_store::dedup::Identity;
 use raftmq_store::dedup::StoredSend;
 use raftmq_store::dedup::PRODUCER_ID_PROPERTY;
 use raftmq_store::dedup::SEQUENCE_PROPERTY;
@@ -174,9 +174,10 @@ fn bench_dedup() {
         ];
         let s = send(i);
         w.expire(s.store_timestamp_ms, params);
-        match w.lookup_built(|keys| write_dedup_key(keys, "bench", &props)) {
-            Some(Err(unseen)) => w.remember(unseen, s),
-            _ => panic!("send {i} seen twice, or no identity"),
+        let identity = Identity::of(&props).expect("identity");
+        match w.lookup_with(|keys| identity.write_key(keys, "bench")) {
+            Err(unseen) => w.remember(unseen, s),
+            Ok(_) => panic!("send {i} seen twice"),
         }
     };
     (0..200_000).for_each(&mut step);

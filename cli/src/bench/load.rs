@@ -119,18 +119,21 @@ fn ticker(pb: ProgressBar, p: Arc<Progress>, by_count: bool) -> tokio::task::Joi
     })
 }
 
-/// A task's samples (`None`: it recorded into its producer's shared recorder) and errors by kind.
-type WorkerResult = (Option<Latencies>, BTreeMap<String, u64>);
+/// A task's failed operations by error kind.
+type WorkerResult = BTreeMap<String, u64>;
 
-/// One send window slot of a producer. The slots of one producer share its latency recorder:
-/// a recorder per slot (256 at 4 x 64, each histogram about 250 KiB) made each sample a cache
-/// miss, 7% of the load generator's CPU.
+/// A latency recorder shared by several tasks: a recorder per task (256 send slots at 4 x 64,
+/// each histogram about 250 KiB) made each sample a cache miss, 7% of the load generator's
+/// CPU.
+type Recorder = Arc<Mutex<Latencies>>;
+
+/// One send window slot of a producer; the slots of one producer share its recorder.
 async fn produce_worker(
     client: Client,
     a: Arc<ProduceLoad>,
     p: Arc<Progress>,
     deadline: Option<Instant>,
-    lat: Arc<Mutex<Latencies>>,
+    lat: Recorder,
 ) -> WorkerResult {
     let mut errors = BTreeMap::new();
     let batch = a.batch.max(1) as u64;
@@ -173,7 +176,7 @@ async fn produce_worker(
             }
         }
     }
-    (None, errors)
+    errors
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -220,7 +223,7 @@ pub async fn produce(
     let mut tasks = tokio::task::JoinSet::new();
     let mut recorders = Vec::new();
     for client in clients {
-        let lat = Arc::new(Mutex::new(Latencies::new()));
+        let lat = Recorder::default();
         recorders.push(lat.clone());
         for _ in 0..a.in_flight {
             tasks.spawn(produce_worker(
@@ -232,12 +235,7 @@ pub async fn produce(
             ));
         }
     }
-    let mut summary = finish(tasks, &p, start, "produce").await?;
-    let mut lat = Latencies::new();
-    for r in &recorders {
-        lat.merge(&lock(r));
-    }
-    summary.latency = lat.summary();
+    let summary = finish(tasks, &recorders, &p, start, "produce").await?;
     p.stop.store(true, Ordering::Relaxed);
     tick.await?;
     Ok(summary)
@@ -245,20 +243,20 @@ pub async fn produce(
 
 async fn finish(
     mut tasks: tokio::task::JoinSet<WorkerResult>,
+    recorders: &[Recorder],
     p: &Progress,
     start: Instant,
     kind: &str,
 ) -> anyhow::Result<BenchSummary> {
-    let mut lat = Latencies::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     while let Some(r) = tasks.join_next().await {
-        let (l, e) = r?;
-        if let Some(l) = l {
-            lat.merge(&l);
-        }
-        for (k, n) in e {
+        for (k, n) in r? {
             *errors.entry(k).or_default() += n;
         }
+    }
+    let mut lat = Latencies::new();
+    for r in recorders {
+        lat.merge(&lock(r));
     }
     let mut s = BenchSummary::new(
         kind,
@@ -283,7 +281,7 @@ struct PullTask {
     count: Option<u64>,
 }
 
-async fn consume_worker(t: PullTask, p: Arc<Progress>) -> WorkerResult {
+async fn consume_worker(t: PullTask, p: Arc<Progress>, lat: Recorder) -> WorkerResult {
     let PullTask {
         client,
         addr,
@@ -294,7 +292,6 @@ async fn consume_worker(t: PullTask, p: Arc<Progress>) -> WorkerResult {
         deadline,
         count,
     } = t;
-    let mut lat = Latencies::new();
     let mut errors = BTreeMap::new();
     let mut offset = start;
     loop {
@@ -312,7 +309,7 @@ async fn consume_worker(t: PullTask, p: Arc<Progress>) -> WorkerResult {
         let t0 = Instant::now();
         match client.pull_from(&addr, req).await {
             Ok(r) if r.status == PullStatus::Found as i32 => {
-                lat.record(t0.elapsed());
+                lock(&lat).record(t0.elapsed());
                 let bytes: usize = r
                     .messages
                     .iter()
@@ -331,7 +328,7 @@ async fn consume_worker(t: PullTask, p: Arc<Progress>) -> WorkerResult {
             }
         }
     }
-    (Some(lat), errors)
+    errors
 }
 
 /// Pulls every queue of `load.topic` from `load.addr`, from its min offset to its end (or the
@@ -358,6 +355,7 @@ pub async fn consume(load: PullLoad, quiet: bool) -> anyhow::Result<BenchSummary
     let start = Instant::now();
     let deadline = load.duration.map(|d| start + d);
     let mut tasks = tokio::task::JoinSet::new();
+    let lat = Recorder::default();
     for q in &info.queues {
         let t = PullTask {
             client: client.clone(),
@@ -369,9 +367,9 @@ pub async fn consume(load: PullLoad, quiet: bool) -> anyhow::Result<BenchSummary
             deadline,
             count: load.count,
         };
-        tasks.spawn(consume_worker(t, p.clone()));
+        tasks.spawn(consume_worker(t, p.clone(), lat.clone()));
     }
-    let summary = finish(tasks, &p, start, "consume").await?;
+    let summary = finish(tasks, &[lat], &p, start, "consume").await?;
     p.stop.store(true, Ordering::Relaxed);
     tick.await?;
     Ok(summary)

@@ -33,33 +33,40 @@ fn parts<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<(char, &'a str, &'
 /// is unambiguous (lengths prefix the variable parts).
 pub fn dedup_key(topic: &str, properties: &[(&str, &str)]) -> Option<String> {
     let mut key = String::new();
-    write_dedup_key(&mut key, topic, properties).then_some(key)
+    Identity::of(properties)?.write_key(&mut key, topic);
+    Some(key)
 }
 
-/// Appends [`dedup_key`]'s key to `out` and returns true, or returns false and leaves `out`
-/// as it was (no identity). Apply builds each key in place in the dedup window's keys.
-pub fn write_dedup_key(out: &mut String, topic: &str, properties: &[(&str, &str)]) -> bool {
-    let Some((kind, producer, id)) = parts(sorted_get(properties)) else {
-        return false;
-    };
-    // `{kind}{topic.len()}:{topic}{producer.len()}:{producer}{id}`, built without the
-    // formatting machinery (apply derives one per identified message on every node).
-    out.reserve(1 + 2 * 20 + 2 + topic.len() + producer.len() + id.len());
-    out.push(kind);
-    push_decimal(out, topic.len());
-    out.push(':');
-    out.push_str(topic);
-    push_decimal(out, producer.len());
-    out.push(':');
-    out.push_str(producer);
-    out.push_str(id);
-    true
+/// A record's identity, read once from its properties: apply checks for one before it
+/// expires the window, then builds the key in place in the window's keys.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity<'a> {
+    kind: char,
+    producer: &'a str,
+    id: &'a str,
 }
 
-/// True if a record's `properties` (sorted by name) carry an identity ([`dedup_key`] is
-/// `Some`).
-pub fn has_identity_in(properties: &[(&str, &str)]) -> bool {
-    parts(sorted_get(properties)).is_some()
+impl<'a> Identity<'a> {
+    /// The identity in `properties` (sorted by name, as records hold them), if any.
+    pub fn of(properties: &'a [(&'a str, &'a str)]) -> Option<Self> {
+        let (kind, producer, id) = parts(sorted_get(properties))?;
+        Some(Identity { kind, producer, id })
+    }
+
+    /// Appends [`dedup_key`]'s key for a message of `topic`:
+    /// `{kind}{topic.len()}:{topic}{producer.len()}:{producer}{id}`, built without the
+    /// formatting machinery (apply derives one per identified message on every node).
+    pub fn write_key(&self, out: &mut String, topic: &str) {
+        out.reserve(1 + 2 * 20 + 2 + topic.len() + self.producer.len() + self.id.len());
+        out.push(self.kind);
+        push_decimal(out, topic.len());
+        out.push(':');
+        out.push_str(topic);
+        push_decimal(out, self.producer.len());
+        out.push(':');
+        out.push_str(self.producer);
+        out.push_str(self.id);
+    }
 }
 
 /// A lookup by name in properties sorted by name.

@@ -168,31 +168,20 @@ impl DedupWindow {
     /// for [`remember`](Self::remember) once the send is dispatched (apply hashes and copies
     /// each identified message's key once).
     pub fn lookup(&mut self, key: &str) -> Result<&StoredSend, Unseen> {
-        self.lookup_built(|keys| {
-            keys.push_str(key);
-            true
-        })
-        .expect("a key was written")
+        self.lookup_with(|keys| keys.push_str(key))
     }
 
-    /// [`lookup`](Self::lookup) of the key `build` appends to the string it is given; `None`
-    /// (and nothing kept) if it appends nothing and returns false (the message has no
-    /// identity).
-    pub fn lookup_built(
-        &mut self,
-        build: impl FnOnce(&mut String) -> bool,
-    ) -> Option<Result<&StoredSend, Unseen>> {
+    /// [`lookup`](Self::lookup) of the key `write` appends to the string it is given (apply:
+    /// [`Identity::write_key`](super::Identity::write_key)).
+    pub fn lookup_with(&mut self, write: impl FnOnce(&mut String)) -> Result<&StoredSend, Unseen> {
         // A tentative key nobody remembered (a hit, or a send not dispatched) goes.
         self.lookups += 1;
         let end = self.index_in_keys(self.keys_end);
         self.keys.truncate(end);
-        if !build(&mut self.keys) {
-            self.keys.truncate(end);
-            return None;
-        }
+        write(&mut self.keys);
         let key = &self.keys[end..];
         let hash = self.hasher.hash_one(key);
-        Some(match self.position(hash, key) {
+        match self.position(hash, key) {
             Some(at) => Ok(&self.order[at].send),
             None => Err(Unseen {
                 hash,
@@ -200,7 +189,7 @@ impl DedupWindow {
                 key_len: u32::try_from(key.len()).expect("a key joins 16-bit-length strings"),
                 lookup: self.lookups,
             }),
-        })
+        }
     }
 
     /// Remembers a send [`lookup`](Self::lookup) did not find, just dispatched. The window

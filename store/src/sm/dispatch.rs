@@ -14,9 +14,8 @@ use raftmq_raft_log::types::LogId;
 
 use crate::command::BatchMessage;
 use crate::command::CommandView;
-use crate::dedup::has_identity_in;
-use crate::dedup::write_dedup_key;
 use crate::dedup::DedupParams;
+use crate::dedup::Identity;
 use crate::dedup::StoredSend;
 use crate::dedup::Unseen;
 use crate::error::Result;
@@ -189,16 +188,12 @@ fn dedup_lookup(
     let Some(params) = params else {
         return Ok(None);
     };
-    if !has_identity_in(&m.view.properties) {
+    let Some(identity) = Identity::of(&m.view.properties) else {
         return Ok(None);
-    }
+    };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    let found = st
-        .dedup
-        .lookup_built(|keys| write_dedup_key(keys, m.view.topic, &m.view.properties));
-    match found {
-        None => Ok(None),
-        Some(Ok(s)) => Err(MessageAck {
+    match (st.dedup).lookup_with(|keys| identity.write_key(keys, m.view.topic)) {
+        Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
             queue_id: s.queue_id,
@@ -207,7 +202,7 @@ fn dedup_lookup(
             store_timestamp_ms: s.store_timestamp_ms,
             duplicate_of: Some(s.log_id),
         }),
-        Some(Err(unseen)) => Ok(Some(unseen)),
+        Err(unseen) => Ok(Some(unseen)),
     }
 }
 
