@@ -157,6 +157,10 @@ impl Committer {
     /// the guard drops.
     fn demand(&self) -> Demand<'_> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
+        // Taking the queue lock orders this with the thread's check of `waiting`: it either
+        // sees the count or already waits on the condvar, so the notification is not lost
+        // (it would have slept out MIN_INTERVAL).
+        drop(self.queue.lock());
         self.cv.notify_one();
         Demand(self)
     }
