@@ -5,7 +5,8 @@
 //! per commit advance. On a `sync` node, [`LogStore::save_committed_deferred`] instead
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
 //! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
-//! keeps the durable-before-return `save_committed` (see there why).
+//! keeps the durable-before-return `save_committed` (see there why), unless its own log's
+//! flush already covers the id.
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
@@ -109,7 +110,16 @@ impl Committer {
     }
 
     /// Saves the committed log id durably (pwrite + fdatasync) before returning.
+    /// When this log is already flushed past the id, the entries it covers cannot be lost
+    /// in a crash, so no lost-commit floor needs it: it is handed to the thread instead, as on
+    /// a `sync` node (unless a floor waits to be cleared by it).
     pub fn save(&self, committed: Option<LogId>) -> LogResult<()> {
+        let flushed = self.shared.durable.log_flushed();
+        if committed.is_some_and(|c| flushed.is_some_and(|f| f >= c.index))
+            && self.shared.state.lock().lost_commit_floor.is_none()
+        {
+            return self.save_deferred(committed);
+        }
         self.record(committed)?;
         self.persist(committed)
     }

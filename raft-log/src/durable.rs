@@ -12,7 +12,8 @@ use crate::types::RawIndex;
 pub struct Durable {
     /// The newest committed id known durable.
     pub committed: Option<LogId>,
-    /// Index of the last entry flushed in this node's own log.
+    /// Index of the last entry flushed in this node's own log (lowered when the log is cut,
+    /// so entries appended again past the cut do not count as flushed).
     pub log_flushed: Option<RawIndex>,
     /// Set once the log stopped (I/O error, closed): nothing more becomes durable.
     pub stopped: Option<String>,
@@ -53,6 +54,11 @@ impl DurableWatch {
         self.tx.borrow().committed
     }
 
+    /// Index of the last entry flushed in this node's own log.
+    pub fn log_flushed(&self) -> Option<RawIndex> {
+        self.tx.borrow().log_flushed
+    }
+
     /// Records that `committed` is durable (the id never goes back).
     pub fn note_committed(&self, committed: Option<LogId>) {
         self.tx
@@ -67,6 +73,18 @@ impl DurableWatch {
                 d.log_flushed = index;
             }
             newer
+        });
+    }
+
+    /// The log was cut after entry `index` (truncation, snapshot install): entries past it
+    /// that come later are not flushed yet, whatever the log held there before.
+    pub fn note_log_cut(&self, index: Option<RawIndex>) {
+        self.tx.send_if_modified(|d| {
+            let lower = d.log_flushed > index;
+            if lower {
+                d.log_flushed = index;
+            }
+            lower
         });
     }
 

@@ -133,6 +133,8 @@ pub fn replace_from_files(
         end,
         purged,
     };
+    // From here on the old entries go: none past the snapshot counts as flushed any more.
+    shared.durable.note_log_cut(Some(purged.index));
     let result = (|| {
         shared.meta.set_install_swap(Some(&swap))?;
         failpoint.step("record install swap")?;

@@ -80,7 +80,8 @@
 //!   fdatasync of `meta/committed-id`, see `committed_file.rs`). openraft's `save_committed` on a
 //!   `sync` log is `save_committed_deferred` instead: the `raftlog-commit` thread writes the id
 //!   behind (at most every 100 ms unless an ack waits via
-//!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`.
+//!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`
+//!   (or for an id the log's own flush already covers).
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.

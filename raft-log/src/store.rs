@@ -255,7 +255,8 @@ impl<C> LogStore<C> {
     }
 
     /// Saves the committed log id durably (`meta/committed-id`: pwrite + fdatasync) before
-    /// returning.
+    /// returning; when this log is already flushed past it (and no lost-commit floor waits),
+    /// the entries it covers cannot be lost, so it is written behind instead.
     pub fn save_committed(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save(committed)
     }

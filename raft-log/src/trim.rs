@@ -135,6 +135,7 @@ impl Trimmer {
         st.recent.truncate_after(keep);
         // Lower the checkpoint first, so a crash mid-way never reads the zeroed range as flushed.
         st.flushed.phys_end = st.flushed.phys_end.min(new_end);
+        self.shared.durable.note_log_cut(keep);
         st.checkpoint_epoch += 1;
         st.flushed.log_id = keep
             .and_then(|k| st.index.get(k))

@@ -307,6 +307,30 @@ fn deferred_committed_id_is_durable_once_waited_for() {
     assert!(matches!(err, LogError::Stopped(_)), "{err}");
 }
 
+/// A committed id the log's flush already covers needs no write of its own; but entries
+/// appended again after a truncation are not covered by the flush of the ones they replaced:
+/// their committed id is written before `save_committed` returns, so a crash that loses them
+/// leaves the floor.
+#[test]
+fn entries_appended_after_a_truncation_are_not_flushed_by_the_cut_ones() {
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    fill(&s, 1, 8, 100);
+    s.flush().unwrap();
+    s.save_committed(Some(LogId::new_term_index(1, 5))).unwrap();
+    s.truncate_after(Some(LogId::new_term_index(1, 5))).unwrap();
+    let entries = (6..=8).map(|i| entry(2, i, 100)).collect();
+    s.append_entries(entries, ignore()).unwrap();
+    let c = Some(LogId::new_term_index(2, 8));
+    s.save_committed(c).unwrap();
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(indexes(&s), (1..=5).collect::<Vec<_>>());
+    assert_eq!(s.lost_commit_floor(), c);
+}
+
 /// The operator override forgets the floor on open.
 #[test]
 fn accept_lost_commits_forgets_the_floor() {
