@@ -226,6 +226,7 @@ async fn open(
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
     let log = LogStore::open(&dir, config.log.clone())
         .with_context(|| format!("cannot open the commitlog in {}", dir.display()))?;
+    log.set_node_id(node_id);
     let (store, sm) = raftmq_store::open(&dir, config.store.clone(), log.clone())
         .with_context(|| format!("cannot open the store in {}", dir.display()))?;
     let mut raft_config = config.raft_config()?;

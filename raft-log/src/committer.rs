@@ -5,8 +5,9 @@
 //! per commit advance. On a `sync` node, [`LogStore::save_committed_deferred`] instead
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
 //! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
-//! keeps the durable-before-return `save_committed` (see there why), unless its own log's
-//! flush already covers the id.
+//! keeps the durable-before-return `save_committed` (see there why) while it is a candidate
+//! or the leader, unless its own log's flush already covers the id; one following another
+//! node writes it behind too, and its apply waits for it (`Committer::save_async`).
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
@@ -37,6 +38,7 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -48,10 +50,24 @@ use crate::error::LogResult;
 use crate::shared::join_thread;
 use crate::shared::Shared;
 use crate::types::LogId;
+use crate::types::NodeId;
 use crate::types::RawIndex;
 
 /// Least time between two writes of the committed id nobody waits for.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Least time between two writes of the committed id that only apply waits for (an `async`
+/// follower, see [`Committer::save_async`]): a few commit advances share one fdatasync, and
+/// the entries become visible on the follower at most this much later.
+pub const APPLY_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Who waits for the committed id, and so how soon the thread writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Urgency {
+    /// A client's ack: at once.
+    Ack,
+    /// Apply, before it makes entries visible: within [`APPLY_INTERVAL`].
+    Apply,
+}
 
 #[derive(Default)]
 struct Queue {
@@ -73,6 +89,11 @@ pub struct Committer {
     write: Mutex<()>,
     /// Acks waiting for a committed id to be durable.
     waiting: AtomicUsize,
+    /// Applies waiting for a committed id to be durable.
+    applying: AtomicUsize,
+    /// This node's id, once the owner set it ([`Committer::set_node_id`]); until then every
+    /// `async` save is durable before it returns.
+    node_id: OnceLock<NodeId>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -85,6 +106,8 @@ impl Committer {
             cv: Condvar::new(),
             write: Mutex::new(()),
             waiting: AtomicUsize::new(0),
+            applying: AtomicUsize::new(0),
+            node_id: OnceLock::new(),
             thread: Mutex::new(None),
         });
         let c = committer.clone();
@@ -124,6 +147,36 @@ impl Committer {
         self.persist(committed)
     }
 
+    /// Names this node, so an `async` save can tell whether it follows another node
+    /// ([`Committer::save_async`]). Set once; a second call is ignored.
+    pub fn set_node_id(&self, id: NodeId) {
+        let _ = self.node_id.set(id);
+    }
+
+    /// openraft's save on an `async` log. Durable before returning ([`Committer::save`])
+    /// while this node's vote is its own (a candidate, or the leader, which broadcasts the
+    /// commit while it saves: the lost-commit floor must already cover whatever the others
+    /// learn). On a node whose vote is for another (it follows that leader) the id is handed
+    /// to the thread instead, and apply waits for it ([`Urgency::Apply`]) before it makes the
+    /// entries visible, so the floor still covers everything a reader saw here; its Raft core
+    /// does not stop for an fdatasync per commit advance, and a few advances share one.
+    pub fn save_async(&self, committed: Option<LogId>) -> LogResult<()> {
+        if self.follows_another() {
+            self.save_deferred(committed)
+        } else {
+            self.save(committed)
+        }
+    }
+
+    /// Whether this node's vote is for another node (known only once the node id is set).
+    fn follows_another(&self) -> bool {
+        let Some(id) = self.node_id.get() else {
+            return false;
+        };
+        let st = self.shared.state.lock();
+        st.vote.is_some_and(|v| v.leader_id.voted_for != *id)
+    }
+
     /// Records the committed log id and hands it to the thread (see
     /// `LogStore::save_committed_deferred` for when that is safe).
     pub fn save_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
@@ -140,8 +193,9 @@ impl Committer {
     }
 
     /// Waits until entry `index` (committed) cannot be forgotten by a crash of this node
-    /// (see `LogStore::wait_durable`). Fails once the log stopped.
-    pub async fn wait_durable(&self, index: RawIndex) -> LogResult<()> {
+    /// (see `LogStore::wait_durable`); `urgency` says how soon the thread writes the committed
+    /// id for it. Fails once the log stopped.
+    pub async fn wait_durable(&self, index: RawIndex, urgency: Urgency) -> LogResult<()> {
         let mut rx = self.shared.durable.subscribe();
         let mut _demand = None;
         loop {
@@ -155,7 +209,7 @@ impl Committer {
                 }
             }
             if _demand.is_none() {
-                _demand = Some(self.demand());
+                _demand = Some(self.demand(urgency));
             }
             if rx.changed().await.is_err() {
                 return Err(LogError::Stopped("log closed".into()));
@@ -163,16 +217,20 @@ impl Committer {
         }
     }
 
-    /// Registers an ack waiting for the committed id (the thread then writes at once) until
-    /// the guard drops.
-    fn demand(&self) -> Demand<'_> {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
+    /// Registers a waiter for the committed id (the thread then writes at once for an ack,
+    /// within [`APPLY_INTERVAL`] for apply) until the guard drops.
+    fn demand(&self, urgency: Urgency) -> Demand<'_> {
+        let count = match urgency {
+            Urgency::Ack => &self.waiting,
+            Urgency::Apply => &self.applying,
+        };
+        count.fetch_add(1, Ordering::AcqRel);
         // Taking the queue lock orders this with the thread's check of `waiting`: it either
         // sees the count or already waits on the condvar, so the notification is not lost
         // (it would have slept out MIN_INTERVAL).
         drop(self.queue.lock());
         self.cv.notify_one();
-        Demand(self)
+        Demand(count)
     }
 
     /// Sets the in-memory committed id; false if it did not change.
@@ -206,8 +264,9 @@ impl Committer {
         }
     }
 
-    /// Waits for the next id to write (at most every [`MIN_INTERVAL`] unless an ack waits);
-    /// returns it and whether the thread stops after it.
+    /// Waits for the next id to write (at most every [`MIN_INTERVAL`], or [`APPLY_INTERVAL`]
+    /// while apply waits, or at once while an ack waits); returns it and whether the thread
+    /// stops after it.
     fn next_write(&self, last_write: Option<Instant>) -> (Option<Option<LogId>>, bool) {
         let mut q = self.queue.lock();
         loop {
@@ -215,10 +274,17 @@ impl Committer {
                 return (q.pending.take().filter(|_| q.flush_on_stop), true);
             }
             if q.pending.is_some() {
-                let due = last_write.map(|t| t + MIN_INTERVAL);
+                let interval = if self.waiting.load(Ordering::Acquire) > 0 {
+                    Duration::ZERO
+                } else if self.applying.load(Ordering::Acquire) > 0 {
+                    APPLY_INTERVAL
+                } else {
+                    MIN_INTERVAL
+                };
+                let due = last_write.map(|t| t + interval);
                 let now = Instant::now();
                 match due {
-                    Some(due) if now < due && self.waiting.load(Ordering::Acquire) == 0 => {
+                    Some(due) if now < due => {
                         self.cv.wait_for(&mut q, due - now);
                         continue;
                     }
@@ -250,11 +316,11 @@ impl Committer {
     }
 }
 
-/// An ack waiting for the committed id (see [`Committer::demand`]).
-struct Demand<'a>(&'a Committer);
+/// A waiter for the committed id: its count (see [`Committer::demand`]).
+struct Demand<'a>(&'a AtomicUsize);
 
 impl Drop for Demand<'_> {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::committer::Urgency;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
 use crate::entry_read::read_entry;
@@ -30,6 +31,7 @@ use crate::segments::Detached;
 use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::LogIndex;
+use crate::types::NodeId;
 use crate::types::PhysOffset;
 use crate::types::Vote;
 use crate::writer::FlushBy;
@@ -281,7 +283,40 @@ impl<C> LogStore<C> {
     /// the entry is flushed in this log, or a committed id at or past it is durable (a crash
     /// that loses the entry then leaves the lost-commit floor). Fails once the log stopped.
     pub async fn wait_durable(&self, index: LogIndex) -> LogResult<()> {
-        self.inner.committer.wait_durable(index.get()).await
+        (self.inner.committer)
+            .wait_durable(index.get(), Urgency::Ack)
+            .await
+    }
+
+    /// Waits until apply may make entry `index` (committed) visible on this node: at once on
+    /// a `sync` log (it holds the entry durably before it counts toward a commit, and a
+    /// quorum of durable peers holds whatever it may lose); on an `async` one once a crash
+    /// can no longer forget it, as for [`LogStore::wait_durable`], so the lost-commit floor
+    /// covers everything a reader saw. A follower's committed id is written behind for this
+    /// (see [`LogStore::save_committed_async`]) within `committer::APPLY_INTERVAL`.
+    pub async fn wait_applicable(&self, index: LogIndex) -> LogResult<()> {
+        match self.config().flush {
+            FlushPolicy::Sync => Ok(()),
+            FlushPolicy::Async => {
+                (self.inner.committer)
+                    .wait_durable(index.get(), Urgency::Apply)
+                    .await
+            }
+        }
+    }
+
+    /// openraft's `save_committed` on an `async` log: durable before returning while this
+    /// node's vote is its own (a candidate or the leader), written behind while it follows
+    /// another node, whose apply then waits with [`LogStore::wait_applicable`]. Until
+    /// [`LogStore::set_node_id`] it is always durable before returning.
+    pub fn save_committed_async(&self, committed: Option<LogId>) -> LogResult<()> {
+        self.inner.committer.save_async(committed)
+    }
+
+    /// Names this node (its Raft id), so an `async` log can tell when it follows another node
+    /// ([`LogStore::save_committed_async`]). Set once, before Raft starts.
+    pub fn set_node_id(&self, id: NodeId) {
+        self.inner.committer.set_node_id(id);
     }
 
     /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte

@@ -21,6 +21,7 @@ use raftmq_raft_log::mem_env::CrashMode;
 use raftmq_raft_log::mem_env::MemEnv;
 use raftmq_raft_log::store::LogStore;
 use raftmq_raft_log::types::LogId;
+use raftmq_raft_log::types::Vote;
 
 type Store = LogStore<TestConfig>;
 
@@ -329,6 +330,41 @@ fn entries_appended_after_a_truncation_are_not_flushed_by_the_cut_ones() {
     let s = open(&dir, &env, lazy()).unwrap();
     assert_eq!(indexes(&s), (1..=5).collect::<Vec<_>>());
     assert_eq!(s.lost_commit_floor(), c);
+}
+
+/// An `async` node that follows another writes its committed id behind and its apply waits
+/// for it: once `wait_applicable` returns, a crash leaves the floor over everything applied.
+/// With its own vote (a candidate or the leader) the id is durable before the save returns.
+#[test]
+fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    for (vote_for, wait) in [(2, true), (1, false)] {
+        let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+        let s = open(&dir, &env, lazy()).unwrap();
+        s.set_node_id(1);
+        s.save_vote(&Vote::new_committed(1, vote_for)).unwrap();
+        fill(&s, 1, 4, 100);
+        s.flush().unwrap();
+        fill(&s, 5, 8, 100);
+        // The thread has just written an id, so one written behind now waits its interval.
+        s.save_committed_deferred(Some(LogId::new_term_index(1, 5)))
+            .unwrap();
+        rt.block_on(s.wait_durable(LogIndex::new(5))).unwrap();
+        let c = Some(LogId::new_term_index(1, 8));
+        s.save_committed_async(c).unwrap();
+        assert_eq!(s.committed(), c, "recorded at once");
+        if wait {
+            rt.block_on(s.wait_applicable(LogIndex::new(8))).unwrap();
+        }
+        s.halt_without_flush();
+        drop(s);
+        env.crash(CrashMode::DropUnsynced);
+        let s = open(&dir, &env, lazy()).unwrap();
+        assert_eq!(s.lost_commit_floor(), c, "vote for {vote_for}");
+    }
 }
 
 /// The operator override forgets the floor on open.

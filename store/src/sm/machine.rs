@@ -195,6 +195,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     break;
                 }
             };
+            // An `async` follower's committed id is written behind: nothing becomes visible
+            // here before a crash can no longer take it back (see `wait_applicable`).
+            let index = LogIndex::of(&entry.log_id);
+            if let Err(e) = self.shared.log.wait_applicable(index).await {
+                tracing::error!(log_index = entry.log_id.index, error = %e,
+                    "apply stopped: the log cannot make the entry durable");
+                res = Err(StoreError::from(e).into());
+                break;
+            }
             match self.apply_waiting_for_space(&entry).await {
                 Ok(resp) => {
                     if let Some(r) = responder {
