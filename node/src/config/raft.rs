@@ -5,7 +5,6 @@ use std::time::Duration;
 use openraft::SnapshotPolicy;
 
 use super::ConfigError;
-use super::FlushPolicy;
 use super::NodeConfig;
 use crate::network::PeerNetworkOptions;
 
@@ -47,9 +46,6 @@ impl NodeConfig {
         opts.max_message_bytes = usize::try_from(self.grpc_max_message_bytes).unwrap_or(usize::MAX);
         opts.backoff_max = Duration::from_millis(self.election_timeout_min_ms.clamp(100, 2_000));
         opts.replication_timeout = Duration::from_millis(self.replication_timeout_ms);
-        if self.log.flush == FlushPolicy::Async {
-            opts.commit_hold = Duration::ZERO;
-        }
         opts
     }
 
@@ -62,6 +58,7 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::FlushPolicy;
 
     #[test]
     fn raft_config_follows_node_config() {
@@ -83,10 +80,14 @@ mod tests {
         assert_eq!(
             opts.commit_hold,
             Duration::from_millis(1),
-            "sync: commits wait for entries"
+            "commits wait for entries"
         );
         c.log.flush = FlushPolicy::Async;
-        assert_eq!(c.peer_network_options().commit_hold, Duration::ZERO);
+        assert_eq!(
+            c.peer_network_options().commit_hold,
+            Duration::from_millis(1),
+            "async too: its followers write the committed id behind"
+        );
         c.log.flush = FlushPolicy::Sync;
         assert_eq!(opts.max_message_bytes, 64 << 20);
         assert_eq!(opts.replication_timeout, Duration::from_secs(1));

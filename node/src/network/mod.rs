@@ -106,9 +106,7 @@ pub struct PeerNetworkOptions {
     /// TLS towards peers (node certificate, CA; None: plaintext). A reload makes new channels.
     pub tls: Option<Arc<crate::tls::TlsState>>,
     /// How long a commit-only AppendEntries waits for the next entries to travel with
-    /// (`commit_hold`); zero sends it at once. Off on an `async` node: there a follower makes
-    /// each new commit index durable before it goes on, which the commit-only request did
-    /// between two entries and a merged one does in the entries' path.
+    /// (`commit_hold`); zero sends it at once.
     pub commit_hold: Duration,
 }
 
