@@ -2,10 +2,11 @@
 //!
 //! Guarantees: `append` returns once the entries are readable and calls `IOFlushed` once
 //! they are durable under the flush policy (or with the I/O error); `save_vote` is durable
-//! (sled flush + fdatasync) before returning, and so is `save_committed` on an `async` log
-//! (`meta/committed-id`: pwrite + fdatasync; on a `sync`
-//! log it is written behind; acks wait with `LogStore::wait_durable`); `truncate_after` and `purge`
-//! take effect in call order with appends (openraft calls them sequentially).
+//! (sled flush + fdatasync) before returning, and so is `save_committed` on an `async`
+//! candidate or leader (`meta/committed-id`: pwrite + fdatasync; on a `sync` log it is written
+//! behind, acks waiting with `LogStore::wait_durable`; on an `async` follower too, apply
+//! waiting with `LogStore::wait_applicable`); `truncate_after` and `purge` take effect in call
+//! order with appends (openraft calls them sequentially).
 
 use std::fmt::Debug;
 use std::io;

@@ -267,14 +267,17 @@ impl<C> LogStore<C> {
     /// soon after. What the id covers must not be acknowledged to a client before
     /// [`LogStore::wait_durable`] says so.
     ///
-    /// Only for `sync` logs (openraft's path uses it only then). A `sync` node counts itself
-    /// toward a commit only after its own flush, and every peer it acked holds the entries
-    /// durably, so a crash can cost it only its own unflushed tail, which a quorum holds. An
-    /// `async` node may lose entries that others already know as committed; a leader
-    /// broadcasts a commit index concurrently with this call, so only a committed id durable
-    /// *before* openraft goes on keeps the lost-commit floor covering every commit the
-    /// others may have learned (s5 caught the deferred version: two `async` nodes elected
-    /// each other and overwrote entries the `sync` node held as committed).
+    /// For `sync` logs, and for an `async` one following another node whose apply waits
+    /// with [`LogStore::wait_applicable`] ([`LogStore::save_committed_async`]). A `sync` node
+    /// counts itself toward a commit only after its own flush, and every peer it acked holds
+    /// the entries durably, so a crash can cost it only its own unflushed tail, which a
+    /// quorum holds. An `async` node may lose entries that others already know as committed;
+    /// a leader broadcasts a commit index concurrently with this call, so only a committed id
+    /// durable *before* openraft goes on keeps the lost-commit floor covering every commit
+    /// the others may have learned (s5 caught the deferred version: two `async` nodes elected
+    /// each other and overwrote entries the `sync` node held as committed). A follower
+    /// broadcasts nothing: what its floor must cover is what it made visible, hence apply's
+    /// wait.
     pub fn save_committed_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save_deferred(committed)
     }
