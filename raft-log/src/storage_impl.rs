@@ -3,7 +3,8 @@
 //! Guarantees: `append` returns once the entries are readable and calls `IOFlushed` once
 //! they are durable under the flush policy (or with the I/O error); `save_vote` is durable
 //! (sled flush + fdatasync) before returning, and so is `save_committed` on an `async`
-//! candidate or leader (`meta/committed-id`: pwrite + fdatasync; on a `sync` log it is written
+//! candidate or leader unless its flushed log already covers the id
+//! (`meta/committed-id`: pwrite + fdatasync; on a `sync` log it is written
 //! behind, acks waiting with `LogStore::wait_durable`; on an `async` follower too, apply
 //! waiting with `LogStore::wait_applicable`); `truncate_after` and `purge` take effect in call
 //! order with appends (openraft calls them sequentially).

@@ -45,6 +45,14 @@ fn open(dir: &tempfile::TempDir, env: &MemEnv, c: LogConfig) -> Result<Store, Lo
     LogStore::open_with_env(dir.path(), c, Arc::new(env.clone()))
 }
 
+/// A runtime for the async waits (`wait_durable`, `wait_applicable`).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 fn fill(s: &Store, from: u64, to: u64, size: usize) {
     let entries = (from..=to).map(|i| entry(1, i, size)).collect();
     s.append_entries(entries, ignore()).unwrap();
@@ -284,10 +292,7 @@ fn deferred_committed_id_is_durable_once_waited_for() {
     let c = Some(LogId::new_term_index(1, 8));
     s.save_committed_deferred(c).unwrap();
     assert_eq!(s.committed(), c, "recorded at once");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(s.wait_durable(LogIndex::new(8))).unwrap();
     rt.block_on(s.wait_durable(LogIndex::new(3))).unwrap();
     s.halt_without_flush();
@@ -337,10 +342,7 @@ fn entries_appended_after_a_truncation_are_not_flushed_by_the_cut_ones() {
 /// With its own vote (a candidate or the leader) the id is durable before the save returns.
 #[test]
 fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = runtime();
     for (vote_for, wait) in [(2, true), (1, false)] {
         let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
         let s = open(&dir, &env, lazy()).unwrap();
