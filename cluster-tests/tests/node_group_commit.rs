@@ -1,14 +1,16 @@
-//! Group commit across producers: SendStreams loading the leader at once share entries
-//! (`max-group-proposals`), whatever their topics, and every message still gets its own
-//! answer: the ack of its own record, or, for one producer's invalid message, its own error
-//! while the others' messages are stored.
+//! Group commit across producers: SendStreams, and unary requests of several connections,
+//! loading the leader at once share entries (`max-group-proposals`), whatever their topics,
+//! and every message still gets its own answer: the ack of its own record, or, for one
+//! producer's invalid message, its own error while the others' messages are stored.
 
 use std::collections::HashMap;
 use std::collections::HashSet;
 
 use cluster_tests::cluster::TestCluster;
 use cluster_tests::raw::msg;
+use cluster_tests::raw::read_all;
 use cluster_tests::raw::stream_sends;
+use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::send_stream_reply::Outcome;
@@ -28,6 +30,37 @@ fn topic(stream: u64) -> &'static str {
 
 fn body(stream: u64, seq: u64) -> Vec<u8> {
     format!("stream {stream} message {seq}").into_bytes()
+}
+
+/// Checks that the ack `r` names a queue offset no other ack named and the record of `topic`
+/// with `body`.
+async fn check_ack(
+    reader: &mut GrpcClient,
+    queue_offsets: &mut HashSet<(&'static str, i32, u64)>,
+    r: &pb::SendResult,
+    topic: &'static str,
+    body: &[u8],
+) {
+    assert!(
+        queue_offsets.insert((topic, r.queue_id, r.queue_offset)),
+        "two acks name {topic} queue {} offset {}",
+        r.queue_id,
+        r.queue_offset
+    );
+    let stored = reader
+        .query_by_id(pb::QueryByIdRequest { msg_id: r.msg_id })
+        .await
+        .expect("stored")
+        .into_inner()
+        .message
+        .expect("message");
+    let m = stored.message.expect("body");
+    assert_eq!(m.topic, topic);
+    assert_eq!(m.body, body, "the ack names its own record");
+    assert_eq!(
+        (stored.queue_id, stored.queue_offset),
+        (r.queue_id, r.queue_offset)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,31 +114,14 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 };
                 let index = r.log_id.as_ref().expect("log id").index;
                 streams_of_entry.entry(index).or_default().insert(stream);
-                assert!(
-                    queue_offsets.insert((topic(stream), r.queue_id, r.queue_offset)),
-                    "two acks name {} queue {} offset {}",
+                check_ack(
+                    &mut reader,
+                    &mut queue_offsets,
+                    &r,
                     topic(stream),
-                    r.queue_id,
-                    r.queue_offset
-                );
-                let stored = reader
-                    .query_by_id(pb::QueryByIdRequest { msg_id: r.msg_id })
-                    .await
-                    .expect("stored")
-                    .into_inner()
-                    .message
-                    .expect("message");
-                let m = stored.message.expect("body");
-                assert_eq!(m.topic, topic(stream));
-                assert_eq!(
-                    m.body,
-                    body(stream, seq),
-                    "the ack of seq {seq} names its own record"
-                );
-                assert_eq!(
-                    (stored.queue_id, stored.queue_offset),
-                    (r.queue_id, r.queue_offset)
-                );
+                    &body(stream, seq),
+                )
+                .await;
                 assert!(!r.duplicate);
             }
         }
@@ -127,4 +143,105 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
         "no entry held the messages of two topics' streams in 5 rounds"
     );
     cluster.shutdown().await.expect("shutdown");
+}
+
+const CONNECTIONS: u64 = 4;
+const BATCHES: u64 = 8;
+const BATCH: u64 = 16;
+
+/// Unary `SendBatch` requests of several connections loading the leader at once share
+/// entries too, and each request stays whole: its messages in one entry, in order, stored
+/// together or not at all. A request with one bad message is refused as a whole (its good
+/// message is not stored), while the requests it shared an entry with are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_of_several_connections_share_entries_and_each_stays_whole() {
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
+        c.default_queue_count = 4;
+    })
+    .await
+    .expect("cluster starts");
+    let leader = cluster.wait_leader().await.expect("a leader");
+    let mut reader = cluster.grpc(leader).await.expect("connect");
+    for round in 0..5u64 {
+        let mut sends = Vec::new();
+        for conn in 0..CONNECTIONS {
+            // One connection per producer: a producer's own requests never wait for each
+            // other, another's do.
+            let c = cluster.grpc(leader).await.expect("connect");
+            for b in 0..BATCHES {
+                let batch = (round * CONNECTIONS + conn) * BATCHES + b;
+                let messages = (0..BATCH)
+                    .map(|seq| msg(topic(batch), &body(batch, seq)))
+                    .collect();
+                let mut c = c.clone();
+                sends.push(tokio::spawn(async move {
+                    let req = pb::SendBatchRequest { messages };
+                    (conn, batch, c.send_batch(req).await)
+                }));
+            }
+        }
+        // A producer whose batches each hold one good message and one naming a queue the
+        // topic does not have.
+        let bad_conn = cluster.grpc(leader).await.expect("connect");
+        let bad: Vec<_> = (0..BATCHES)
+            .map(|b| {
+                let mut wrong = msg("orders", b"bad queue");
+                wrong.queue_id = Some(99);
+                let good = msg("orders", format!("round {round} bad batch {b}").as_bytes());
+                let mut c = bad_conn.clone();
+                tokio::spawn(async move {
+                    let req = pb::SendBatchRequest {
+                        messages: vec![good, wrong],
+                    };
+                    c.send_batch(req).await
+                })
+            })
+            .collect();
+        let mut connections_of_entry: HashMap<u64, HashSet<u64>> = HashMap::new();
+        let mut queue_offsets = HashSet::new();
+        for t in sends {
+            let (conn, batch, reply) = t.await.expect("joined");
+            let results = reply
+                .unwrap_or_else(|e| panic!("batch {batch}: {e:?}"))
+                .into_inner()
+                .results;
+            assert_eq!(results.len() as u64, BATCH, "one result per message");
+            let index = results[0].log_id.as_ref().expect("log id").index;
+            connections_of_entry.entry(index).or_default().insert(conn);
+            let mut last_offset_of_queue = HashMap::new();
+            for (seq, r) in results.iter().enumerate() {
+                let at = r.log_id.as_ref().expect("log id").index;
+                assert_eq!(at, index, "batch {batch} seq {seq} in another entry");
+                if let Some(prev) = last_offset_of_queue.insert(r.queue_id, r.queue_offset) {
+                    assert!(prev < r.queue_offset, "batch {batch} out of order");
+                }
+                check_ack(
+                    &mut reader,
+                    &mut queue_offsets,
+                    r,
+                    topic(batch),
+                    &body(batch, seq as u64),
+                )
+                .await;
+            }
+        }
+        for t in bad {
+            let e = t
+                .await
+                .expect("joined")
+                .expect_err("a bad batch is refused");
+            assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        }
+        let prefix = format!("round {round} bad batch");
+        let orders = read_all(&mut reader, "orders", 4).await.expect("read");
+        assert!(
+            !orders.iter().any(|m| m.3.starts_with(prefix.as_bytes())),
+            "a refused batch's good message was stored"
+        );
+        if connections_of_entry.values().any(|c| c.len() > 1) {
+            cluster.shutdown().await.expect("shutdown");
+            return;
+        }
+    }
+    panic!("no entry held the batches of two connections in 5 rounds");
 }

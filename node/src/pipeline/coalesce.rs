@@ -7,9 +7,15 @@
 //! of one stream that arrive together into one entry, but each stream's groups stay entries
 //! of their own: four producers with 64 sends in flight each kept about five entries of ~47
 //! messages in flight. Here, once `max-group-proposals` entries of groups are being stored, a
-//! group from a *different* source (a SendStream) waits: it joins the oldest waiting group
-//! that has room (`max-batch-messages`, `max-batch-bytes`; topics mix, as in a `SendBatch`),
-//! and when a slot frees the oldest waiting group goes out as one entry.
+//! group from a *different* source waits: it joins the oldest waiting group that has room
+//! (`max-batch-messages`, `max-batch-bytes`; topics mix, as in a `SendBatch`), and when a
+//! slot frees the oldest waiting group goes out as one entry.
+//!
+//! A source is a SendStream, or one client connection's unary requests (`Send`, `SendBatch`,
+//! RocketMQ's `SendMessage`: [`Pipeline::submit_shared`], source [`connection_source`]), each
+//! request one group: its messages stay together in one entry, all stored or none. Four
+//! producers of `SendBatch`es of 32 each made entries of 32 messages before; merged, the
+//! fixed cost of an entry is shared by up to [`FULL_MESSAGES`].
 //!
 //! Unless groups already wait (they go first, below), nothing waits while the load is light,
 //! because waiting then only adds a round to a send's latency and leaves the nodes idle
@@ -42,6 +48,10 @@
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
+use std::hash::DefaultHasher;
+use std::hash::Hash;
+use std::hash::Hasher;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -65,8 +75,22 @@ pub(super) type Stored = Result<Sent, Failed>;
 /// A waiting group's answer: [`Stored`], and whether its entry held its messages alone.
 pub(super) type Answer = (Stored, bool);
 
-/// Who submits groups: one id per SendStream (see [`Coalescer::new_source`]).
+/// Who submits groups: one id per SendStream (see [`Coalescer::new_source`]), or per client
+/// connection of unary requests ([`connection_source`]).
 pub type Source = u64;
+
+/// The source of the unary requests that arrive on the client connection from `remote`: a
+/// producer's own requests never wait for each other, as a SendStream's groups do not.
+/// Requests whose connection is unknown share one source, so they never wait for each other
+/// either. Disjoint from the SendStream ids, which count up from 1.
+pub fn connection_source(remote: Option<SocketAddr>) -> Source {
+    const CONNECTION: Source = 1 << 63;
+    remote.map_or(CONNECTION, |addr| {
+        let mut h = DefaultHasher::new();
+        addr.hash(&mut h);
+        CONNECTION | (h.finish() >> 1)
+    })
+}
 
 /// Below this many messages in the entries being stored the node is taken as lightly loaded
 /// and nothing waits: with four producers of one send in flight each, waiting for the

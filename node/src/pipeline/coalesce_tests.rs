@@ -313,3 +313,25 @@ fn each_share_gets_its_own_acks_messages_or_the_same_unknown_outcome() {
     );
     assert!(rxs.iter_mut().all(|rx| rx.try_recv().is_ok()));
 }
+
+#[test]
+fn a_connection_is_one_source_apart_from_the_streams() {
+    let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    let b: SocketAddr = "127.0.0.1:5001".parse().unwrap();
+    let c = eager(1, 100, 1 << 20);
+    let stream = c.new_source();
+    let (sa, sb) = (connection_source(Some(a)), connection_source(Some(b)));
+    assert_eq!(sa, connection_source(Some(a)));
+    assert_ne!(sa, sb);
+    assert_ne!(connection_source(None), sa);
+    assert!([sa, sb, connection_source(None)]
+        .iter()
+        .all(|s| *s > stream));
+    // One connection's requests do not wait for each other; another connection's do.
+    let t = Instant::now();
+    let (_, held) = run(c.enter(sa, group("t", "a", 1, t)));
+    let (_, held2) = run(c.enter(sa, group("t", "a", 1, t)));
+    let _rb = wait(c.enter(sb, group("t", "b", 1, t)));
+    assert!(c.leave(held).is_some());
+    assert!(c.leave(held2).is_none());
+}

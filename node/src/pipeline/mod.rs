@@ -40,6 +40,7 @@ use raftmq_store::MessageAck;
 use tokio::time::Instant;
 
 pub use self::batch::SubmitBatch;
+pub use self::coalesce::connection_source;
 use self::coalesce::Entered;
 use self::coalesce::Slot;
 pub use self::coalesce::Source;
@@ -119,6 +120,24 @@ impl Pipeline {
         let (arrived, sends, count, bytes) =
             (batch.arrived, batch.sends, batch.len(), batch.body_bytes());
         let res = self.store(batch, false).await.map_err(|f| f.error);
+        self.record(arrived, sends, res.is_ok().then_some((count, bytes)));
+        res
+    }
+
+    /// Stores `batch` (one client request of `source`, every message or none) as one entry:
+    /// its own, or while the node is loaded one it shares with other sources' requests and
+    /// groups ([`coalesce`]; the batch's messages stay together, in order). A shared entry
+    /// that stored nothing, perhaps for another request's message, is followed by this
+    /// request alone, so its answer is the one it would get alone.
+    pub async fn submit_shared(
+        &self,
+        source: Source,
+        batch: SubmitBatch,
+    ) -> Result<Sent, NodeError> {
+        let (arrived, sends, count, bytes) =
+            (batch.arrived, batch.sends, batch.len(), batch.body_bytes());
+        let (stored, _) = self.store_group(source, batch).await;
+        let res = stored.map_err(|f| f.error);
         self.record(arrived, sends, res.is_ok().then_some((count, bytes)));
         res
     }

@@ -45,6 +45,7 @@ use crate::auth::policy::Action;
 use crate::core::NodeCore;
 use crate::error::to_status;
 use crate::error::NodeError;
+use crate::pipeline::connection_source;
 use crate::pipeline::Pipeline;
 use crate::service::forward::was_forwarded;
 
@@ -158,7 +159,10 @@ impl MessagingService for RocketMqService {
         {
             return Ok(r);
         }
-        Ok(Response::new(self.send_message(request.into_inner()).await))
+        let source = connection_source(request.remote_addr());
+        Ok(Response::new(
+            self.send_message(request.into_inner(), source).await,
+        ))
     }
 
     async fn query_assignment(

@@ -14,6 +14,7 @@ use super::forward;
 use super::message;
 use super::status;
 use super::RocketMqService;
+use crate::pipeline::Source;
 
 fn answer(status: rmq::Status, entries: Vec<rmq::SendResultEntry>) -> rmq::SendMessageResponse {
     rmq::SendMessageResponse {
@@ -52,6 +53,7 @@ impl RocketMqService {
     pub(super) async fn send_message(
         &self,
         req: rmq::SendMessageRequest,
+        source: Source,
     ) -> rmq::SendMessageResponse {
         let ids = message_ids(&req.messages);
         if req.messages.is_empty() {
@@ -70,7 +72,7 @@ impl RocketMqService {
         let arrived = Instant::now();
         let local = |svc: RocketMqService| {
             let msgs = req.messages.clone();
-            async move { Ok(svc.store_messages(msgs, arrived).await) }
+            async move { Ok(svc.store_messages(source, msgs, arrived).await) }
         };
         let remote = |mut c: forward::LeaderClient| {
             let r = forward::request(&self.core, req.clone());
@@ -82,9 +84,11 @@ impl RocketMqService {
         }
     }
 
-    /// Leader only: stores the messages as one entry.
+    /// Leader only: stores the messages, from the client connection `source`, in one entry
+    /// (under load shared with other connections' requests: `Pipeline::submit_shared`).
     async fn store_messages(
         &self,
+        source: Source,
         msgs: Vec<rmq::Message>,
         arrived: Instant,
     ) -> rmq::SendMessageResponse {
@@ -102,7 +106,7 @@ impl RocketMqService {
             Ok(b) => b,
             Err(e) => return failed(status::from_error(&e, node_id), &ids),
         };
-        match self.pipeline.submit(batch).await {
+        match self.pipeline.submit_shared(source, batch).await {
             Ok(sent) => {
                 let entries = sent
                     .acks

@@ -35,6 +35,7 @@ use crate::auth::Principal;
 use crate::core::NodeCore;
 use crate::error::client_status;
 use crate::error::NodeError;
+use crate::pipeline::connection_source;
 use crate::pipeline::Pipeline;
 
 /// The `RaftMq` service over one node's [`NodeCore`].
@@ -131,11 +132,12 @@ impl RaftMq for ClientService {
             authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
         }
         leader_or_forward!(self, request, send);
+        let source = connection_source(request.remote_addr());
         let msg = request
             .into_inner()
             .message
             .ok_or_else(|| self.status(NodeError::InvalidArgument("message is missing".into())))?;
-        let mut results = send::send_messages(&self.pipeline, std::iter::once(msg))
+        let mut results = send::send_messages(&self.pipeline, source, std::iter::once(msg))
             .await
             .map_err(|e| self.status(e))?;
         Ok(Response::new(pb::SendReply {
@@ -170,7 +172,8 @@ impl RaftMq for ClientService {
             authorize(&p, Action::Send { topic: &m.topic }).map_err(|e| self.status(e))?;
         }
         leader_or_forward!(self, request, send_batch);
-        let results = send::send_messages(&self.pipeline, request.into_inner().messages)
+        let source = connection_source(request.remote_addr());
+        let results = send::send_messages(&self.pipeline, source, request.into_inner().messages)
             .await
             .map_err(|e| self.status(e))?;
         Ok(Response::new(pb::SendBatchReply { results }))

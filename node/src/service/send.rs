@@ -13,6 +13,7 @@ use crate::error::NodeError;
 pub use crate::pipeline::now_ms;
 use crate::pipeline::Pipeline;
 use crate::pipeline::Sent;
+use crate::pipeline::Source;
 use crate::pipeline::SubmitBatch;
 
 /// One wire message as the pipeline takes it, with the queue it asked for.
@@ -38,9 +39,12 @@ pub fn results_out(sent: &Sent) -> Vec<pb::SendResult> {
         .collect()
 }
 
-/// A request's messages as one entry (leader only); one result per message.
+/// A request's messages, from the client connection `source`, in one entry (leader only;
+/// under load shared with other connections' requests: [`Pipeline::submit_shared`]); one
+/// result per message.
 pub async fn send_messages<I>(
     pipeline: &Pipeline,
+    source: Source,
     msgs: I,
 ) -> Result<Vec<pb::SendResult>, NodeError>
 where
@@ -48,6 +52,6 @@ where
     I::IntoIter: ExactSizeIterator,
 {
     let batch = batch_in(pipeline, msgs, Instant::now())?;
-    let sent = pipeline.submit(batch).await?;
+    let sent = pipeline.submit_shared(source, batch).await?;
     Ok(results_out(&sent))
 }
