@@ -3,7 +3,9 @@
 //! cluster. Prints one JSON line per phase.
 //!
 //! `cargo run --release -p cluster-tests --example rocketmq_bench -- <host:port> [messages]
-//! [producers] [body-bytes] [consumers]` (defaults 2000, 8, 1024, 4); the topic is fresh per run.
+//! [producers] [body-bytes] [consumers] [clients]` (defaults 2000, 8, 1024, 4, 1); the topic
+//! is fresh per run. `producers` sending tasks, each one send in flight, share `clients`
+//! client instances (each its own connection, as separate producer processes would have).
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
@@ -52,20 +54,25 @@ async fn main() {
     let producers: usize = arg(3, 8);
     let size: usize = arg(4, 1024);
     let consumers: usize = arg(5, 4);
+    let clients: usize = arg::<usize>(6, 1).max(1);
     let topic = format!("rmqbench{}", std::process::id());
 
-    let mut opt = ProducerOption::default();
-    opt.set_topics(vec![topic.clone()]);
-    opt.set_logging_format(LoggingFormat::Terminal);
-    let mut p = Producer::new(opt, client(&addr)).expect("producer");
-    p.start().await.expect("producer starts");
-    let p = Arc::new(p);
+    let mut instances = Vec::new();
+    for _ in 0..clients {
+        let mut opt = ProducerOption::default();
+        opt.set_topics(vec![topic.clone()]);
+        opt.set_logging_format(LoggingFormat::Terminal);
+        let mut p = Producer::new(opt, client(&addr)).expect("producer");
+        p.start().await.expect("producer starts");
+        instances.push(Arc::new(p));
+    }
     let next = Arc::new(AtomicUsize::new(0));
     let body = vec![b'x'; size];
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..producers {
-        let (p, next, body, topic) = (p.clone(), next.clone(), body.clone(), topic.clone());
+    for i in 0..producers {
+        let p = instances[i % clients].clone();
+        let (next, body, topic) = (next.clone(), body.clone(), topic.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < messages {
@@ -88,7 +95,7 @@ async fn main() {
     let secs = start.elapsed().as_secs_f64();
     lat.sort_unstable();
     println!(
-        "{{\"kind\":\"rocketmq-produce\",\"messages\":{},\"producers\":{producers},\"body_bytes\":{size},\"elapsed_s\":{secs:.3},\"messages_per_s\":{:.1},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
+        "{{\"kind\":\"rocketmq-produce\",\"messages\":{},\"producers\":{producers},\"clients\":{clients},\"body_bytes\":{size},\"elapsed_s\":{secs:.3},\"messages_per_s\":{:.1},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
         lat.len(),
         lat.len() as f64 / secs,
         percentile(&lat, 0.5),
