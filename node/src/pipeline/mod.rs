@@ -136,7 +136,7 @@ impl Pipeline {
     ) -> Result<Sent, NodeError> {
         let (arrived, sends, count, bytes) =
             (batch.arrived, batch.sends, batch.len(), batch.body_bytes());
-        let (stored, _) = self.store_group(source, batch).await;
+        let (stored, _) = self.store_group(source, batch, false).await;
         let res = stored.map_err(|f| f.error);
         self.record(arrived, sends, res.is_ok().then_some((count, bytes)));
         res
@@ -151,7 +151,7 @@ impl Pipeline {
     pub async fn submit_group(&self, source: Source, group: SubmitBatch) -> GroupOutcome {
         let (arrived, sends, count, bytes) =
             (group.arrived, group.sends, group.len(), group.body_bytes());
-        let (stored, alone) = self.store_group(source, group).await;
+        let (stored, alone) = self.store_group(source, group, true).await;
         match stored {
             Ok(sent) => {
                 self.record(arrived, sends, Some((count, bytes)));
@@ -187,12 +187,19 @@ impl Pipeline {
     /// entry of its own or in a merged one; a merged entry that stored nothing (perhaps for
     /// another stream's message) is followed by this group alone, before its messages go
     /// one by one. Returns the outcome and whether the entry held this group alone.
-    async fn store_group(&self, source: Source, group: SubmitBatch) -> (Stored, bool) {
+    /// `keep_alone`: a group stored in an entry of its own keeps its messages for a retry
+    /// (`store`'s `keep`); one whose failure alone is final frees them once encoded.
+    async fn store_group(
+        &self,
+        source: Source,
+        group: SubmitBatch,
+        keep_alone: bool,
+    ) -> (Stored, bool) {
         let count = group.len();
         let (stored, alone) = match self.core.proposals.enter(source, group) {
             Entered::Run(group, running) => {
                 let slot = Slot::held(self.clone(), running);
-                let stored = self.store(group, true).await;
+                let stored = self.store(group, keep_alone).await;
                 drop(slot);
                 (stored, true)
             }
@@ -223,7 +230,7 @@ impl Pipeline {
                 false,
             ) => {
                 tracing::debug!(error = %error, messages = count, "a merged entry stored nothing; storing this stream's group alone");
-                (self.store(group, true).await, true)
+                (self.store(group, keep_alone).await, true)
             }
             other => other,
         }
