@@ -74,9 +74,17 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing(&cfg.log_level);
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    // One thread: tokio's current-thread scheduler, which runs woken tasks in order. The
+    // multi-thread one runs a task woken by the running one next (its LIFO slot): the
+    // HTTP/2 connection task then wrote each unary answer on its own as it came, not the
+    // answers of one entry together (RocketMQ producers: 2.4 x the `writev`s).
+    let mut runtime = if cfg.worker_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
     runtime.enable_all();
-    if cfg.worker_threads > 0 {
+    if cfg.worker_threads > 1 {
         runtime.worker_threads(cfg.worker_threads as usize);
     }
     let rt = match runtime.build() {
