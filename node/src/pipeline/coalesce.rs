@@ -13,9 +13,9 @@
 //!
 //! A source is a SendStream, or one client connection's unary requests (`Send`, `SendBatch`,
 //! RocketMQ's `SendMessage`: [`Pipeline::submit_shared`], source [`connection_source`]), each
-//! request one group: its messages stay together in one entry, all stored or none. Four
-//! producers of `SendBatch`es of 32 each made entries of 32 messages before; merged, the
-//! fixed cost of an entry is shared by up to [`FULL_MESSAGES`].
+//! request one group: its messages stay together in one entry, all stored or none. Many
+//! producers of small unary requests (a RocketMQ client sends one per message) made an entry
+//! each before; merged, they share the fixed cost of an entry.
 //!
 //! Unless groups already wait (they go first, below), nothing waits while the load is light,
 //! because waiting then only adds a round to a send's latency and leaves the nodes idle
@@ -82,7 +82,8 @@ pub type Source = u64;
 /// The source of the unary requests that arrive on the client connection from `remote`: a
 /// producer's own requests never wait for each other, as a SendStream's groups do not.
 /// Requests whose connection is unknown share one source, so they never wait for each other
-/// either. Disjoint from the SendStream ids, which count up from 1.
+/// either (as do two connections whose addresses hash alike). Disjoint from the SendStream
+/// ids, which count up from 1.
 pub fn connection_source(remote: Option<SocketAddr>) -> Source {
     const CONNECTION: Source = 1 << 63;
     remote.map_or(CONNECTION, |addr| {
