@@ -202,8 +202,10 @@ fn binary_exit_codes() {
             "--client-listen-addr",
             "127.0.0.1:0",
         ])
+        // No fixed default port: a local cluster (`raftmq cluster up`) may hold them.
         .args([
             "--no-metrics",
+            "--no-rocketmq",
             "--segment-bytes",
             "65536",
             "--max-batch-bytes",
