@@ -11,6 +11,11 @@
 #   PERF=1 FOLLOWER=1 cli/perf/cpu.sh              # + perf record of a follower
 #   PERF=1 PERF_ARGS="--call-graph dwarf,16384" cli/perf/cpu.sh   # call graphs (no frame pointers)
 #   perf report -i $D/perf.data --no-children --sort dso,symbol -g none --stdio
+#   ROCKETMQ=1 CLIENTS=8 P=64 MSGS=40000 cli/perf/cpu.sh
+#     # the load through the leader's RocketMQ port instead: the official Rust client
+#     # (cluster-tests' example `rocketmq_bench`, one unary SendMessage per message; build it
+#     # with `cargo build --release -p cluster-tests --example rocketmq_bench`), P sending
+#     # tasks of one send in flight each over CLIENTS client instances (connections)
 set -euo pipefail
 D=${D:-/var/tmp/raftmq-cpu}
 rm -rf "$D"; mkdir -p "$D"
@@ -35,8 +40,21 @@ if [ -n "${FOLLOWER:-}" ]; then ppid=$(pgrep -f "raftmq-node --config $D/node-$(
 if [ -n "${PERF:-}" ]; then
   (sleep 2; perf record -F 999 ${PERF_ARGS:--g} -p "$ppid" -o "$D/perf.data" -- sleep 5 >/dev/null 2>&1) &
 fi
-/usr/bin/time -f "%U %S" -o "$D/time.txt" raftmq bench produce --cluster "$D/cluster.toml" \
-  --producers "${P:-4}" --in-flight "${F:-64}" --batch "${B:-1}" --duration "${T:-10s}" --json > "$D/r.json"
+if [ -n "${ROCKETMQ:-}" ]; then
+  bench=${BENCH:-$(cd "$(dirname "$0")" && pwd)/../../target/release/examples/rocketmq_bench}
+  addr=$(python3 - "$D/cluster.toml" "$LP" <<'PY'
+import sys, tomllib
+c = tomllib.load(open(sys.argv[1], 'rb'))
+print(next(n['rocketmq-addr'] for n in c['nodes'] if n['id'] == int(sys.argv[2])))
+PY
+)
+  /usr/bin/time -f "%U %S" -o "$D/time.txt" "$bench" "$addr" "${MSGS:-40000}" "${P:-64}" \
+    "${SIZE:-1024}" 0 "${CLIENTS:-8}" 2>/dev/null > "$D/out.json"
+  head -1 "$D/out.json" > "$D/r.json"  # its produce line (the consume phase has no consumer)
+else
+  /usr/bin/time -f "%U %S" -o "$D/time.txt" raftmq bench produce --cluster "$D/cluster.toml" \
+    --producers "${P:-4}" --in-flight "${F:-64}" --batch "${B:-1}" --duration "${T:-10s}" --json > "$D/r.json"
+fi
 wait
 ticks > "$D/t1"
 appended > "$D/a1"
@@ -46,6 +64,7 @@ import json, sys
 d, tck, lpid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 r = json.loads(open(d + '/r.json').read().strip().splitlines()[-1])
 n = r['messages']
+lat = r.get('latency', r)  # rocketmq_bench prints its percentiles at the top level
 t0 = dict(l.split() for l in open(d + '/t0'))
 t1 = dict(l.split() for l in open(d + '/t1'))
 u, s = map(float, open(d + '/time.txt').read().split()[-2:])
@@ -56,8 +75,8 @@ steal = 100 * ds[7] / max(sum(ds[:8]), 1) if len(ds) > 7 else 0.0
 idle = 100 * (ds[3] + ds[4]) / max(sum(ds[:8]), 1)
 entries = max(int(open(d + '/a1').read()) - int(open(d + '/a0').read()), 1)
 fol = ' '.join('%.1f' % v for p, v in per.items() if p != lpid)
-print(f"{r['messages_per_s']:.0f} msg/s p50 {r['latency']['p50_us'] / 1000:.2f} ms "
-      f"p99 {r['latency']['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.1f}, "
+print(f"{r['messages_per_s']:.0f} msg/s p50 {lat['p50_us'] / 1000:.2f} ms "
+      f"p99 {lat['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.1f}, "
       f"followers {fol}, load generator {(u + s) * 1e6 / n:.1f}; {n / entries:.1f} msg/entry; "
       f"idle {idle:.0f}%, steal {steal:.0f}%")
 PY

@@ -198,9 +198,9 @@ pub struct NodeConfig {
     /// gives each of its nodes cores / nodes): with more runnable runtime threads than cores
     /// the threads preempt each other and steal each other's tasks (4 x 64 on 2 cores, three
     /// nodes and the load generator: up to 20% fewer messages/s and a p99 1.3 to 1.5 times
-    /// higher at 2 threads each than at 1). At 1 the node runs tokio's current-thread
-    /// scheduler (see `main.rs`: unary answers share socket writes). Default 0; range
-    /// 0..=1024.
+    /// higher at 2 threads each than at 1). With one thread (1, or 0 on a one-core machine)
+    /// the node runs tokio's current-thread scheduler (see `main.rs`: unary answers share
+    /// socket writes). Default 0; range 0..=1024.
     pub worker_threads: u32,
     /// Authentication: `auth-enabled`, `auth-key-file`, `auth-admin-file`,
     /// `auth-max-skew-ms` (see [`AuthConfig`]).

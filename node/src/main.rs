@@ -74,19 +74,23 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing(&cfg.log_level);
+    // `worker-threads = 0`: one per core the process may use, as tokio would pick.
+    let threads = match cfg.worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    };
     // One thread: tokio's current-thread scheduler, which runs woken tasks in order. The
     // multi-thread one runs a task woken by the running one next (its LIFO slot): the
     // HTTP/2 connection task then wrote each unary answer on its own as it came, not the
     // answers of one entry together (RocketMQ producers: 2.4 x the `writev`s).
-    let mut runtime = if cfg.worker_threads == 1 {
+    let mut runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
     };
     runtime.enable_all();
-    if cfg.worker_threads > 1 {
-        runtime.worker_threads(cfg.worker_threads as usize);
-    }
     let rt = match runtime.build() {
         Ok(rt) => rt,
         Err(e) => {
