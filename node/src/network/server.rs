@@ -262,13 +262,18 @@ where
         });
         let out_checker = self.checker();
         let results = self.raft.stream_append(requests).map(move |res| match res {
-            Ok(r) => out_checker
-                .fault_out(peer.load(Ordering::Relaxed))
-                .and_then(|()| {
-                    codec::encode("StreamAppendResult", &r)
-                        .map(|payload| RaftReply { payload })
-                        .map_err(|e| Status::internal(e.to_string()))
-                }),
+            Ok(r) => {
+                if let Ok(Some(last)) = &r {
+                    tracing::trace!(log_index = last.index, "append answer sent");
+                }
+                out_checker
+                    .fault_out(peer.load(Ordering::Relaxed))
+                    .and_then(|()| {
+                        codec::encode("StreamAppendResult", &r)
+                            .map(|payload| RaftReply { payload })
+                            .map_err(|e| Status::internal(e.to_string()))
+                    })
+            }
             Err(fatal) => Err(raft_stopped(fatal)),
         });
         let tail = futures::stream::once(async move {

@@ -363,6 +363,13 @@ impl AppendReplies {
             if results.len() >= want || failed {
                 lock(&self.pending).groups.pop_front();
                 let (merged, end) = split::merge_stream(&results);
+                if let Ok(Some(last)) = &merged {
+                    tracing::trace!(
+                        target_node = ctx.target,
+                        log_index = last.index,
+                        "append answer received"
+                    );
+                }
                 return Some((Ok(merged), end || failed));
             }
         }

@@ -198,6 +198,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             // An `async` follower's committed id is written behind: nothing becomes visible
             // here before a crash can no longer take it back (see `wait_applicable`).
             let index = LogIndex::of(&entry.log_id);
+            tracing::trace!(log_index = entry.log_id.index, "apply started");
             if let Err(e) = self.shared.log.wait_applicable(index).await {
                 tracing::error!(log_index = entry.log_id.index, error = %e,
                     "apply stopped: the log cannot make the entry durable");
