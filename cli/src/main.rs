@@ -11,20 +11,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = cmd::Cli::parse();
-    // One thread: the current-thread scheduler. The multi-thread one with a single worker
-    // runs a task woken by the running task next (its LIFO slot), so a connection's task
-    // wrote each send a producer queued as soon as it was queued; in order, the sends a
-    // batch of answers released leave in one write (a bench of 1 x 64 single sends: 41-44
-    // messages per Raft entry against 26-28, 1.0-1.28 x the rate).
-    let mut builder = match cli.global.threads {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(usize::from(n));
-            b
-        }
-    };
-    let runtime = match builder.enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.global.threads))
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("raftmq: cannot start the async runtime: {e}");

@@ -70,10 +70,10 @@ pub struct Global {
     /// up --secure`; for one that was, its cluster.toml names the CA). [default: plaintext]
     #[arg(long, global = true, env = "RAFTMQ_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
-    /// Threads of this command's async runtime. One (tokio's current-thread scheduler) drives
-    /// a `bench` of about 40k sends/s and leaves the other cores to a local cluster's nodes
-    /// on the same machine (on 2 cores, 4 x 64 single sends ran up to 20% slower at 2); raise
-    /// it for a bench against remote nodes.
+    /// Threads of this command's async runtime. One drives a `bench` of about 40k sends/s
+    /// and leaves the other cores to a local cluster's nodes on the same machine (on 2 cores,
+    /// 4 x 64 single sends ran up to 20% slower at 2); raise it for a bench against remote
+    /// nodes.
     #[arg(long, global = true, env = "RAFTMQ_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: u16,
