@@ -134,6 +134,19 @@ impl Global {
         Manifest::load(&self.cluster).ok().and_then(|m| m.tls_ca)
     }
 
+    /// A client for reading commands (`consume`, `query`) that reads from the leader when the
+    /// cluster names one. The leader answers a send only once it has applied it, so a read
+    /// right after a send sees it; a follower applies it once it learns the commit index, with
+    /// the next replication request (up to a few milliseconds later, longer on a loaded
+    /// machine: `send` then `consume` missed the last batch). Without an answer or a leader
+    /// the reads go to the seeds, as every other call does.
+    pub async fn reading_client(&self) -> anyhow::Result<Client> {
+        let client = self.client()?;
+        // A failure here is the reads' to report: they try every seed.
+        let _ = client.refresh().await;
+        Ok(client)
+    }
+
     /// A client for the cluster with given options.
     pub fn client_with(&self, opts: ClientOptions) -> anyhow::Result<Client> {
         Ok(Client::new(
