@@ -187,11 +187,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// returns the figures; `quiet` hides the progress bar. Without `duration` and `count` it
 /// runs 30 s.
 ///
-/// With one runtime thread (`raftmq --threads 1`, the default) the producers run on tokio's
-/// current-thread scheduler, in a thread of their own. The multi-thread scheduler with one
-/// worker runs a task woken by the running task next (its LIFO slot), so each connection's
-/// task wrote each send as soon as a producer queued it; in order, the sends that one batch
-/// of answers released leave in one write (1 x 64 single sends: 41-44 messages per Raft
+/// On a multi-thread runtime of one worker (`raftmq --threads 1`, the default) the producers
+/// run on tokio's current-thread scheduler, in a thread of their own. That one worker runs a
+/// task woken by the running task next (its LIFO slot), so each connection's task wrote
+/// each send as soon as a producer queued it; in order, the sends that one batch
+/// of answers released leave in one write (1 x 64 single sends: 41-46 messages per Raft
 /// entry against 26-28, 1.0-1.28 x the rate). Only the producers: a puller waits for its
 /// answer before its next request, which the LIFO slot sends at once (`bench consume` pulled
 /// 30% less on the current-thread scheduler).
@@ -200,7 +200,10 @@ pub async fn produce(
     load: ProduceLoad,
     quiet: bool,
 ) -> anyhow::Result<BenchSummary> {
-    if tokio::runtime::Handle::current().metrics().num_workers() != 1 {
+    let rt = tokio::runtime::Handle::current();
+    let lone_worker = rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        && rt.metrics().num_workers() == 1;
+    if !lone_worker {
         return produce_here(seeds, load, quiet).await;
     }
     let seeds = seeds.to_vec();

@@ -173,7 +173,7 @@ async fn read_queue(
 
 /// Runs `consume`.
 pub async fn run(g: &Global, a: ConsumeArgs) -> anyhow::Result<i32> {
-    let client = g.reading_client().await?;
+    let client = g.leader_client().await?;
     let starts = queues(&client, &a).await?;
     let a = std::sync::Arc::new(a);
     let (tx, mut rx) = mpsc::channel::<MessageView>(1024);

@@ -134,17 +134,18 @@ impl Global {
         Manifest::load(&self.cluster).ok().and_then(|m| m.tls_ca)
     }
 
-    /// A client for reading commands (`consume`, `query`) that reads from the leader when the
-    /// cluster names one. The leader answers a send only once it has applied it, so a read
-    /// right after a send sees it; a follower applies it once it learns the commit index, with
-    /// the next replication request (up to a few milliseconds later, longer on a loaded
-    /// machine: `send` then `consume` missed the last batch). Without an answer or a leader
-    /// the reads go to the seeds, as every other call does.
-    pub async fn reading_client(&self) -> anyhow::Result<Client> {
-        let client = self.client()?;
-        // A failure here is the reads' to report: they try every seed.
-        let _ = client.refresh().await;
-        Ok(client)
+    /// A client that has asked the cluster for its leader ([`Client::connect`]), for commands
+    /// that read what was sent (`consume`, `query`, `topic`): its reads go to the leader,
+    /// which answers a send only once it has applied it, so a read right after a send sees
+    /// it. A fresh client read from its first seed, often a follower, which applies an entry
+    /// only once it learns the commit index with the next replication request (`send` then
+    /// `consume` on a loaded machine missed the last batch).
+    pub async fn leader_client(&self) -> anyhow::Result<Client> {
+        Ok(Client::connect(
+            &self.seeds()?,
+            crate::credentials::signed(crate::client_tls::options()),
+        )
+        .await?)
     }
 
     /// A client for the cluster with given options.

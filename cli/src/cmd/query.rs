@@ -55,7 +55,7 @@ pub fn parse_time_ms(s: &str) -> Result<u64, String> {
 
 /// Runs `query`.
 pub async fn run(g: &Global, a: QueryArgs) -> anyhow::Result<i32> {
-    let client = g.reading_client().await?;
+    let client = g.leader_client().await?;
     let found: Vec<MessageView> = if let Some(id) = a.id {
         let m = client
             .query_by_id(id)

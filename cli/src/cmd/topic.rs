@@ -148,7 +148,7 @@ fn print(g: &Global, topics: &[TopicView]) -> anyhow::Result<()> {
 
 /// Runs a topic command.
 pub async fn run(g: &Global, cmd: TopicCmd) -> anyhow::Result<i32> {
-    let client = g.client()?;
+    let client = g.leader_client().await?;
     match cmd {
         TopicCmd::Create { name, queues, perm } => {
             let c = client
