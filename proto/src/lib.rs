@@ -16,11 +16,14 @@
 //! gRPC service the official RocketMQ 5 clients speak.
 //!
 //! All use [`codec::StrictProstCodec`]: an undecodable message answers INVALID_ARGUMENT.
+//! [`shared::SendClient`] is the client side of `SendBatch` and `SendStream` with messages
+//! behind an `Arc` ([`shared::Shared`]): the same bytes on the wire, no copy per resend.
 //!
 //! Invariant: field numbers are never reused; a breaking change gets a new package
 //! (`raftmq.v2`) served beside the old one.
 
 pub mod codec;
+pub mod shared;
 pub mod signature;
 
 /// Generated code of package `raftmq.v1`.

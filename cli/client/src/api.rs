@@ -2,7 +2,9 @@
 //! admin, each with its retry kind.
 
 use crate::credentials::Grpc;
+use crate::credentials::Sender;
 use crate::error::ClientError;
+use raftmq_proto::shared::Shared;
 use raftmq_proto::v1::*;
 use std::time::Duration;
 use tonic::Code;
@@ -52,7 +54,7 @@ impl Client {
     /// Concurrent sends to one node share one `SendStream` call: one
     /// HTTP/2 stream, one frame per message, each answered on its own.
     pub async fn send(&self, message: Message) -> Result<SendResult, ClientError> {
-        let message = self.outgoing(message);
+        let message = Shared::new(self.outgoing(message));
         let (result, leader) = self
             .retry(self.send_kind(), |addr| {
                 let m = &message;
@@ -71,12 +73,14 @@ impl Client {
     /// stored is answered with the original results (`duplicate` set).
     pub async fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>, ClientError> {
         let messages = messages.into_iter().map(|m| self.outgoing(m)).collect();
+        // Shared by every attempt (the body of each message already was).
+        let req = Shared::new(SendBatchRequest { messages });
         let reply = self
             .call(
                 self.send_kind(),
-                SendBatchRequest { messages },
+                req,
                 Duration::ZERO,
-                |mut c, r| async move { c.send_batch(r).await },
+                |mut c: Sender, r| async move { c.send_batch(r).await },
             )
             .await?;
         Ok(reply.results)
@@ -85,12 +89,9 @@ impl Client {
     /// Pulls from any node (leader preferred), waiting up to `req.long_poll_timeout_ms`.
     pub async fn pull(&self, req: PullRequest) -> Result<PullReply, ClientError> {
         let extra = Duration::from_millis(u64::from(req.long_poll_timeout_ms));
-        self.call(
-            Kind::Read,
-            req,
-            extra,
-            |mut c, r| async move { c.pull(r).await },
-        )
+        self.call(Kind::Read, req, extra, |mut c: Grpc, r| async move {
+            c.pull(r).await
+        })
         .await
     }
 
@@ -118,7 +119,7 @@ impl Client {
                 Kind::Read,
                 QueryByIdRequest { msg_id },
                 Duration::ZERO,
-                |mut c, r| async move { c.query_by_id(r).await },
+                |mut c: Grpc, r| async move { c.query_by_id(r).await },
             )
             .await
         {
@@ -134,9 +135,12 @@ impl Client {
         req: QueryByKeyRequest,
     ) -> Result<Vec<StoredMessage>, ClientError> {
         let reply = self
-            .call(Kind::Read, req, Duration::ZERO, |mut c, r| async move {
-                c.query_by_key(r).await
-            })
+            .call(
+                Kind::Read,
+                req,
+                Duration::ZERO,
+                |mut c: Grpc, r| async move { c.query_by_key(r).await },
+            )
             .await?;
         Ok(reply.messages)
     }
@@ -159,7 +163,7 @@ impl Client {
             Kind::IdempotentWrite,
             req,
             Duration::ZERO,
-            |mut c, r| async move { c.commit_offset(r).await },
+            |mut c: Grpc, r| async move { c.commit_offset(r).await },
         )
         .await?;
         Ok(())
@@ -178,9 +182,12 @@ impl Client {
             queue_id,
         };
         let reply = self
-            .call(Kind::Read, req, Duration::ZERO, |mut c, r| async move {
-                c.fetch_offset(r).await
-            })
+            .call(
+                Kind::Read,
+                req,
+                Duration::ZERO,
+                |mut c: Grpc, r| async move { c.fetch_offset(r).await },
+            )
             .await?;
         Ok(reply.offset)
     }
@@ -194,7 +201,7 @@ impl Client {
                     config: Some(config),
                 },
                 Duration::ZERO,
-                |mut c, r| async move { c.create_topic(r).await },
+                |mut c: Grpc, r| async move { c.create_topic(r).await },
             )
             .await?;
         reply
@@ -209,7 +216,7 @@ impl Client {
                 Kind::IdempotentWrite,
                 req,
                 Duration::ZERO,
-                |mut c, r| async move { c.update_topic(r).await },
+                |mut c: Grpc, r| async move { c.update_topic(r).await },
             )
             .await?;
         reply
@@ -223,7 +230,7 @@ impl Client {
             Kind::Write,
             DeleteTopicRequest { name: name.into() },
             Duration::ZERO,
-            |mut c, r| async move { c.delete_topic(r).await },
+            |mut c: Grpc, r| async move { c.delete_topic(r).await },
         )
         .await?;
         Ok(())
@@ -236,7 +243,7 @@ impl Client {
                 Kind::Read,
                 ListTopicsRequest {},
                 Duration::ZERO,
-                |mut c, r| async move { c.list_topics(r).await },
+                |mut c: Grpc, r| async move { c.list_topics(r).await },
             )
             .await?;
         Ok(reply.topics)
@@ -248,7 +255,7 @@ impl Client {
             Kind::Read,
             ClusterStatusRequest {},
             Duration::ZERO,
-            |mut c, r| async move { c.cluster_status(r).await },
+            |mut c: Grpc, r| async move { c.cluster_status(r).await },
         )
         .await
     }
@@ -278,7 +285,7 @@ impl Client {
                 Kind::Write,
                 TransferLeaderRequest { to_node_id: to },
                 Duration::ZERO,
-                |mut c, r| async move { c.transfer_leader(r).await },
+                |mut c: Grpc, r| async move { c.transfer_leader(r).await },
             )
             .await?;
         self.routing().leader = None;
@@ -300,9 +307,12 @@ impl Client {
             wait_caught_up,
         };
         let reply = self
-            .call(Kind::Write, req, Duration::ZERO, |mut c, r| async move {
-                c.add_learner(r).await
-            })
+            .call(
+                Kind::Write,
+                req,
+                Duration::ZERO,
+                |mut c: Grpc, r| async move { c.add_learner(r).await },
+            )
             .await?;
         Ok(reply.log_id)
     }
@@ -319,9 +329,12 @@ impl Client {
             remove_voters,
             retain_as_learners,
         };
-        self.call(Kind::Write, req, Duration::ZERO, |mut c, r| async move {
-            c.change_membership(r).await
-        })
+        self.call(
+            Kind::Write,
+            req,
+            Duration::ZERO,
+            |mut c: Grpc, r| async move { c.change_membership(r).await },
+        )
         .await
     }
 }

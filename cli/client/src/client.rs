@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use raftmq_proto::shared::Shared;
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use raftmq_proto::v1::*;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::transport::Endpoint;
 use tonic::Code;
@@ -16,6 +18,7 @@ use tonic::Status;
 
 use crate::credentials::Credentials;
 use crate::credentials::Grpc;
+use crate::credentials::Sender;
 use crate::credentials::Signer;
 use crate::error::classify;
 use crate::error::ClientError;
@@ -201,21 +204,32 @@ impl Client {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn grpc(&self, addr: &str) -> Result<Grpc, ClientError> {
+    fn channel(&self, addr: &str) -> Result<Channel, ClientError> {
         let mut r = self.routing();
-        let ch = match r.channels.get(addr) {
-            Some(ch) => ch.clone(),
-            None => {
-                let ch = crate::tls::endpoint(self.opts.tls.as_ref(), addr)?
-                    .connect_timeout(self.opts.connect_timeout)
-                    .tcp_nodelay(true)
-                    .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
-                    .connect_lazy();
-                r.channels.insert(addr.to_string(), ch.clone());
-                ch
-            }
-        };
-        Ok(RaftMqClient::with_interceptor(ch, self.signer.clone())
+        if let Some(ch) = r.channels.get(addr) {
+            return Ok(ch.clone());
+        }
+        let ch = crate::tls::endpoint(self.opts.tls.as_ref(), addr)?
+            .connect_timeout(self.opts.connect_timeout)
+            .tcp_nodelay(true)
+            .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
+            .connect_lazy();
+        r.channels.insert(addr.to_string(), ch.clone());
+        Ok(ch)
+    }
+
+    fn grpc(&self, addr: &str) -> Result<Grpc, ClientError> {
+        Ok(
+            RaftMqClient::with_interceptor(self.channel(addr)?, self.signer.clone())
+                .max_decoding_message_size(self.opts.max_message_bytes)
+                .max_encoding_message_size(self.opts.max_message_bytes),
+        )
+    }
+
+    /// [`grpc`](Self::grpc)'s channel and limits, for the sends of shared messages.
+    pub(crate) fn sender(&self, addr: &str) -> Result<Sender, ClientError> {
+        let service = InterceptedService::new(self.channel(addr)?, self.signer.clone());
+        Ok(Sender::new(service)
             .max_decoding_message_size(self.opts.max_message_bytes)
             .max_encoding_message_size(self.opts.max_message_bytes))
     }
@@ -256,8 +270,8 @@ impl Client {
         }
     }
 
-    /// One attempt at `addr`.
-    pub(crate) async fn attempt<Req, Resp, F, Fut>(
+    /// One attempt at `addr`, on a [`Grpc`] or a [`Sender`] client of it.
+    pub(crate) async fn attempt<G, Req, Resp, F, Fut>(
         &self,
         addr: &str,
         req: Req,
@@ -265,12 +279,11 @@ impl Client {
         rpc: &F,
     ) -> Result<Resp, Status>
     where
-        F: Fn(Grpc, tonic::Request<Req>) -> Fut,
+        G: NodeClient,
+        F: Fn(G, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
-        let client = self
-            .grpc(addr)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let client = G::of(self, addr).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let deadline = self.opts.request_timeout + extra;
         let mut request = tonic::Request::new(req);
         request.set_timeout(deadline);
@@ -285,7 +298,7 @@ impl Client {
     }
 
     /// Runs `rpc` with the retry rules of `kind` (see [`crate`] docs).
-    pub(crate) async fn call<Req, Resp, F, Fut>(
+    pub(crate) async fn call<G, Req, Resp, F, Fut>(
         &self,
         kind: Kind,
         req: Req,
@@ -293,8 +306,9 @@ impl Client {
         rpc: F,
     ) -> Result<Resp, ClientError>
     where
+        G: NodeClient,
         Req: Clone,
-        F: Fn(Grpc, tonic::Request<Req>) -> Fut,
+        F: Fn(G, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
         self.retry(kind, |addr| {
@@ -307,15 +321,19 @@ impl Client {
 
     /// One single send at `addr`, on the node's shared `SendStream` (unary `Send` for a node
     /// that lacks it). With the result: the leader's address if `addr` forwarded the send.
-    pub(crate) async fn send_attempt(&self, addr: &str, message: &Message) -> Result<Sent, Status> {
-        // One copy per attempt (the caller keeps the message for the next one); the body
-        // is a `Bytes`, so the copy shares it.
-        let unary = |message: Message| async move {
+    pub(crate) async fn send_attempt(
+        &self,
+        addr: &str,
+        message: &Shared<Message>,
+    ) -> Result<Sent, Status> {
+        // The caller keeps the message for the next attempt; the stream shares it, the unary
+        // fallback (a node without `SendStream`) copies it.
+        let unary = || async move {
             let req = SendRequest {
-                message: Some(message),
+                message: Some(message.get().clone()),
             };
             let reply = self
-                .attempt(addr, req, Duration::ZERO, &|mut c, r| async move {
+                .attempt(addr, req, Duration::ZERO, &|mut c: Grpc, r| async move {
                     c.send(r).await
                 })
                 .await?;
@@ -325,14 +343,14 @@ impl Client {
             Ok((result, None))
         };
         let Some(mux) = self.send_mux(addr)? else {
-            return unary(message.clone()).await;
+            return unary().await;
         };
         let timeout = self.opts.request_timeout + Duration::from_millis(500);
         match mux.send(message.clone(), timeout).await {
             Err(s) if s.code() == Code::Unimplemented => {
                 tracing::debug!(addr, "node has no SendStream; using unary Send");
                 self.routing().no_send_stream.insert(addr.to_string());
-                unary(message.clone()).await
+                unary().await
             }
             r => r,
         }
@@ -351,7 +369,7 @@ impl Client {
             }
         }
         let client = self
-            .grpc(addr)
+            .sender(addr)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let mut r = self.routing();
         if let Some(m) = r.send_streams.get(addr).filter(|m| !m.is_closed()) {
@@ -444,5 +462,23 @@ impl Client {
             }),
             None => Err(ClientError::Unavailable { attempts, last }),
         }
+    }
+}
+
+/// A gRPC client of one node, made from the [`Client`]'s channel to it.
+pub(crate) trait NodeClient: Sized {
+    /// The client of `addr`.
+    fn of(client: &Client, addr: &str) -> Result<Self, ClientError>;
+}
+
+impl NodeClient for Grpc {
+    fn of(client: &Client, addr: &str) -> Result<Self, ClientError> {
+        client.grpc(addr)
+    }
+}
+
+impl NodeClient for Sender {
+    fn of(client: &Client, addr: &str) -> Result<Self, ClientError> {
+        client.sender(addr)
     }
 }

@@ -12,19 +12,20 @@
 //!   connect error, UNIMPLEMENTED from a node without `SendStream`), or UNAVAILABLE with
 //!   `not_applied`, so the client may resend it safely.
 
-use crate::credentials::Grpc;
+use crate::credentials::Sender;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use raftmq_proto::shared::Shared;
+use raftmq_proto::shared::SharedSendStreamRequest;
 use raftmq_proto::v1::send_stream_reply::Outcome;
 use raftmq_proto::v1::ErrorDetail;
 use raftmq_proto::v1::ErrorReason;
 use raftmq_proto::v1::Message;
 use raftmq_proto::v1::SendResult;
 use raftmq_proto::v1::SendStreamReply;
-use raftmq_proto::v1::SendStreamRequest;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tonic::Status;
@@ -35,7 +36,7 @@ pub(crate) type Sent = (SendResult, Option<String>);
 type Answer = oneshot::Sender<Result<Sent, Status>>;
 
 struct Queued {
-    message: Message,
+    message: Shared<Message>,
     reply: Answer,
 }
 
@@ -73,7 +74,7 @@ fn not_sent(why: &str) -> Status {
 
 impl SendMux {
     /// Opens a stream over `client` (the call starts in a background task).
-    pub(crate) fn open(client: Grpc) -> Self {
+    pub(crate) fn open(client: Sender) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
         tokio::spawn(run(client, rx, pending.clone()));
@@ -86,7 +87,11 @@ impl SendMux {
     }
 
     /// Sends `message` and waits up to `timeout` for its answer.
-    pub(crate) async fn send(&self, message: Message, timeout: Duration) -> Result<Sent, Status> {
+    pub(crate) async fn send(
+        &self,
+        message: Shared<Message>,
+        timeout: Duration,
+    ) -> Result<Sent, Status> {
         let (reply, answer) = oneshot::channel();
         if self.tx.send(Queued { message, reply }).is_err() {
             return Err(self.closed_reason());
@@ -128,7 +133,7 @@ fn unsent(s: &Status) -> Status {
 fn requests(
     rx: mpsc::UnboundedReceiver<Queued>,
     pending: Arc<Mutex<Pending>>,
-) -> impl futures::Stream<Item = SendStreamRequest> + Send + 'static {
+) -> impl futures::Stream<Item = SharedSendStreamRequest> + Send + 'static {
     futures::stream::unfold(
         (rx, pending, 0u64),
         |(mut rx, pending, mut seq)| async move {
@@ -142,7 +147,7 @@ fn requests(
                 }
                 p.answers.insert(seq, q.reply);
             }
-            let req = SendStreamRequest {
+            let req = SharedSendStreamRequest {
                 seq,
                 message: Some(q.message),
             };
@@ -151,7 +156,11 @@ fn requests(
     )
 }
 
-async fn run(mut client: Grpc, rx: mpsc::UnboundedReceiver<Queued>, pending: Arc<Mutex<Pending>>) {
+async fn run(
+    mut client: Sender,
+    rx: mpsc::UnboundedReceiver<Queued>,
+    pending: Arc<Mutex<Pending>>,
+) {
     // The call failing outright (connect error, UNIMPLEMENTED, a node shutting down) means
     // the node's handler never took a message, even those already handed to the stream.
     let (end, opened) = match client.send_stream(requests(rx, pending.clone())).await {

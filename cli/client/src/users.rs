@@ -6,6 +6,7 @@ use raftmq_proto::v1::*;
 
 use crate::client::Client;
 use crate::client::Kind;
+use crate::credentials::Grpc;
 use crate::error::ClientError;
 
 impl Client {
@@ -24,9 +25,12 @@ impl Client {
             topics,
             groups,
         };
-        self.call(Kind::Write, req, Duration::ZERO, |mut c, r| async move {
-            c.create_user(r).await
-        })
+        self.call(
+            Kind::Write,
+            req,
+            Duration::ZERO,
+            |mut c: Grpc, r| async move { c.create_user(r).await },
+        )
         .await
     }
 
@@ -37,7 +41,7 @@ impl Client {
                 Kind::Read,
                 ListUsersRequest {},
                 Duration::ZERO,
-                |mut c, r| async move { c.list_users(r).await },
+                |mut c: Grpc, r| async move { c.list_users(r).await },
             )
             .await?;
         Ok(reply.users)
@@ -46,9 +50,12 @@ impl Client {
     /// Deletes a user.
     pub async fn delete_user(&self, name: &str) -> Result<(), ClientError> {
         let req = DeleteUserRequest { name: name.into() };
-        self.call(Kind::Write, req, Duration::ZERO, |mut c, r| async move {
-            c.delete_user(r).await
-        })
+        self.call(
+            Kind::Write,
+            req,
+            Duration::ZERO,
+            |mut c: Grpc, r| async move { c.delete_user(r).await },
+        )
         .await?;
         Ok(())
     }
