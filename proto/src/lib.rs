@@ -16,12 +16,15 @@
 //! gRPC service the official RocketMQ 5 clients speak.
 //!
 //! All use [`codec::StrictProstCodec`]: an undecodable message answers INVALID_ARGUMENT.
-//! [`shared::SendClient`] is the client side of `SendBatch` and `SendStream` with messages
-//! behind an `Arc` ([`shared::Shared`]): the same bytes on the wire, no copy per resend.
+//! [`call_client::CallClient`] makes three calls with request types of our own that encode as
+//! the generated ones: `SendBatch` and `SendStream` with messages behind an `Arc`
+//! ([`shared::Shared`]: no copy per resend) and `StreamAppend` with AppendEntries requests
+//! written straight into the frame.
 //!
 //! Invariant: field numbers are never reused; a breaking change gets a new package
 //! (`raftmq.v2`) served beside the old one.
 
+pub mod call_client;
 pub mod codec;
 pub mod shared;
 pub mod signature;

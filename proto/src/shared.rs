@@ -4,8 +4,9 @@
 //! failover. With the generated types each attempt took a deep copy (topic, tags, keys, born
 //! host and the properties map: about eight allocations per message, a quarter of `raftmq
 //! bench`'s CPU at batches of 32). [`Shared`] puts a message behind an `Arc` and encodes
-//! exactly as the message itself does, so the bytes on the wire are unchanged; [`SendClient`]
-//! is the generated client's `SendBatch` and `SendStream` with requests of that kind.
+//! exactly as the message itself does, so the bytes on the wire are unchanged;
+//! [`CallClient`](crate::call_client::CallClient) sends `SendBatch` and `SendStream` requests
+//! of that kind.
 
 use std::sync::Arc;
 
@@ -14,15 +15,6 @@ use prost::bytes::BufMut;
 use prost::encoding::DecodeContext;
 use prost::encoding::WireType;
 use prost::DecodeError;
-use tonic::codegen::http;
-use tonic::codegen::Body;
-use tonic::codegen::Bytes;
-use tonic::codegen::GrpcMethod;
-use tonic::codegen::StdError;
-
-use crate::codec::StrictProstCodec;
-use crate::v1::SendBatchReply;
-use crate::v1::SendStreamReply;
 
 /// A prost message behind an `Arc`: cloning shares it, encoding writes `T`'s bytes.
 ///
@@ -84,78 +76,6 @@ pub struct SharedSendStreamRequest {
     /// The message.
     #[prost(message, optional, tag = "2")]
     pub message: Option<Shared<crate::v1::Message>>,
-}
-
-/// The client side of `raftmq.v1.RaftMq`'s `SendBatch` and `SendStream` with shared
-/// requests; every other call is the generated
-/// [`RaftMqClient`](crate::v1::raft_mq_client::RaftMqClient)'s.
-#[derive(Debug, Clone)]
-pub struct SendClient<T> {
-    inner: tonic::client::Grpc<T>,
-}
-
-impl<T> SendClient<T>
-where
-    T: tonic::client::GrpcService<tonic::body::Body>,
-    T::Error: Into<StdError>,
-    T::ResponseBody: Body<Data = Bytes> + Send + 'static,
-    <T::ResponseBody as Body>::Error: Into<StdError> + Send,
-{
-    /// A client over `inner` (a channel, possibly behind an interceptor).
-    pub fn new(inner: T) -> Self {
-        Self {
-            inner: tonic::client::Grpc::new(inner),
-        }
-    }
-
-    /// Limits the size of a decoded answer (tonic's default: 4 MiB).
-    pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
-        self.inner = self.inner.max_decoding_message_size(limit);
-        self
-    }
-
-    /// Limits the size of an encoded request (tonic's default: `usize::MAX`).
-    pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
-        self.inner = self.inner.max_encoding_message_size(limit);
-        self
-    }
-
-    async fn ready(&mut self) -> Result<(), tonic::Status> {
-        self.inner
-            .ready()
-            .await
-            .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {}", e.into())))
-    }
-
-    /// `SendBatch`: the messages as one Raft entry.
-    pub async fn send_batch(
-        &mut self,
-        request: tonic::Request<Shared<crate::v1::SendBatchRequest>>,
-    ) -> Result<tonic::Response<SendBatchReply>, tonic::Status> {
-        self.ready().await?;
-        let path = http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/SendBatch");
-        let mut req = request;
-        req.extensions_mut()
-            .insert(GrpcMethod::new("raftmq.v1.RaftMq", "SendBatch"));
-        self.inner
-            .unary(req, path, StrictProstCodec::default())
-            .await
-    }
-
-    /// `SendStream`: pipelined single sends, each answered by `seq`.
-    pub async fn send_stream(
-        &mut self,
-        request: impl tonic::IntoStreamingRequest<Message = SharedSendStreamRequest>,
-    ) -> Result<tonic::Response<tonic::codec::Streaming<SendStreamReply>>, tonic::Status> {
-        self.ready().await?;
-        let path = http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/SendStream");
-        let mut req = request.into_streaming_request();
-        req.extensions_mut()
-            .insert(GrpcMethod::new("raftmq.v1.RaftMq", "SendStream"));
-        self.inner
-            .streaming(req, path, StrictProstCodec::default())
-            .await
-    }
 }
 
 #[cfg(test)]

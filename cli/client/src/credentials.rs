@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use raftmq_proto::shared::SendClient;
+use raftmq_proto::call_client::CallClient;
 use raftmq_proto::signature;
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tonic::service::interceptor::InterceptedService;
@@ -80,4 +80,4 @@ pub type Grpc = RaftMqClient<InterceptedService<Channel, Signer>>;
 
 /// `SendBatch` and `SendStream` with shared messages (no copy per attempt), over the same
 /// channel and signer as [`Grpc`].
-pub type Sender = SendClient<InterceptedService<Channel, Signer>>;
+pub type Sender = CallClient<InterceptedService<Channel, Signer>>;

@@ -27,6 +27,7 @@ use openraft::raft::TransferLeaderResponse;
 use openraft::raft::VoteRequest;
 use openraft::raft::VoteResponse;
 use openraft::storage::Snapshot;
+use raftmq_proto::call_client::CallClient;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_raft_log::types::LogTypes;
@@ -49,7 +50,7 @@ pub struct PeerNetwork<C, SD> {
     pub(super) ctx: Ctx,
     pub(super) opts: Arc<PeerNetworkOptions>,
     /// `Err` when the peer's address cannot be a URI: every call answers `Unreachable`.
-    pub(super) client: Result<RaftPeerClient<Channel>, String>,
+    pub(super) client: Result<PeerClient, String>,
     /// The TLS generation `client` was made with, and how to get the channel of the current
     /// one: after a certificate or CA reload, calls go on a new connection with the new
     /// material (the old connection serves the calls already on it).
@@ -64,8 +65,16 @@ pub struct PeerNetwork<C, SD> {
 }
 
 /// Makes the client of a peer from the factory's current channel.
-pub(super) type PeerClientSource =
-    Arc<dyn Fn() -> Result<RaftPeerClient<Channel>, String> + Send + Sync>;
+pub(super) type PeerClientSource = Arc<dyn Fn() -> Result<PeerClient, String> + Send + Sync>;
+
+/// The clients of one peer connection.
+#[derive(Clone)]
+pub(super) struct PeerClient {
+    /// Every call but StreamAppend.
+    pub(super) rpc: RaftPeerClient<Channel>,
+    /// StreamAppend, with requests encoded into the frame ([`super::append_request`]).
+    pub(super) append: CallClient<Channel>,
+}
 
 /// The unary RPCs.
 #[derive(Clone, Copy, Debug)]
@@ -154,7 +163,7 @@ impl Ctx {
 }
 
 impl<C: LogTypes, SD> PeerNetwork<C, SD> {
-    pub(super) fn client(&self) -> Result<RaftPeerClient<Channel>, RPCError<C>> {
+    pub(super) fn client(&self) -> Result<PeerClient, RPCError<C>> {
         let current = self.opts.tls.as_ref().map(|t| t.generation());
         let client = match (&self.tls_refresh, current) {
             (Some((made_with, source)), Some(now)) if *made_with != now => source(),
@@ -188,7 +197,7 @@ impl<C: LogTypes, SD> PeerNetwork<C, SD> {
         payload: Vec<u8>,
         option: &RPCOption,
     ) -> Result<Vec<u8>, RPCError<C>> {
-        let mut client = self.client()?;
+        let mut client = self.client()?.rpc;
         let ttl = option.hard_ttl();
         let mut request = tonic::Request::new(RaftRequest {
             cluster_id: self.opts.cluster_id.clone(),

@@ -50,6 +50,51 @@ pub fn encode_sized<T: Serialize>(
     )
 }
 
+/// The size of `value`'s encoding, without encoding it (byte strings are only counted).
+pub fn encoded_size<T: Serialize>(what: &'static str, value: &T) -> Result<usize, CodecError> {
+    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).map_err(
+        |source| CodecError {
+            what,
+            op: "encode",
+            source,
+        },
+    )
+}
+
+/// Encodes `value` into `sink`, piece by piece (the same bytes as [`encode`]).
+pub fn encode_to<T: Serialize>(
+    what: &'static str,
+    value: &T,
+    sink: &mut dyn FnMut(&[u8]),
+) -> Result<(), CodecError> {
+    postcard::serialize_with_flavor(value, SinkFlavor(sink)).map_err(|source| CodecError {
+        what,
+        op: "encode",
+        source,
+    })
+}
+
+/// postcard output handed to a closure.
+struct SinkFlavor<'a>(&'a mut dyn FnMut(&[u8]));
+
+impl postcard::ser_flavors::Flavor for SinkFlavor<'_> {
+    type Output = ();
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        (self.0)(data);
+        Ok(())
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        (self.0)(&[data]);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
 /// postcard output into a `Vec` the caller sized. postcard's own `to_extend` copies a byte
 /// string one byte at a time (`Extend<u8>` over an iterator): in a leader's profile that
 /// loop was 1.5% of its samples at 4 x 64, copying each entry's payload into the
@@ -111,6 +156,20 @@ mod tests {
         for cap in [0, 100, plain.len()] {
             assert_eq!(encode_sized("p", &p, cap).unwrap(), plain);
         }
+    }
+
+    #[test]
+    fn sized_and_sink_encodings_are_the_same_bytes() {
+        let p = (
+            3u8,
+            Some("x".to_string()),
+            raftmq_raft_log::types::AppPayload::from(vec![5u8; 70_000]),
+        );
+        let plain = encode("p", &p).unwrap();
+        assert_eq!(encoded_size("p", &p).unwrap(), plain.len());
+        let mut out = Vec::new();
+        encode_to("p", &p, &mut |b| out.extend_from_slice(b)).unwrap();
+        assert_eq!(out, plain);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use openraft::network::RaftNetworkFactory;
+use raftmq_proto::call_client::CallClient;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
@@ -14,6 +15,7 @@ use raftmq_raft_log::types::PeerNode;
 use tonic::transport::Channel;
 
 use super::client::Ctx;
+use super::client::PeerClient;
 use super::client::PeerNetwork;
 use super::snapshot::SnapshotSource;
 use super::PeerNetworkOptions;
@@ -81,11 +83,14 @@ fn peer_client(
     target: NodeId,
     lane: Lane,
     addr: &str,
-) -> Result<RaftPeerClient<Channel>, String> {
-    channel(opts, channels, target, lane, addr).map(|ch| {
-        RaftPeerClient::new(ch)
+) -> Result<PeerClient, String> {
+    channel(opts, channels, target, lane, addr).map(|ch| PeerClient {
+        rpc: RaftPeerClient::new(ch.clone())
             .max_decoding_message_size(opts.max_message_bytes)
-            .max_encoding_message_size(opts.max_message_bytes)
+            .max_encoding_message_size(opts.max_message_bytes),
+        append: CallClient::new(ch)
+            .max_decoding_message_size(opts.max_message_bytes)
+            .max_encoding_message_size(opts.max_message_bytes),
     })
 }
 

@@ -19,13 +19,41 @@ use raftmq_raft_log::types::Payload;
 use super::codec;
 use super::codec::CodecError;
 
-/// One encoded part of an AppendEntries request.
+/// One part of an AppendEntries request: encoded (`P = Vec<u8>`), or a [`Deferred`] one.
 #[derive(Debug)]
-pub(super) struct Part {
-    /// The encoded part.
-    pub(super) payload: Vec<u8>,
+pub(super) struct Part<P = Vec<u8>> {
+    /// The encoded part, or the part and its encoded size.
+    pub(super) payload: P,
     /// Its last entry's log id (its `prev_log_id` when it has no entries).
     pub(super) last: Option<LogId>,
+}
+
+/// A part not encoded yet, and the exact size of its encoding: the stream encodes it
+/// straight into the gRPC frame ([`super::append_request`]).
+#[derive(Debug)]
+pub(super) struct Deferred<C: LogTypes> {
+    req: AppendEntriesRequest<C>,
+    len: usize,
+}
+
+impl<C: LogTypes> super::append_request::EncodeLater for Deferred<C> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn encode_to(&self, sink: &mut dyn FnMut(&[u8])) {
+        let mut written = 0;
+        let mut count = |b: &[u8]| {
+            written += b.len();
+            sink(b)
+        };
+        codec::encode_to("AppendEntriesRequest", &self.req, &mut count)
+            .expect("the size pass encoded the same request with the same serializer");
+        assert_eq!(
+            written, self.len,
+            "the encoding is as long as its size pass said"
+        );
+    }
 }
 
 /// Bytes reserved for the `RaftRequest` envelope and gRPC framing.
@@ -44,6 +72,37 @@ pub(super) fn encode_append<C: LogTypes>(
     Ok(out)
 }
 
+/// [`encode_append`]'s parts, measured but not encoded (postcard's size pass only counts a
+/// byte string): each is encoded once, where the stream writes its frame.
+pub(super) fn plan_append<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+    max_message_bytes: usize,
+) -> Result<Vec<Part<Deferred<C>>>, CodecError> {
+    let limit = max_message_bytes.saturating_sub(ENVELOPE_BYTES).max(1);
+    let mut out = Vec::new();
+    plan_into(req, limit, &mut out)?;
+    Ok(out)
+}
+
+fn plan_into<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+    limit: usize,
+    out: &mut Vec<Part<Deferred<C>>>,
+) -> Result<(), CodecError> {
+    let last = req.entries.last().map(|e| e.log_id).or(req.prev_log_id);
+    let len = codec::encoded_size("AppendEntriesRequest", &req)?;
+    if len <= limit || req.entries.len() <= 1 {
+        out.push(Part {
+            payload: Deferred { req, len },
+            last,
+        });
+        return Ok(());
+    }
+    let (first, second) = halve(req);
+    plan_into(first, limit, out)?;
+    plan_into(second, limit, out)
+}
+
 fn encode_into<C: LogTypes>(
     req: AppendEntriesRequest<C>,
     limit: usize,
@@ -60,6 +119,15 @@ fn encode_into<C: LogTypes>(
             return Ok(());
         }
     }
+    let (first, second) = halve(req);
+    encode_into(first, limit, out)?;
+    encode_into(second, limit, out)
+}
+
+/// `req` cut into two consecutive requests of half its entries each (at least two).
+fn halve<C: LogTypes>(
+    req: AppendEntriesRequest<C>,
+) -> (AppendEntriesRequest<C>, AppendEntriesRequest<C>) {
     let AppendEntriesRequest {
         vote,
         prev_log_id,
@@ -80,8 +148,7 @@ fn encode_into<C: LogTypes>(
         entries: tail,
         leader_commit,
     };
-    encode_into(first, limit, out)?;
-    encode_into(second, limit, out)
+    (first, second)
 }
 
 /// About the encoded size of a request with `entries`: their payloads plus a little per
@@ -205,6 +272,22 @@ pub(super) mod tests {
             (10..26).collect::<Vec<_>>(),
             "every entry once, in order"
         );
+    }
+
+    #[test]
+    fn planned_parts_are_the_encoded_parts() {
+        use super::super::append_request::EncodeLater;
+        for (n, bytes, limit) in [(3, 10, 1 << 20), (16, 3 << 10, (64 << 10) + (10 << 10))] {
+            let eager = encode_append(request(n, bytes), limit).expect("encodes");
+            let planned = plan_append(request(n, bytes), limit).expect("measures");
+            assert_eq!(planned.len(), eager.len(), "the same cuts");
+            for (p, e) in planned.iter().zip(&eager) {
+                assert_eq!((p.payload.len(), p.last), (e.payload.len(), e.last));
+                let mut out = Vec::new();
+                p.payload.encode_to(&mut |b| out.extend_from_slice(b));
+                assert_eq!(out, e.payload);
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,6 @@ use openraft::storage::Snapshot;
 use openraft::ErrorSubject;
 use openraft::ErrorVerb;
 use openraft::StorageError;
-use raftmq_proto::v1::RaftRequest;
 use raftmq_proto::v1::SnapshotChunk;
 use raftmq_proto::v1::SnapshotHeader;
 use raftmq_raft_log::types::LogTypes;
@@ -32,6 +31,8 @@ use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
 use tokio::sync::Notify;
 
+use super::append_request::AppendRequest;
+use super::append_request::Body;
 use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
@@ -60,14 +61,14 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
         use futures::StreamExt;
 
         let (input, guard) = session_input(HoldCommits::new(input, self.opts.commit_hold));
-        let mut client = self.client()?;
+        let mut client = self.client()?.append;
         let opts = self.opts.clone();
         let hard_ttl = option.hard_ttl();
         // What was sent and not yet answered, oldest first.
         let pending: Arc<Mutex<Pending>> = Arc::default();
         let sent = pending.clone();
         let (cluster_id, from, to) = (
-            self.opts.cluster_id.clone(),
+            Arc::<str>::from(self.opts.cluster_id.as_str()),
             self.ctx.self_id,
             self.ctx.target,
         );
@@ -83,12 +84,11 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             };
             lock(&sent).push(&parts);
             let cluster_id = cluster_id.clone();
-            futures::stream::iter(parts.into_iter().map(move |part| RaftRequest {
+            futures::stream::iter(parts.into_iter().map(move |part| AppendRequest {
                 cluster_id: cluster_id.clone(),
                 from_node_id: from,
                 to_node_id: to,
-                codec: codec::CODEC as i32,
-                payload: part.payload.into(),
+                body: part.payload,
             }))
         });
         let ctx = self.ctx.clone();
@@ -158,7 +158,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
-        let mut client = self.client()?;
+        let mut client = self.client()?.rpc;
         let ttl = option.hard_ttl();
         let chunk_bytes = option
             .snapshot_chunk_size()
@@ -243,7 +243,7 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, parts: &[split::Part]) {
+    fn push(&mut self, parts: &[split::Part<Body>]) {
         if parts.is_empty() {
             return;
         }
@@ -252,24 +252,42 @@ impl Pending {
     }
 }
 
-/// Requests up to this size (about their encoding) are encoded where hyper polls the body.
-const INLINE_ENCODE_MAX_BYTES: usize = 1 << 20;
+/// Requests up to this size (about their encoding: one part at most) are encoded into their
+/// frame, where tonic encodes the stream's items.
+const INLINE_ENCODE_MAX_BYTES: usize = super::MAX_APPEND_PART_BYTES;
 
-/// Encodes one request of a stream into its parts. A large one (a catch-up's many MiB) is
-/// encoded on the blocking pool: hyper polls a new stream's body once inside its connection
-/// task before it spawns the body's own task, so encoding tens of MiB there held up every
-/// frame of the connection, the stream's own response headers included; on a node short of
-/// CPU the open then timed out and each new session began the same work again. Small
-/// requests (the live sends) stay inline: a hand-off would cost them two thread wake-ups.
+/// Cuts one request of a stream into its parts. One that fits a part (the live sends, and a
+/// catch-up's requests up to 8 MiB) is measured here and encoded straight into its gRPC frame
+/// ([`Body::Later`]): one copy of each entry per follower. A larger one (a catch-up's many
+/// MiB) is cut and encoded on the blocking pool: hyper polls a new stream's body once inside
+/// its connection task before it spawns the body's own task, so encoding tens of MiB there
+/// held up every frame of the connection, the stream's own response headers included; on a
+/// node short of CPU the open then timed out and each new session began the same work again.
+/// A deferred part costs at most one part's copy in such a poll (tonic encodes an item, then
+/// yields once its buffer holds 32 KiB).
 async fn encode_off_hyper<C: LogTypes>(
     req: AppendEntriesRequest<C>,
     part_bytes: usize,
-) -> Result<Vec<split::Part>, String> {
+) -> Result<Vec<split::Part<Body>>, String> {
     if split::size_hint(&req.entries) <= INLINE_ENCODE_MAX_BYTES {
-        return split::encode_append(req, part_bytes).map_err(|e| e.to_string());
+        let parts = split::plan_append(req, part_bytes).map_err(|e| e.to_string())?;
+        return Ok(parts
+            .into_iter()
+            .map(|p| split::Part {
+                payload: Body::Later(Box::new(p.payload)),
+                last: p.last,
+            })
+            .collect());
     }
     match tokio::task::spawn_blocking(move || split::encode_append(req, part_bytes)).await {
-        Ok(parts) => parts.map_err(|e| e.to_string()),
+        Ok(parts) => Ok(parts
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|p| split::Part {
+                payload: Body::Encoded(p.payload.into()),
+                last: p.last,
+            })
+            .collect()),
         Err(e) => Err(format!("the encoding task failed: {e}")),
     }
 }
