@@ -383,3 +383,29 @@ mod model {
         }
     }
 }
+
+/// A batch's path: its keys hashed and prefetched first, then looked up with those hashes;
+/// a key twice in one batch is a hit the second time, as with `lookup`.
+#[test]
+fn lookups_with_prefetched_hashes_are_lookups() {
+    let mut w = DedupWindow::default();
+    w.insert(&key(1), send(1, 0));
+    let mut scratch = String::new();
+    let batch = [key(1), key(2), key(2)];
+    let hashes: Vec<u64> = batch
+        .iter()
+        .map(|k| w.hash_with(&mut scratch, |s| s.push_str(k)))
+        .collect();
+    assert_eq!(hashes[1], hashes[2]);
+    w.prefetch(hashes.iter().copied());
+    let hit = w.lookup_hashed(Some(hashes[0]), |s| s.push_str(&batch[0]));
+    assert_eq!(hit.ok(), Some(&send(1, 0)));
+    let unseen = w
+        .lookup_hashed(Some(hashes[1]), |s| s.push_str(&batch[1]))
+        .expect_err("new key");
+    w.remember(unseen, send(2, 0));
+    let again = w.lookup_hashed(Some(hashes[2]), |s| s.push_str(&batch[2]));
+    assert_eq!(again.ok(), Some(&send(2, 0)));
+    assert_eq!(w.len(), 2);
+    w.validate_all().expect("valid");
+}

@@ -184,6 +184,7 @@ fn dedup_lookup(
     st: &mut DispatchState,
     params: Option<DedupParams>,
     m: &BatchMessage<'_>,
+    hash: Option<u64>,
 ) -> std::result::Result<Option<Unseen>, MessageAck> {
     let Some(params) = params else {
         return Ok(None);
@@ -192,7 +193,7 @@ fn dedup_lookup(
         return Ok(None);
     };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match (st.dedup).lookup_with(|keys| identity.write_key(keys, m.view.topic)) {
+    match (st.dedup).lookup_hashed(hash, |keys| identity.write_key(keys, m.view.topic)) {
         Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
@@ -204,6 +205,30 @@ fn dedup_lookup(
         }),
         Err(unseen) => Ok(Some(unseen)),
     }
+}
+
+/// The dedup key hash of each identified message of a stamped batch (`None` for the others;
+/// empty for an unstamped batch), with the window's table entries for them loaded into the
+/// cache (see [`crate::dedup::DedupWindow::prefetch`]).
+fn prefetch_keys(
+    st: &DispatchState,
+    params: Option<DedupParams>,
+    messages: &[BatchMessage<'_>],
+) -> Vec<Option<u64>> {
+    if params.is_none() {
+        return Vec::new();
+    }
+    let mut scratch = String::new();
+    let hashes: Vec<Option<u64>> = messages
+        .iter()
+        .map(|m| {
+            let identity = Identity::of(&m.view.properties)?;
+            let write = |keys: &mut String| identity.write_key(keys, m.view.topic);
+            Some(st.dedup.hash_with(&mut scratch, write))
+        })
+        .collect();
+    st.dedup.prefetch(hashes.iter().flatten().copied());
+    hashes
 }
 
 fn apply_batch(
@@ -220,9 +245,11 @@ fn apply_batch(
         tracing::info!(topic = %cfg.name, queues = cfg.write_queue_count, "topic auto-created");
         st.topics.create(cfg)?;
     }
+    let hashes = prefetch_keys(st, batch.dedup, messages);
     let mut acks = Vec::with_capacity(messages.len());
-    for m in messages {
-        let key = match dedup_lookup(st, batch.dedup, m) {
+    for (i, m) in messages.iter().enumerate() {
+        let hash = hashes.get(i).copied().flatten();
+        let key = match dedup_lookup(st, batch.dedup, m, hash) {
             Ok(key) => key,
             Err(original) => {
                 tracing::debug!(
