@@ -32,6 +32,7 @@ mod client_tests;
 mod credentials;
 mod error;
 mod producer;
+mod retry;
 mod send_stream;
 mod tls;
 mod users;

@@ -28,6 +28,16 @@ pub(super) struct Part<P = Vec<u8>> {
     pub(super) last: Option<LogId>,
 }
 
+impl<P> Part<P> {
+    /// The same part with its payload turned by `f`.
+    pub(super) fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Part<Q> {
+        Part {
+            payload: f(self.payload),
+            last: self.last,
+        }
+    }
+}
+
 /// A part not encoded yet, and the exact size of its encoding: the stream encodes it
 /// straight into the gRPC frame ([`super::append_request`]).
 #[derive(Debug)]

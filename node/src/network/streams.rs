@@ -271,22 +271,14 @@ async fn encode_off_hyper<C: LogTypes>(
 ) -> Result<Vec<split::Part<Body>>, String> {
     if split::size_hint(&req.entries) <= INLINE_ENCODE_MAX_BYTES {
         let parts = split::plan_append(req, part_bytes).map_err(|e| e.to_string())?;
-        return Ok(parts
-            .into_iter()
-            .map(|p| split::Part {
-                payload: Body::Later(Box::new(p.payload)),
-                last: p.last,
-            })
-            .collect());
+        let later = |p: split::Deferred<C>| Body::Later(Box::new(p));
+        return Ok(parts.into_iter().map(|p| p.map(later)).collect());
     }
     match tokio::task::spawn_blocking(move || split::encode_append(req, part_bytes)).await {
         Ok(parts) => Ok(parts
             .map_err(|e| e.to_string())?
             .into_iter()
-            .map(|p| split::Part {
-                payload: Body::Encoded(p.payload.into()),
-                last: p.last,
-            })
+            .map(|p| p.map(|v| Body::Encoded(v.into())))
             .collect()),
         Err(e) => Err(format!("the encoding task failed: {e}")),
     }

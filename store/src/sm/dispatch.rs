@@ -178,22 +178,20 @@ struct Batch {
     dedup: Option<DedupParams>,
 }
 
-/// The original result of `m` if it retries a send in the window (stamped batches only);
-/// else its dedup key (hashed), to remember it once dispatched.
+/// The original result of `m` if it retries a send in the window; else its dedup key
+/// (hashed), to remember it once dispatched. `keyed` is `m`'s identity and key hash from
+/// [`dedup_keys`] (`None`: an unstamped batch, or a message without an identity).
 fn dedup_lookup(
     st: &mut DispatchState,
     params: Option<DedupParams>,
     m: &BatchMessage<'_>,
-    hash: Option<u64>,
+    keyed: Option<(Identity<'_>, u64)>,
 ) -> std::result::Result<Option<Unseen>, MessageAck> {
-    let Some(params) = params else {
-        return Ok(None);
-    };
-    let Some(identity) = Identity::of(&m.view.properties) else {
+    let (Some(params), Some((identity, hash))) = (params, keyed) else {
         return Ok(None);
     };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match (st.dedup).lookup_hashed(hash, |keys| identity.write_key(keys, m.view.topic)) {
+    match (st.dedup).lookup_hashed(Some(hash), |keys| identity.write_key(keys, m.view.topic)) {
         Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
@@ -207,28 +205,29 @@ fn dedup_lookup(
     }
 }
 
-/// The dedup key hash of each identified message of a stamped batch (`None` for the others;
-/// empty for an unstamped batch), with the window's table entries for them loaded into the
-/// cache (see [`crate::dedup::DedupWindow::prefetch`]).
-fn prefetch_keys(
+/// The identity and dedup key hash of each message of a stamped batch (`None` for a message
+/// without an identity; empty for an unstamped batch), with the window's table entries for
+/// them loaded into the cache (see [`crate::dedup::DedupWindow::prefetch`]).
+fn dedup_keys<'a>(
     st: &DispatchState,
     params: Option<DedupParams>,
-    messages: &[BatchMessage<'_>],
-) -> Vec<Option<u64>> {
+    messages: &'a [BatchMessage<'a>],
+) -> Vec<Option<(Identity<'a>, u64)>> {
     if params.is_none() {
         return Vec::new();
     }
     let mut scratch = String::new();
-    let hashes: Vec<Option<u64>> = messages
+    let keyed: Vec<Option<(Identity<'a>, u64)>> = messages
         .iter()
         .map(|m| {
             let identity = Identity::of(&m.view.properties)?;
             let write = |keys: &mut String| identity.write_key(keys, m.view.topic);
-            Some(st.dedup.hash_with(&mut scratch, write))
+            Some((identity, st.dedup.hash_with(&mut scratch, write)))
         })
         .collect();
-    st.dedup.prefetch(hashes.iter().flatten().copied());
-    hashes
+    st.dedup
+        .prefetch(keyed.iter().flatten().map(|&(_, hash)| hash));
+    keyed
 }
 
 fn apply_batch(
@@ -245,11 +244,10 @@ fn apply_batch(
         tracing::info!(topic = %cfg.name, queues = cfg.write_queue_count, "topic auto-created");
         st.topics.create(cfg)?;
     }
-    let hashes = prefetch_keys(st, batch.dedup, messages);
+    let keyed = dedup_keys(st, batch.dedup, messages);
     let mut acks = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
-        let hash = hashes.get(i).copied().flatten();
-        let key = match dedup_lookup(st, batch.dedup, m, hash) {
+        let key = match dedup_lookup(st, batch.dedup, m, keyed.get(i).copied().flatten()) {
             Ok(key) => key,
             Err(original) => {
                 tracing::debug!(
