@@ -28,6 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A message body: the leader decodes it out of the frame buffer without a copy, and
         // a client resending a message clones a reference, not the body.
         .bytes(".raftmq.v1.Message.body")
+        // A producer id: a client clones a reference per message, the leader takes it out
+        // of the frame buffer.
+        .bytes(".raftmq.v1.Message.producer_id")
         .bytes(".apache.rocketmq.v2.Message.body")
         .compile_fds(fds)?;
     Ok(())

@@ -64,6 +64,20 @@ async fn raftmq_client_resend_after_a_leader_kill_gets_the_original_result() {
     // A fresh message still gets stored.
     let fresh = client.send(msg("fresh")).await.expect("fresh send");
     assert!(!fresh.duplicate);
+    // Half an identity, or the identity as fields and as a property: refused, nothing stored.
+    let half = Message {
+        producer_id: "p".into(),
+        ..msg("half")
+    };
+    let mut twice = client.identify(msg("twice"));
+    twice
+        .properties
+        .insert(raftmq_client::SEQUENCE_PROPERTY.into(), "9".into());
+    for (bad, says) in [(half, "go together"), (twice, "given twice")] {
+        let e = client.send(bad).await.expect_err("refused");
+        assert_eq!(e.code(), Some(tonic::Code::InvalidArgument), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
 
     cluster.restart(leader).await.expect("old leader restarts");
     cluster
@@ -77,6 +91,15 @@ async fn raftmq_client_resend_after_a_leader_kill_gets_the_original_result() {
             got.values().all(|&n| n == 1),
             "node {id} stored a copy: {got:?}"
         );
+        // The client sent the identity as fields; the record holds it as the properties.
+        for m in cluster.stored_messages(id, TOPIC) {
+            let p = &m.message.properties;
+            assert_eq!(p[raftmq_client::PRODUCER_ID_PROPERTY], client.producer_id());
+            assert!(
+                p[raftmq_client::SEQUENCE_PROPERTY].parse::<u64>().is_ok(),
+                "{p:?}"
+            );
+        }
     }
     cluster.shutdown().await.expect("shutdown");
 }

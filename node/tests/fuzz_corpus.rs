@@ -446,6 +446,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         body: b"hello".to_vec().into(),
         born_timestamp_ms: 1,
         born_host: "h:1".into(),
+        ..Default::default()
     };
     let send = pb::SendRequest {
         message: Some(pm.clone()),

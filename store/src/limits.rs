@@ -27,6 +27,9 @@
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::dedup::decimal;
+use crate::dedup::PRODUCER_ID_PROPERTY;
+use crate::dedup::SEQUENCE_PROPERTY;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::Message;
@@ -142,7 +145,16 @@ pub fn validate_group_name(name: &str) -> Result<()> {
 pub fn message_bytes(m: &Message) -> usize {
     let props: usize = m.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
     let keys: usize = m.keys.iter().map(String::len).sum();
-    m.body.len() + props + keys + m.topic.len() + m.tags.len()
+    m.body.len() + props + identity_bytes(m) + keys + m.topic.len() + m.tags.len()
+}
+
+/// The identity fields' bytes as the two properties the record holds them as (names and
+/// values), so a message counts the same either way.
+fn identity_bytes(m: &Message) -> usize {
+    m.identity.as_ref().map_or(0, |id| {
+        let names = PRODUCER_ID_PROPERTY.len() + SEQUENCE_PROPERTY.len();
+        names + id.producer.len() + decimal(id.sequence, &mut [0; 20]).len()
+    })
 }
 
 /// Size and count limits of messages, batches and topics.
@@ -327,14 +339,16 @@ impl StoreLimits {
     }
 
     fn check_properties(&self, m: &Message) -> Result<()> {
-        crate::dedup::check_identity(&m.properties)?;
+        crate::dedup::check_identity(m)?;
+        // The identity fields count as the two properties the record holds them as.
+        let fields = if m.identity.is_some() { 2 } else { 0 };
+        let mut total = identity_bytes(m);
         too_many(
             "properties",
-            m.properties.len(),
+            m.properties.len() + fields,
             "max-properties",
             self.max_properties,
         )?;
-        let mut total = 0usize;
         for (k, v) in &m.properties {
             if k.is_empty() {
                 return Err(StoreError::invalid("a property name is empty"));

@@ -165,6 +165,33 @@ fn check_message_limits() {
 }
 
 #[test]
+fn identity_fields_count_as_their_two_properties() {
+    use crate::dedup::PRODUCER_ID_PROPERTY;
+    use crate::dedup::SEQUENCE_PROPERTY;
+    use crate::message::SendIdentity;
+    let mut fields = Message::new("t", crate::types::QueueId::new(0), b"body".to_vec());
+    fields.identity = Some(SendIdentity {
+        producer: "p1".into(),
+        sequence: 12_345,
+    });
+    let props = fields.clone().identity_in_properties();
+    assert_eq!(message_bytes(&fields), message_bytes(&props));
+    let total = PRODUCER_ID_PROPERTY.len() + SEQUENCE_PROPERTY.len() + "p1".len() + 5;
+    for (max_properties, max_total, ok) in
+        [(2, total, true), (1, total, false), (2, total - 1, false)]
+    {
+        let l = StoreLimits {
+            max_properties,
+            max_properties_total_bytes: max_total as u32,
+            ..StoreLimits::default()
+        };
+        for m in [&fields, &props] {
+            assert_eq!(l.check_message(m).is_ok(), ok, "{l:?} {m:?}");
+        }
+    }
+}
+
+#[test]
 fn check_batch_and_queues() {
     let l = StoreLimits::default();
     assert!(l.check_batch(0, 0).is_err());

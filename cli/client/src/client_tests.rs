@@ -64,8 +64,15 @@ impl Fake {
     fn do_send(&self, msg: Option<Message>) -> Result<SendResult, Status> {
         let n = self.send_calls.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(m) = &msg {
-            let get = |k: &str| m.properties.get(k).cloned().unwrap_or_default();
-            let id = (get(PRODUCER_ID_PROPERTY), get(SEQUENCE_PROPERTY));
+            assert!(
+                !m.properties.contains_key(PRODUCER_ID_PROPERTY),
+                "sent as fields"
+            );
+            let producer = String::from_utf8_lossy(&m.producer_id).into_owned();
+            let id = (
+                producer,
+                m.sequence.map(|s| s.to_string()).unwrap_or_default(),
+            );
             self.identities.lock().unwrap().push(id);
         }
         if !self.is_leader() {

@@ -14,8 +14,9 @@
 //!   opted into resending with [`ClientOptions::retry_unknown_writes`] (which may duplicate).
 //! - Idempotent writes (commit offset, update topic) are retried like reads.
 //! - Sends are idempotent by default ([`ClientOptions::idempotent`]): each `Client` (clones
-//!   share it) has a random producer id and gives each message a sequence number (message
-//!   properties `RAFTMQ_PRODUCER_ID`, `RAFTMQ_SEQUENCE`); the broker's dedup window answers a
+//!   share it) has a random producer id and gives each message a sequence number (the
+//!   message's `producer_id` and `sequence` fields, stored as the properties
+//!   `RAFTMQ_PRODUCER_ID`, `RAFTMQ_SEQUENCE`); the broker's dedup window answers a
 //!   resend of the same identity with the original result instead of storing it again. So
 //!   an unknown outcome is resent with the same identity, and an `UnknownOutcome` that is
 //!   still returned (attempts used up) can be resent by the caller: give the message its

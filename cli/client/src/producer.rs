@@ -1,6 +1,8 @@
 //! The identity of a producer's sends (exactly-once sends): one random producer id per
-//! [`Client`](crate::Client) (its clones share it) and a sequence number per message, as the
-//! reserved message properties the broker's dedup window reads. A message keeps the identity
+//! [`Client`](crate::Client) (its clones share it) and a sequence number per message, sent as
+//! the message's `producer_id` and `sequence` fields (the broker stores them as the reserved
+//! properties its dedup window reads; the fields spare both sides a map entry and a decimal
+//! string per message). A message keeps the identity
 //! it was given, so every resend of it (the client's own retries, or the caller's after
 //! [`ClientError::UnknownOutcome`](crate::ClientError::UnknownOutcome)) is answered with the
 //! original result instead of being stored again.
@@ -13,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
+use bytes::Bytes;
 use raftmq_proto::v1::Message;
 
 /// Property naming the producer of an idempotent send (the broker's
@@ -25,7 +28,8 @@ pub const SEQUENCE_PROPERTY: &str = "RAFTMQ_SEQUENCE";
 /// A producer id and the next sequence number.
 #[derive(Debug)]
 pub(crate) struct Producer {
-    id: String,
+    /// Hex, so ASCII; a `Bytes` that every message shares rather than copies.
+    id: Bytes,
     next_seq: AtomicU64,
 }
 
@@ -33,28 +37,31 @@ impl Producer {
     /// A producer with a fresh random id (128 bits, hex).
     pub(crate) fn random() -> Self {
         Producer {
-            id: random_id(),
+            id: Bytes::from(random_id()),
             next_seq: AtomicU64::new(0),
         }
     }
 
     /// The producer id.
     pub(crate) fn id(&self) -> &str {
-        &self.id
+        std::str::from_utf8(&self.id).unwrap_or_default()
     }
 
     /// `m` with this producer's identity and the next sequence number, unless it already
-    /// carries an identity (a producer id, or a client message id `UNIQ_KEY`), which it keeps.
+    /// carries an identity (the fields, the identity properties, or a client message id
+    /// `UNIQ_KEY`), which it keeps.
     pub(crate) fn identify(&self, mut m: Message) -> Message {
         let has = |k: &str| m.properties.contains_key(k);
-        if has(PRODUCER_ID_PROPERTY) || has(SEQUENCE_PROPERTY) || has("UNIQ_KEY") {
+        if !m.producer_id.is_empty()
+            || m.sequence.is_some()
+            || has(PRODUCER_ID_PROPERTY)
+            || has(SEQUENCE_PROPERTY)
+            || has("UNIQ_KEY")
+        {
             return m;
         }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        m.properties
-            .insert(PRODUCER_ID_PROPERTY.to_string(), self.id.clone());
-        m.properties
-            .insert(SEQUENCE_PROPERTY.to_string(), seq.to_string());
+        m.sequence = Some(self.next_seq.fetch_add(1, Ordering::Relaxed));
+        m.producer_id = self.id.clone();
         m
     }
 }
@@ -88,19 +95,19 @@ mod tests {
         assert_eq!(a.id().len(), 32);
         let m1 = a.identify(Message::default());
         let m2 = a.identify(Message::default());
-        assert_eq!(m1.properties[PRODUCER_ID_PROPERTY], a.id());
-        assert_eq!(
-            (
-                &m1.properties[SEQUENCE_PROPERTY][..],
-                &m2.properties[SEQUENCE_PROPERTY][..]
-            ),
-            ("0", "1")
-        );
+        assert_eq!(&m1.producer_id[..], a.id().as_bytes());
+        assert_eq!((m1.sequence, m2.sequence), (Some(0), Some(1)));
+        assert!(m1.properties.is_empty());
         // A resend keeps its identity; so does a message with its own client id.
         assert_eq!(a.identify(m1.clone()), m1);
         assert_eq!(b.identify(m1.clone()), m1);
         let mut own = Message::default();
         own.properties.insert("UNIQ_KEY".into(), "x".into());
+        assert_eq!(a.identify(own.clone()), own);
+        let mut own = Message::default();
+        own.properties
+            .insert(PRODUCER_ID_PROPERTY.into(), "mine".into());
+        own.properties.insert(SEQUENCE_PROPERTY.into(), "7".into());
         assert_eq!(a.identify(own.clone()), own);
     }
 }

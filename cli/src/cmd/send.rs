@@ -75,6 +75,7 @@ impl SendArgs {
             body: body.into(),
             born_timestamp_ms: now_ms(),
             born_host: "raftmq-cli".into(),
+            ..Default::default()
         }
     }
 }

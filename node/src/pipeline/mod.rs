@@ -275,7 +275,7 @@ impl Pipeline {
         let dedup = batch
             .messages
             .iter()
-            .any(|m| has_identity(&m.properties))
+            .any(has_identity)
             .then(|| core.config.store.dedup_params())
             .flatten();
         let cmd = Command::SendBatch {

@@ -220,6 +220,7 @@ pub fn incoming_at(m: rmq::Message, max_body: usize, now_ms: u64) -> Result<Inco
         keys: sys.keys,
         properties,
         body: m.body,
+        identity: None,
     };
     Ok(Incoming {
         message,

@@ -4,6 +4,7 @@
 use raftmq_proto::v1 as pb;
 use raftmq_raft_log::types::LogId;
 use raftmq_store::message::Message;
+use raftmq_store::message::SendIdentity;
 use raftmq_store::topic::Permissions;
 use raftmq_store::topic::TopicConfig;
 use raftmq_store::types::QueueId;
@@ -37,8 +38,21 @@ pub fn wanted_queue(id: Option<i32>) -> Result<Option<QueueId>, NodeError> {
 }
 
 /// A producer's message as the store encodes it (queue id 0 until the leader picks one).
-pub fn message_in(m: pb::Message) -> Message {
-    Message {
+/// The identity fields come both or neither.
+pub fn message_in(m: pb::Message) -> Result<Message, NodeError> {
+    let identity = match (m.producer_id.is_empty(), m.sequence) {
+        (true, None) => None,
+        (false, Some(sequence)) => Some(SendIdentity {
+            producer: m.producer_id,
+            sequence,
+        }),
+        (true, Some(_)) | (false, None) => {
+            return Err(NodeError::InvalidArgument(
+                "message producer_id and sequence go together; only one is set".into(),
+            ))
+        }
+    };
+    Ok(Message {
         topic: m.topic,
         queue_id: QueueId::new(0),
         flags: 0,
@@ -49,10 +63,17 @@ pub fn message_in(m: pb::Message) -> Message {
         keys: m.keys,
         properties: m.properties,
         body: m.body,
-    }
+        identity,
+    })
 }
 
+/// A message on the wire. A stored message has its identity in its properties (as its
+/// record does).
 fn message_out(m: Message) -> pb::Message {
+    let (producer_id, sequence) = match m.identity {
+        Some(id) => (id.producer, Some(id.sequence)),
+        None => (Default::default(), None),
+    };
     pb::Message {
         topic: m.topic,
         queue_id: i32::try_from(m.queue_id.get()).ok(),
@@ -62,6 +83,8 @@ fn message_out(m: Message) -> pb::Message {
         body: m.body,
         born_timestamp_ms: m.born_timestamp_ms,
         born_host: m.born_host,
+        producer_id,
+        sequence,
     }
 }
 

@@ -19,7 +19,7 @@ use crate::pipeline::SubmitBatch;
 /// One wire message as the pipeline takes it, with the queue it asked for.
 pub fn message_in(m: pb::Message) -> Result<(Message, Option<QueueId>), NodeError> {
     let wanted = convert::wanted_queue(m.queue_id)?;
-    Ok((convert::message_in(m), wanted))
+    Ok((convert::message_in(m)?, wanted))
 }
 
 /// Converts and validates a request's messages (arrived at `arrived`).

@@ -3,6 +3,8 @@
 
 use crate::error::Result;
 use crate::error::StoreError;
+use crate::message::Message;
+use crate::message::SendIdentity;
 
 /// Property holding the producer id of an idempotent send (set by `raftmq_client`; any
 /// client may set it): 1..=[`MAX_PRODUCER_ID_BYTES`] bytes of `[A-Za-z0-9._:-]`, unique per
@@ -81,7 +83,11 @@ fn sorted_get<'a>(properties: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Opti
 
 /// Appends `n` in decimal.
 fn push_decimal(out: &mut String, n: usize) {
-    let mut digits = [0u8; 20];
+    out.push_str(decimal(n as u64, &mut [0; 20]));
+}
+
+/// `n` in decimal, written into the end of `digits`.
+pub(crate) fn decimal(n: u64, digits: &mut [u8; 20]) -> &str {
     let mut at = digits.len();
     let mut n = n;
     loop {
@@ -92,9 +98,25 @@ fn push_decimal(out: &mut String, n: usize) {
             break;
         }
     }
-    // ASCII digits, copied as one slice.
-    if let Ok(d) = std::str::from_utf8(&digits[at..]) {
-        out.push_str(d);
+    // ASCII digits: always UTF-8.
+    std::str::from_utf8(&digits[at..]).unwrap_or_default()
+}
+
+impl SendIdentity {
+    /// The two properties the record holds this identity as, in name order (the producer
+    /// id's name sorts first); `digits` holds the sequence's text. Fails if the producer id
+    /// is not UTF-8 (the leader's [`check_identity`] allows only ASCII).
+    pub(crate) fn as_properties<'a>(
+        &'a self,
+        digits: &'a mut [u8; 20],
+    ) -> Result<[(&'static str, &'a str); 2]> {
+        let producer = std::str::from_utf8(&self.producer).map_err(|_| {
+            StoreError::invalid(format!("producer id {:?} is not UTF-8", self.producer))
+        })?;
+        Ok([
+            (PRODUCER_ID_PROPERTY, producer),
+            (SEQUENCE_PROPERTY, decimal(self.sequence, digits)),
+        ])
     }
 }
 
@@ -105,17 +127,31 @@ fn is_canonical_u64(s: &str) -> bool {
     digits && (b.len() == 1 || b[0] != b'0') && s.parse::<u64>().is_ok()
 }
 
-/// True if a message with these properties carries an identity.
-pub fn has_identity(properties: &std::collections::BTreeMap<String, String>) -> bool {
-    parts(|name| properties.get(name).map(String::as_str)).is_some()
+/// True if `m` carries an identity (as fields, or in its properties).
+pub fn has_identity(m: &Message) -> bool {
+    m.identity.is_some() || parts(|name| m.properties.get(name).map(String::as_str)).is_some()
 }
 
-/// The leader's check of a message's identity properties (before proposing): a producer id
-/// comes with a sequence and vice versa, the id is 1..=128 bytes of `[A-Za-z0-9._:-]`, the
-/// sequence a decimal `u64`.
-pub fn check_identity(properties: &std::collections::BTreeMap<String, String>) -> Result<()> {
-    let producer = properties.get(PRODUCER_ID_PROPERTY);
-    let seq = properties.get(SEQUENCE_PROPERTY);
+/// The leader's check of a message's identity (before proposing): a producer id comes with a
+/// sequence and vice versa, the id is 1..=128 bytes of `[A-Za-z0-9._:-]`, the sequence a
+/// decimal `u64`; given as fields, the properties do not name one too.
+pub fn check_identity(m: &Message) -> Result<()> {
+    let producer = m.properties.get(PRODUCER_ID_PROPERTY);
+    let seq = m.properties.get(SEQUENCE_PROPERTY);
+    if let Some(id) = &m.identity {
+        if producer.is_some() || seq.is_some() {
+            return Err(StoreError::invalid(format!(
+                "the identity is given twice: as the producer id and sequence fields, and as \
+                 property {}",
+                if producer.is_some() {
+                    PRODUCER_ID_PROPERTY
+                } else {
+                    SEQUENCE_PROPERTY
+                }
+            )));
+        }
+        return check_producer_id(&id.producer, "the producer id");
+    }
     match (producer, seq) {
         (None, None) => Ok(()),
         (Some(_), None) | (None, Some(_)) => Err(StoreError::invalid(format!(
@@ -123,13 +159,7 @@ pub fn check_identity(properties: &std::collections::BTreeMap<String, String>) -
              is set"
         ))),
         (Some(p), Some(s)) => {
-            let ok_char = |c: char| c.is_ascii_alphanumeric() || "._:-".contains(c);
-            if p.is_empty() || p.len() > MAX_PRODUCER_ID_BYTES || !p.chars().all(ok_char) {
-                return Err(StoreError::invalid(format!(
-                    "{PRODUCER_ID_PROPERTY} {p:?} must be 1..={MAX_PRODUCER_ID_BYTES} bytes of \
-                     [A-Za-z0-9._:-]"
-                )));
-            }
+            check_producer_id(p.as_bytes(), PRODUCER_ID_PROPERTY)?;
             if !is_canonical_u64(s) {
                 return Err(StoreError::invalid(format!(
                     "{SEQUENCE_PROPERTY} {s:?} is not a decimal u64 (digits only, no leading \
@@ -139,4 +169,19 @@ pub fn check_identity(properties: &std::collections::BTreeMap<String, String>) -
             Ok(())
         }
     }
+}
+
+/// A producer id is 1..=[`MAX_PRODUCER_ID_BYTES`] bytes of `[A-Za-z0-9._:-]`; `what` names it
+/// in the error.
+fn check_producer_id(p: &[u8], what: &str) -> Result<()> {
+    let ok_byte = |b: &u8| b.is_ascii_alphanumeric() || b"._:-".contains(b);
+    if p.is_empty() || p.len() > MAX_PRODUCER_ID_BYTES || !p.iter().all(ok_byte) {
+        let shown = String::from_utf8_lossy(&p[..p.len().min(MAX_PRODUCER_ID_BYTES + 8)]);
+        return Err(StoreError::invalid(format!(
+            "{what} {shown:?} must be 1..={MAX_PRODUCER_ID_BYTES} bytes of [A-Za-z0-9._:-] \
+             ({} bytes)",
+            p.len()
+        )));
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
 //! The replicated dedup window of idempotent sends (exactly-once producers).
 //!
 //! A message may carry an *identity*: a producer id and a per-producer sequence number (the
-//! reserved properties [`PRODUCER_ID_PROPERTY`] and [`SEQUENCE_PROPERTY`], set by
-//! `raftmq_client`), or else a client message id ([`CLIENT_MESSAGE_ID_PROPERTY`], RocketMQ's
+//! reserved properties [`PRODUCER_ID_PROPERTY`] and [`SEQUENCE_PROPERTY`], or the same two as
+//! the message's [`crate::message::SendIdentity`] fields, which `raftmq_client` sets and the
+//! record stores as those properties), or else a client message id ([`CLIENT_MESSAGE_ID_PROPERTY`], RocketMQ's
 //! `UNIQ_KEY`, which the official RocketMQ clients send with every message). The leader
 //! stamps the window's settings ([`DedupParams`]) into every `SendBatch` entry that holds an
 //! identified message; apply ([`crate::sm::dispatch`]) then looks each identified message up
@@ -18,6 +19,7 @@ mod identity;
 mod window;
 
 pub use identity::check_identity;
+pub(crate) use identity::decimal;
 pub use identity::dedup_key;
 pub use identity::has_identity;
 pub use identity::Identity;

@@ -1,10 +1,11 @@
 //! Unit tests of the dedup window and of the identity properties.
 
-use std::collections::BTreeMap;
-
+use bytes::Bytes;
 use raftmq_raft_log::types::LogId;
 
 use super::*;
+use crate::message::Message;
+use crate::message::SendIdentity;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
@@ -147,12 +148,14 @@ fn keys_name_topic_kind_and_are_unambiguous() {
 #[test]
 fn identity_check_names_the_bad_property() {
     let props = |p: Option<&str>, s: Option<&str>| {
-        let mut m = BTreeMap::new();
+        let mut m = Message::default();
         if let Some(p) = p {
-            m.insert(PRODUCER_ID_PROPERTY.to_string(), p.to_string());
+            m.properties
+                .insert(PRODUCER_ID_PROPERTY.to_string(), p.to_string());
         }
         if let Some(s) = s {
-            m.insert(SEQUENCE_PROPERTY.to_string(), s.to_string());
+            m.properties
+                .insert(SEQUENCE_PROPERTY.to_string(), s.to_string());
         }
         m
     };
@@ -177,6 +180,42 @@ fn identity_check_names_the_bad_property() {
     }
     let long = "x".repeat(MAX_PRODUCER_ID_BYTES + 1);
     assert!(check_identity(&props(Some(&long), Some("1"))).is_err());
+}
+
+#[test]
+fn identity_fields_are_checked_like_the_properties() {
+    let fields = |producer: &str| Message {
+        identity: Some(SendIdentity {
+            producer: Bytes::copy_from_slice(producer.as_bytes()),
+            sequence: u64::MAX,
+        }),
+        ..Message::default()
+    };
+    check_identity(&fields("a1-b.c:d_e")).expect("ok");
+    assert!(has_identity(&fields("a")));
+    assert!(!has_identity(&Message::default()));
+    for bad in ["", "a b", "é", &"x".repeat(MAX_PRODUCER_ID_BYTES + 1)] {
+        let e = check_identity(&fields(bad)).expect_err("bad producer id");
+        assert!(e.to_string().contains("producer id"), "{e}");
+    }
+    // Fields and either property: given twice, refused (the record could hold only one).
+    for name in [PRODUCER_ID_PROPERTY, SEQUENCE_PROPERTY] {
+        let mut m = fields("a");
+        m.properties.insert(name.to_string(), "1".to_string());
+        let e = check_identity(&m).expect_err("twice");
+        assert!(
+            e.to_string().contains("given twice") && e.to_string().contains(name),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn decimal_writes_every_u64() {
+    let mut digits = [0u8; 20];
+    for n in [0, 1, 9, 10, 99, 100, 12_345, u64::MAX / 10, u64::MAX] {
+        assert_eq!(decimal(n, &mut digits), n.to_string());
+    }
 }
 
 #[test]

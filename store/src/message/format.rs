@@ -27,6 +27,9 @@
 use crate::codec::le_u32_at;
 use crate::codec::Reader;
 use crate::codec::Writer;
+use crate::dedup::decimal;
+use crate::dedup::PRODUCER_ID_PROPERTY;
+use crate::dedup::SEQUENCE_PROPERTY;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::owned::Message;
@@ -88,12 +91,23 @@ fn u16_count(what: &str, n: usize) -> Result<u16> {
 /// Encoded size of `m` (saturating; [`encode_into`] rejects what does not fit).
 pub fn encoded_len(m: &Message) -> usize {
     let keys: usize = m.keys.iter().map(|k| 2 + k.len()).sum();
-    let props: usize = m
-        .properties
-        .iter()
-        .map(|(k, v)| 4 + k.len() + v.len())
-        .sum();
-    MESSAGE_MIN_LEN + m.born_host.len() + m.topic.len() + m.tags.len() + keys + props + m.body.len()
+    let prop_len = |(k, v): (&str, &str)| 4 + k.len() + v.len();
+    let props: usize = m.properties.iter().map(|(k, v)| prop_len((k, v))).sum();
+    let identity: usize = m.identity.as_ref().map_or(0, |id| {
+        let digits = decimal(id.sequence, &mut [0; 20]).len();
+        prop_len((PRODUCER_ID_PROPERTY, ""))
+            + id.producer.len()
+            + prop_len((SEQUENCE_PROPERTY, ""))
+            + digits
+    });
+    MESSAGE_MIN_LEN
+        + m.born_host.len()
+        + m.topic.len()
+        + m.tags.len()
+        + keys
+        + props
+        + identity
+        + m.body.len()
 }
 
 /// Appends the record of `m` to `out`; returns the record length. Deterministic: equal messages
@@ -133,12 +147,37 @@ fn encode_body(m: &Message, total: u32, out: &mut Vec<u8>) -> Result<()> {
     for k in &m.keys {
         w.str16("key", k)?;
     }
-    w.u16(u16_count("properties", m.properties.len())?);
-    for (k, v) in &m.properties {
-        w.str16("property name", k)?;
-        w.str16("property value", v)?;
-    }
+    write_properties(m, &mut w)?;
     w.blob32("body", &m.body)
+}
+
+/// The properties section: the map's entries, with the identity fields (if any) as their two
+/// properties in name order, so a message gives the same record either way.
+fn write_properties(m: &Message, w: &mut Writer<'_>) -> Result<()> {
+    let mut digits = [0u8; 20];
+    let fields = match &m.identity {
+        Some(id) => Some(id.as_properties(&mut digits)?),
+        None => None,
+    };
+    let count = m.properties.len() + fields.as_ref().map_or(0, |f| f.len());
+    w.u16(u16_count("properties", count)?);
+    let mut fields = fields.iter().flatten().peekable();
+    let mut put = |k: &str, v: &str| {
+        w.str16("property name", k)?;
+        w.str16("property value", v)
+    };
+    for (k, v) in &m.properties {
+        while let Some((fk, fv)) = fields.next_if(|(fk, _)| *fk < k.as_str()) {
+            put(fk, fv)?;
+        }
+        if fields.peek().is_some_and(|(fk, _)| *fk == k.as_str()) {
+            return Err(StoreError::invalid(format!(
+                "property {k} is also given as the identity fields"
+            )));
+        }
+        put(k, v)?;
+    }
+    fields.try_for_each(|(k, v)| put(k, v))
 }
 
 /// Length of the record starting at `buf[0]` as its header claims, if at least 4 bytes exist.
@@ -250,6 +289,7 @@ impl<'a> MessageView<'a> {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             body: bytes::Bytes::copy_from_slice(self.body),
+            identity: None,
         }
     }
 }

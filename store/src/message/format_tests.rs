@@ -3,6 +3,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::dedup::PRODUCER_ID_PROPERTY;
+use crate::dedup::SEQUENCE_PROPERTY;
+use crate::message::SendIdentity;
 use crate::types::QueueId;
 
 pub(crate) fn sample() -> Message {
@@ -152,11 +155,50 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 keys,
                 properties,
                 body: body.into(),
+                identity: None,
             },
         )
 }
 
+#[test]
+fn identity_fields_go_between_the_properties_in_name_order() {
+    let mut m = sample();
+    for k in ["A", "RAFTMQ_Q", "RAFTMQ_R", "Z"] {
+        m.properties.insert(k.into(), "v".into());
+    }
+    m.identity = Some(SendIdentity {
+        producer: "prod-1".into(),
+        sequence: 0,
+    });
+    let bytes = encode(&m).expect("encode");
+    assert_eq!(bytes.len(), encoded_len(&m));
+    let back = decode(&bytes).expect("decode");
+    assert_eq!(back, m.clone().identity_in_properties());
+    assert_eq!(back.properties[PRODUCER_ID_PROPERTY], "prod-1");
+    assert_eq!(back.properties[SEQUENCE_PROPERTY], "0");
+    // A map entry with an identity name as well: refused, nothing written.
+    m.properties.insert(SEQUENCE_PROPERTY.into(), "0".into());
+    let mut out = Vec::new();
+    let e = encode_into(&m, &mut out).expect_err("twice");
+    assert!(e.to_string().contains(SEQUENCE_PROPERTY), "{e}");
+}
+
 proptest! {
+    #[test]
+    fn prop_identity_fields_give_the_bytes_of_the_properties(
+        m in arb_message(),
+        producer in "[A-Za-z0-9._:-]{1,20}",
+        sequence in any::<u64>(),
+    ) {
+        let mut fields = m;
+        fields.identity = Some(SendIdentity { producer: producer.into(), sequence });
+        let props = fields.clone().identity_in_properties();
+        let bytes = encode(&fields).expect("encode fields");
+        prop_assert_eq!(bytes.len(), encoded_len(&fields));
+        prop_assert_eq!(&bytes, &encode(&props).expect("encode properties"));
+        prop_assert_eq!(decode(&bytes).expect("decode"), props);
+    }
+
     #[test]
     fn prop_round_trip(m in arb_message()) {
         let bytes = encode(&m).expect("encode");

@@ -9,3 +9,4 @@ mod owned;
 pub use format::MessageView;
 pub use id::message_id;
 pub use owned::Message;
+pub use owned::SendIdentity;

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use crate::dedup::PRODUCER_ID_PROPERTY;
+use crate::dedup::SEQUENCE_PROPERTY;
 use crate::types::QueueId;
 use crate::types::TimestampMs;
 
@@ -33,6 +35,23 @@ pub struct Message {
     pub properties: BTreeMap<String, String>,
     /// Payload (a `Bytes`: the leader takes it out of the request frame without a copy).
     pub body: Bytes,
+    /// An idempotent send's identity given as fields rather than as the two reserved
+    /// properties (`raftmq_client` does so: no map entries and no decimal string per message).
+    /// The record holds it as those properties (the same bytes either way), so a message read
+    /// back has it in `properties` and `None` here.
+    pub identity: Option<SendIdentity>,
+}
+
+/// A producer id and sequence number: [`crate::dedup::PRODUCER_ID_PROPERTY`] and
+/// [`crate::dedup::SEQUENCE_PROPERTY`] as fields. The producer id is checked before it is
+/// proposed (1..=128 bytes of `[A-Za-z0-9._:-]`, so ASCII).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendIdentity {
+    /// The producer id (a `Bytes`: a client shares it between its messages, the leader takes
+    /// it out of the request frame).
+    pub producer: Bytes,
+    /// The message's sequence number within its producer.
+    pub sequence: u64,
 }
 
 impl Message {
@@ -44,5 +63,20 @@ impl Message {
             body: body.into(),
             ..Message::default()
         }
+    }
+
+    /// The message as its record reads back: the identity fields moved into the two
+    /// properties the record holds them as (a producer id that is not UTF-8 is replaced
+    /// lossily; the leader refuses one before it is stored).
+    pub fn identity_in_properties(mut self) -> Self {
+        if let Some(id) = self.identity.take() {
+            let producer = String::from_utf8_lossy(&id.producer).into_owned();
+            let sequence = id.sequence.to_string();
+            self.properties
+                .insert(PRODUCER_ID_PROPERTY.to_owned(), producer);
+            self.properties
+                .insert(SEQUENCE_PROPERTY.to_owned(), sequence);
+        }
+        self
     }
 }
