@@ -181,6 +181,7 @@ fn identity_fields_go_between_the_properties_in_name_order() {
     let mut out = Vec::new();
     let e = encode_into(&m, &mut out).expect_err("twice");
     assert!(e.to_string().contains(SEQUENCE_PROPERTY), "{e}");
+    assert!(out.is_empty(), "nothing appended");
 }
 
 proptest! {
