@@ -27,12 +27,10 @@
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::dedup::decimal;
-use crate::dedup::PRODUCER_ID_PROPERTY;
-use crate::dedup::SEQUENCE_PROPERTY;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::Message;
+use crate::message::SendIdentity;
 
 /// Longest topic name, in bytes (RocketMQ `TOPIC_MAX_LENGTH`).
 pub const MAX_TOPIC_NAME_LEN: usize = 127;
@@ -151,10 +149,7 @@ pub fn message_bytes(m: &Message) -> usize {
 /// The identity fields' bytes as the two properties the record holds them as (names and
 /// values), so a message counts the same either way.
 fn identity_bytes(m: &Message) -> usize {
-    m.identity.as_ref().map_or(0, |id| {
-        let names = PRODUCER_ID_PROPERTY.len() + SEQUENCE_PROPERTY.len();
-        names + id.producer.len() + decimal(id.sequence, &mut [0; 20]).len()
-    })
+    m.identity.as_ref().map_or(0, SendIdentity::properties_len)
 }
 
 /// Size and count limits of messages, batches and topics.

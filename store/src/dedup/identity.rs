@@ -6,8 +6,8 @@ use crate::error::StoreError;
 use crate::message::Message;
 use crate::message::SendIdentity;
 
-/// Property holding the producer id of an idempotent send (set by `raftmq_client`; any
-/// client may set it): 1..=[`MAX_PRODUCER_ID_BYTES`] bytes of `[A-Za-z0-9._:-]`, unique per
+/// Property holding the producer id of an idempotent send (any client may set it; the record
+/// holds a [`SendIdentity`]'s producer id, which `raftmq_client` sends, as it too): 1..=[`MAX_PRODUCER_ID_BYTES`] bytes of `[A-Za-z0-9._:-]`, unique per
 /// producer (e.g. 128 random bits in hex).
 pub const PRODUCER_ID_PROPERTY: &str = "RAFTMQ_PRODUCER_ID";
 /// Property holding the sequence number of an idempotent send within its producer: a decimal
@@ -103,6 +103,13 @@ pub(crate) fn decimal(n: u64, digits: &mut [u8; 20]) -> &str {
 }
 
 impl SendIdentity {
+    /// The bytes of the two properties this identity is recorded as (names and values), as
+    /// `max-properties-total-bytes` counts them.
+    pub(crate) fn properties_len(&self) -> usize {
+        let digits = decimal(self.sequence, &mut [0; 20]).len();
+        PRODUCER_ID_PROPERTY.len() + SEQUENCE_PROPERTY.len() + self.producer.len() + digits
+    }
+
     /// The two properties the record holds this identity as, in name order (the producer
     /// id's name sorts first); `digits` holds the sequence's text. Fails if the producer id
     /// is not UTF-8 (the leader's [`check_identity`] allows only ASCII).

@@ -19,7 +19,8 @@ mod identity;
 mod window;
 
 pub use identity::check_identity;
-pub(crate) use identity::decimal;
+#[cfg(test)]
+use identity::decimal;
 pub use identity::dedup_key;
 pub use identity::has_identity;
 pub use identity::Identity;

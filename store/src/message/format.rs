@@ -27,9 +27,6 @@
 use crate::codec::le_u32_at;
 use crate::codec::Reader;
 use crate::codec::Writer;
-use crate::dedup::decimal;
-use crate::dedup::PRODUCER_ID_PROPERTY;
-use crate::dedup::SEQUENCE_PROPERTY;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::owned::Message;
@@ -91,15 +88,16 @@ fn u16_count(what: &str, n: usize) -> Result<u16> {
 /// Encoded size of `m` (saturating; [`encode_into`] rejects what does not fit).
 pub fn encoded_len(m: &Message) -> usize {
     let keys: usize = m.keys.iter().map(|k| 2 + k.len()).sum();
-    let prop_len = |(k, v): (&str, &str)| 4 + k.len() + v.len();
-    let props: usize = m.properties.iter().map(|(k, v)| prop_len((k, v))).sum();
-    let identity: usize = m.identity.as_ref().map_or(0, |id| {
-        let digits = decimal(id.sequence, &mut [0; 20]).len();
-        prop_len((PRODUCER_ID_PROPERTY, ""))
-            + id.producer.len()
-            + prop_len((SEQUENCE_PROPERTY, ""))
-            + digits
-    });
+    let props: usize = m
+        .properties
+        .iter()
+        .map(|(k, v)| 4 + k.len() + v.len())
+        .sum();
+    // Two properties, each with its two u16 lengths.
+    let identity = m
+        .identity
+        .as_ref()
+        .map_or(0, |id| 2 * 4 + id.properties_len());
     MESSAGE_MIN_LEN
         + m.born_host.len()
         + m.topic.len()
