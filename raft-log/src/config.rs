@@ -99,6 +99,12 @@ pub struct LogConfig {
     /// (a whole-cluster power loss with `async` flush), no leader can be elected until this is
     /// set. Those entries are then gone for good. Default false.
     pub accept_lost_commits: bool,
+    /// Bytes of the CommitLog, back from its flushed end, left in the OS page cache; older
+    /// pages are dropped from it once durable, so appends reuse warm pages and the log's
+    /// cache stays this size instead of filling the free memory (see `drop_behind.rs`).
+    /// Reads of older bytes (a consumer lagging further) go to the disk. 0: the cache is
+    /// left to the kernel. Per node. Default 268435456 (256 MiB).
+    pub log_cache_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -111,6 +117,7 @@ impl Default for LogConfig {
             preallocate: true,
             zero_ahead: true,
             accept_lost_commits: false,
+            log_cache_bytes: 256 << 20,
         }
     }
 }

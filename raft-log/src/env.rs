@@ -60,6 +60,13 @@ pub trait SegmentFile: Send + Sync {
         let _ = (offset, len);
         Ok(())
     }
+    /// Drops the pages of `[offset, offset + len)`, which the log has made durable, from the
+    /// OS page cache (see `drop_behind.rs`): later reads of the range go to the disk. Changes
+    /// no data and promises nothing else. Default: nothing to drop (in-memory files).
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// Zeros for [`SegmentFile::zero_fill`].

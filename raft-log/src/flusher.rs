@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use parking_lot::MutexGuard;
 
 use crate::checkpointer::Checkpointer;
+use crate::drop_behind::DropBehind;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::Wake;
@@ -52,16 +53,19 @@ pub struct Flusher {
     checkpointer: Arc<Checkpointer>,
     /// Physical end of the writeback started so far (`async`; only the thread touches it).
     written_back: AtomicU64,
+    /// Drops the log's pages older than `log-cache-bytes` from the page cache after cycles.
+    drop_behind: Option<DropBehind>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Flusher {
     /// Starts the thread; `interval` is the `async` flush interval (`None`: `sync`, flush when
-    /// an append waits).
+    /// an append waits); `cache_bytes` is `log-cache-bytes` (see `drop_behind.rs`).
     pub fn start(
         shared: Arc<Shared>,
         index_dir: PathBuf,
         interval: Option<Duration>,
+        cache_bytes: u64,
     ) -> LogResult<Arc<Self>> {
         let flusher = Arc::new(Flusher {
             checkpointer: Checkpointer::start(shared.clone(), index_dir.join("index"))?,
@@ -69,6 +73,7 @@ impl Flusher {
             cycle: Mutex::new(()),
             index_dir,
             written_back: AtomicU64::new(0),
+            drop_behind: DropBehind::new(cache_bytes),
             thread: Mutex::new(None),
         });
         let f = flusher.clone();
@@ -216,6 +221,9 @@ impl Flusher {
             .durable
             .note_log_flushed(target.log_id.map(|l| l.index));
         shared.waiters.complete_upto(target.phys_end);
+        if let Some(d) = &self.drop_behind {
+            d.after_flush(shared, target.phys_end);
+        }
         // The checkpoint describes the fdatasync above, so it is advanced after it and made
         // durable right after (here, or by the checkpointer, once for every cycle that ran
         // meanwhile). A stale one would let recovery cut flushed, later corrupted bytes as a

@@ -171,6 +171,27 @@ impl SegmentFile for MmapSegment {
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
         self.sync_file_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
     }
+
+    /// `posix_fadvise(DONTNEED)`: the kernel frees the range's clean pages not mapped by a
+    /// process. With mapped writes every page the log wrote is mapped, so nothing is asked.
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if self.mapped_writes || len == 0 {
+            return Ok(());
+        }
+        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "cache drop range");
+        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
+        let off = libc::off_t::try_from(offset).map_err(too_big)?;
+        let n = libc::off_t::try_from(len).map_err(too_big)?;
+        // SAFETY: posix_fadvise(2) on a descriptor this segment owns; no memory is passed.
+        let rc = unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_DONTNEED)
+        };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
 }
 
 impl MmapSegment {

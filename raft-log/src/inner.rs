@@ -72,9 +72,10 @@ impl Inner {
             FlushPolicy::Sync => None,
             FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
         };
+        let cache_bytes = config.log_cache_bytes;
         let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
         let index_dir = dir.join("raft-index");
-        let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval)?;
+        let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval, cache_bytes)?;
         let committer = Committer::start(shared.clone())?;
         Ok(Inner {
             trimmer: Trimmer::new(shared.clone(), flusher.clone(), index_dir),

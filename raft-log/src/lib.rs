@@ -54,7 +54,7 @@
 //! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
 //!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
 //! - Workers: `flusher` (`Flusher`, group commit / interval flush; its `checkpointer` makes
-//!   the flush checkpoint durable) and `committer` (`Committer`, the committed id;
+//!   the flush checkpoint durable; `drop_behind` drops old pages from the page cache) and `committer` (`Committer`, the committed id;
 //!   `wait_durable`), each holding only `Shared`.
 //! - [`LogStore`] (`store`) wires them together and delegates ([`Watermarks`]: its positions);
 //!   `storage_impl` is the openraft `RaftLogStorage` / `RaftLogReader` impl over it.
@@ -130,6 +130,7 @@ mod batch;
 mod checkpointer;
 mod committed_file;
 mod committer;
+mod drop_behind;
 mod durable;
 mod entry_read;
 mod flush_queue;

@@ -7,6 +7,7 @@ use std::io;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -41,6 +42,8 @@ struct MemFileData {
 struct MemFile {
     data: Mutex<MemFileData>,
     fail_sync: Arc<AtomicBool>,
+    /// End of the furthest drop from the (simulated) page cache.
+    dropped_to: AtomicU64,
 }
 
 impl MemFile {
@@ -107,6 +110,29 @@ impl SegmentFile for MemFile {
             d.durable.resize(n, 0);
         }
         d.durable[start..end].copy_from_slice(&src);
+        Ok(())
+    }
+
+    /// Counts the bytes; fails unless every one of them is durable (a real page cache would
+    /// write a dirty page back rather than drop it, but the log promises to drop only what
+    /// it flushed, and this holds it to that).
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        let d = self.data.lock();
+        let (start, end) = (offset as usize, offset.saturating_add(len) as usize);
+        let (Some(live), Some(durable)) = (d.live.get(start..end), d.durable.get(start..end))
+        else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("dropping {start}..{end} from the cache: not durable yet"),
+            ));
+        };
+        if live != durable {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("dropping {start}..{end} from the cache: holds bytes not durable yet"),
+            ));
+        }
+        self.dropped_to.fetch_max(end as u64, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -220,6 +246,16 @@ impl MemEnv {
         true
     }
 
+    /// Bytes the files dropped from the page cache ([`SegmentFile::drop_cache`], each call
+    /// checked to cover durable bytes only): per file, up to the end of its furthest drop.
+    pub fn dropped_cache_bytes(&self) -> u64 {
+        let files = self.files.lock();
+        files
+            .values()
+            .map(|f| f.dropped_to.load(Ordering::SeqCst))
+            .sum()
+    }
+
     /// Paths of all files.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.files.lock().keys().cloned().collect()
@@ -232,6 +268,7 @@ impl MemEnv {
                 durable: vec![0; len],
             }),
             fail_sync: self.fail_sync.clone(),
+            dropped_to: AtomicU64::new(0),
         })
     }
 }

@@ -175,6 +175,11 @@ pub struct NodeArgs {
     /// CPU and latency per fsync). [default true]
     #[arg(long)]
     pub zero_ahead: Option<bool>,
+    /// Bytes of the CommitLog, back from its flushed end, kept in the OS page cache; older
+    /// pages are dropped once durable, so appends reuse warm pages (reads further back go
+    /// to the disk). 0 = leave the cache to the kernel. [default 268435456 (256 MiB)]
+    #[arg(long)]
+    pub log_cache_bytes: Option<u64>,
     /// After a whole-cluster power loss with `async` flush: forget the committed entries this
     /// node lost so a leader can be elected without them (they are gone). [default false]
     #[arg(long)]
@@ -256,7 +261,7 @@ impl NodeArgs {
             rocketmq_listen_addr, rocketmq_advertised_addr);
         override_fields!(self => cfg.log;
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits,
-            zero_ahead);
+            zero_ahead, log_cache_bytes);
         override_fields!(self => cfg.store;
             file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);
