@@ -10,11 +10,12 @@
 //!
 //! So after each flush cycle the flusher drops the pages more than `keep` bytes behind the
 //! flushed end (`posix_fadvise(DONTNEED)`, in steps of at least [`STEP`], each reaching back
-//! over the one before for a folio that straddled its end): they are clean
-//! (durable) by then, the kernel frees them, and the next appends reuse them while they are
-//! still warm. Reads of the log older than `keep` (a consumer lagging that far, a follower
-//! catching up past the recent-entries cache) then go to the disk, with the kernel's
-//! readahead. Pages a reader has mapped stay cached (the kernel skips mapped pages).
+//! over the one before for a folio that straddled its end): they are clean (durable) by
+//! then, the kernel frees them, and the next appends reuse them while they are still warm.
+//! Reads of the log older than `keep` (a consumer lagging that far, a follower catching up
+//! past the recent-entries cache) then go to the disk, with sequential readahead (segment
+//! mappings are `MADV_SEQUENTIAL`). Pages a reader has mapped stay cached (the kernel skips
+//! mapped pages).
 //!
 //! Nothing here changes data or durability: only flushed bytes are named, and dropping a page
 //! only makes its next read a disk read. A failing drop is logged once and turns it off.

@@ -246,6 +246,13 @@ fn map_segment(
         opts.populate();
     }
     let map = opts.map_raw(&file)?;
+    // Readers go through the log in order (a consumer, a follower catching up), and the
+    // pages older than `log-cache-bytes` come from the disk: sequential readahead for the
+    // mapping's faults instead of read-around. Measured (twentieth sitting): a follower's
+    // pull from the disk at 200-209k msg/s without, 287-292k with (326-345k from the cache).
+    if let Err(e) = map.advise(memmap2::Advice::Sequential) {
+        tracing::debug!(error = %e, "madvise(SEQUENTIAL) of a segment failed");
+    }
     Ok(Arc::new(MmapSegment {
         map,
         len,
