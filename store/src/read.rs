@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::consume_queue::CqUnit;
 use crate::error::Result;
 use crate::error::StoreError;
@@ -98,10 +100,13 @@ impl PullResult {
 }
 
 /// Reads and CRC-checks the record of `size` bytes at `phys`.
-fn read_record(shared: &Shared, phys: PhysOffset, size: u32) -> Result<Vec<u8>> {
-    let bytes = shared.log.read_at(phys, size)?;
-    MessageView::parse(&bytes).map_err(|e| e.locate("commitlog", phys.get()))?;
-    Ok(bytes)
+/// The record of `u`, read once; `None` if retention deleted its segment meanwhile.
+fn read_record(shared: &Shared, u: &CqUnit) -> Result<Option<Bytes>> {
+    match shared.log.read_at(u.phys_offset, u.size) {
+        Ok(rec) => Ok(Some(Bytes::from(rec))),
+        Err(_) if u.phys_offset < shared.log.watermarks().min_phys_offset => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Pulls from a queue (see [`PullRequest`], [`PullStatus`]).
@@ -188,23 +193,21 @@ fn collect(
         if !filter.matches_hash(u.tag_hash) {
             continue;
         }
-        let rec = match read_record(shared, u.phys_offset, u.size) {
-            Ok(r) => r,
+        let Some(rec) = read_record(shared, u)? else {
             // Retention deleted the segment after the units were read: the caller restarts
             // from the queue's new minimum.
-            Err(_) if u.phys_offset < shared.log.watermarks().min_phys_offset => {
-                let (min, max) = queue_offsets(shared, &req.topic, req.queue_id);
-                return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
-            }
-            Err(e) => return Err(e),
+            let (min, max) = queue_offsets(shared, &req.topic, req.queue_id);
+            return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
         };
-        let view = MessageView::parse_trusted(&rec)?;
+        // The one CRC-checked parse of the record; the body stays in its buffer.
+        let view =
+            MessageView::parse(&rec).map_err(|e| e.locate("commitlog", u.phys_offset.get()))?;
         if !filter.matches_tag(view.tags) {
             continue;
         }
         bytes += u64::from(u.size);
         out.push(StoredMessage {
-            message: view.to_message(),
+            message: view.to_message_in(&rec),
             msg_id: u.phys_offset,
             queue_offset: offset,
             store_size: u.size,

@@ -272,6 +272,23 @@ impl<'a> MessageView<'a> {
 
     /// Copies into an owned [`Message`].
     pub fn to_message(&self) -> Message {
+        self.to_message_with(bytes::Bytes::copy_from_slice(self.body))
+    }
+
+    /// Like [`to_message`](Self::to_message), but the body is a slice of `rec`'s buffer, not
+    /// a copy, when `rec` holds the bytes this view was parsed from (else it is copied).
+    pub fn to_message_in(&self, rec: &bytes::Bytes) -> Message {
+        let start = (self.body.as_ptr() as usize).wrapping_sub(rec.as_ptr() as usize);
+        let inside = start
+            .checked_add(self.body.len())
+            .is_some_and(|end| end <= rec.len());
+        match inside {
+            true => self.to_message_with(rec.slice(start..start + self.body.len())),
+            false => self.to_message(),
+        }
+    }
+
+    fn to_message_with(&self, body: bytes::Bytes) -> Message {
         Message {
             topic: self.topic.to_owned(),
             queue_id: self.queue_id,
@@ -286,7 +303,7 @@ impl<'a> MessageView<'a> {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-            body: bytes::Bytes::copy_from_slice(self.body),
+            body,
             identity: None,
         }
     }

@@ -40,6 +40,27 @@ fn round_trip() {
 }
 
 #[test]
+fn a_message_in_its_record_buffer_shares_the_body_and_equals_the_copy() {
+    let rec = bytes::Bytes::from(encode(&sample()).expect("encode"));
+    let v = MessageView::parse(&rec).expect("view");
+    let shared = v.to_message_in(&rec);
+    assert_eq!(shared, v.to_message());
+    let at = shared.body.as_ptr() as usize - rec.as_ptr() as usize;
+    assert!(
+        at + shared.body.len() <= rec.len(),
+        "the body is a slice of the record"
+    );
+    // A buffer the view was not parsed from: the body is copied, nothing panics.
+    let other = bytes::Bytes::from(vec![0u8; 4]);
+    let copied = v.to_message_in(&other);
+    assert_eq!(copied, v.to_message());
+    let empty = Message::default();
+    let rec = bytes::Bytes::from(encode(&empty).expect("encode"));
+    let v = MessageView::parse(&rec).expect("view");
+    assert_eq!(v.to_message_in(&rec), empty);
+}
+
+#[test]
 fn deterministic() {
     let a = encode(&sample()).expect("encode");
     let b = encode(&sample()).expect("encode");
