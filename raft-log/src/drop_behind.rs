@@ -6,7 +6,8 @@
 //! reports free pages to the host (`free page reporting`), that free memory has gone back to
 //! the host, and the first write into each page is a fault in the host: measured on the dev
 //! VM, 42% of a leader's CPU at batches of 32 × 1 KiB went to pwrite's copy into new pages,
-//! and the same load ran 1.45–1.56 × faster with this on (BENCHMARKS, twentieth sitting).
+//! and the same load ran 1.29–1.53 × faster with the default window (BENCHMARKS, twentieth
+//! sitting).
 //!
 //! So after each flush cycle the flusher drops the pages more than `keep` bytes behind the
 //! flushed end (`posix_fadvise(DONTNEED)`, in steps of at least [`STEP`], each reaching back

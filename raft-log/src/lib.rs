@@ -54,8 +54,8 @@
 //! - `open` builds the `state` (`State`, one mutex) from disk; `shared` (`Shared`: state, meta,
 //!   flush waiters `flush_queue`, durable watch `durable`) is the narrow core the workers hold.
 //! - Workers: `flusher` (`Flusher`, group commit / interval flush; its `checkpointer` makes
-//!   the flush checkpoint durable; `drop_behind` drops old pages from the page cache) and `committer` (`Committer`, the committed id;
-//!   `wait_durable`), each holding only `Shared`.
+//!   the flush checkpoint durable; `drop_behind` drops old pages from the page cache) and
+//!   `committer` (`Committer`, the committed id; `wait_durable`), each holding only `Shared`.
 //! - [`LogStore`] (`store`) wires them together and delegates ([`Watermarks`]: its positions);
 //!   `storage_impl` is the openraft `RaftLogStorage` / `RaftLogReader` impl over it.
 //!

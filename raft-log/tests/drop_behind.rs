@@ -78,6 +78,7 @@ fn zero_cache_bytes_drops_nothing() {
 
 /// Pages of `f`'s first `len` bytes resident in the page cache (`mincore` of a mapping).
 fn resident_pages(f: &std::fs::File, len: usize) -> usize {
+    // SAFETY: a read-only mapping of a file only this test writes, and not while mapped.
     let map = unsafe { memmap2::Mmap::map(f) }.unwrap();
     let mut v = vec![0u8; len.div_ceil(4096)];
     // SAFETY: `map` is a live mapping of at least `len` bytes and `v` has one byte per page.
@@ -102,6 +103,7 @@ fn a_real_segment_drops_its_synced_pages_from_the_page_cache_and_keeps_its_bytes
     seg.drop_cache(0, MIB).unwrap();
     let after = resident_pages(&file, 2 * MIB as usize);
     // tmpfs keeps its pages (they are the only copy); any disk file system frees them.
+    // SAFETY: `statfs` is plain data (integers), for which all zeros is a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid statfs buffer and the descriptor is open.
     assert_eq!(unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) }, 0);
