@@ -15,8 +15,9 @@
 //! then, the kernel frees them, and the next appends reuse them while they are still warm.
 //! Reads of the log older than `keep` (a consumer lagging that far, a follower catching up
 //! past the recent-entries cache) then go to the disk, with sequential readahead (segment
-//! mappings are `MADV_SEQUENTIAL`). Pages a reader has mapped stay cached (the kernel skips
-//! mapped pages).
+//! mappings are `MADV_SEQUENTIAL`). The kernel keeps a page any process maps, and a reader
+//! copying out of a segment's mapping maps it; so the range is unmapped from the node first
+//! (`madvise(DONTNEED)`, which keeps the bytes: the next access maps them again).
 //!
 //! Nothing here changes data or durability: only flushed bytes are named, and dropping a page
 //! only makes its next read a disk read. A failing drop is logged once and turns it off.

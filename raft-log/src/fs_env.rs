@@ -19,6 +19,9 @@ use crate::env::PlainFile;
 use crate::env::SegmentFile;
 use crate::env::ZEROS;
 
+/// The page size madvise works in.
+const PAGE_BYTES: u64 = 4096;
+
 /// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
 pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
 
@@ -172,8 +175,10 @@ impl SegmentFile for MmapSegment {
         self.sync_file_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
     }
 
-    /// `posix_fadvise(DONTNEED)`: the kernel frees the range's clean pages not mapped by a
-    /// process. With mapped writes every page the log wrote is mapped, so nothing is asked.
+    /// `madvise(DONTNEED)` of the range's whole pages in this segment's mapping, then
+    /// `posix_fadvise(DONTNEED)`: the kernel frees clean pages that no process maps, and
+    /// every page a reader copied out of the mapping stays mapped (so cached) until unmapped.
+    /// With mapped writes nothing is asked (the writer's own stores map every page).
     fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         if self.mapped_writes || len == 0 {
@@ -181,6 +186,22 @@ impl SegmentFile for MmapSegment {
         }
         let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "cache drop range");
         check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
+        let start = offset.next_multiple_of(PAGE_BYTES);
+        let end = (offset + len) / PAGE_BYTES * PAGE_BYTES;
+        if start < end {
+            // SAFETY: a shared mapping of a file: MADV_DONTNEED only unmaps the pages from
+            // this process, and the next access maps them again from the file (the page
+            // cache, else the disk) with the same bytes, so a reader copying from the range
+            // meanwhile reads what it would have. The range is inside the mapping (checked
+            // above) and page-aligned.
+            unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start as usize,
+                    (end - start) as usize,
+                )
+            }?;
+        }
         let off = libc::off_t::try_from(offset).map_err(too_big)?;
         let n = libc::off_t::try_from(len).map_err(too_big)?;
         // SAFETY: posix_fadvise(2) on a descriptor this segment owns; no memory is passed.

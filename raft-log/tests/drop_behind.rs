@@ -98,6 +98,11 @@ fn a_real_segment_drops_its_synced_pages_from_the_page_cache_and_keeps_its_bytes
         seg.write_at(i * (64 << 10), &[7u8; 64 << 10]).unwrap();
     }
     seg.sync_range(0, 2 * MIB).unwrap();
+    // A reader copies the first half out of the mapping (as consumers do): its pages are
+    // mapped now, which alone would keep them cached.
+    let mut read = vec![0u8; MIB as usize];
+    seg.read_at(0, &mut read).unwrap();
+    assert!(read.iter().all(|&b| b == 7));
     let file = std::fs::File::open(&path).unwrap();
     let before = resident_pages(&file, 2 * MIB as usize);
     seg.drop_cache(0, MIB).unwrap();
