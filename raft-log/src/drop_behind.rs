@@ -26,13 +26,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
+use crate::env::PAGE_BYTES;
 use crate::shared::Shared;
 use crate::types::RawPhys;
 
 /// Fewest bytes dropped at once (a system call and a few hundred pages freed per step).
 pub const STEP: u64 = 1 << 20;
-/// Drops go in whole pages.
-const PAGE_BYTES: u64 = 4096;
 
 /// The drop position of one log; only flush cycles (serialized by the cycle lock) use it.
 pub struct DropBehind {
@@ -62,6 +61,7 @@ impl DropBehind {
         if self.off.load(Ordering::Relaxed) {
             return;
         }
+        // Whole pages.
         let to = flushed_end.saturating_sub(self.keep) / PAGE_BYTES * PAGE_BYTES;
         let from = self.dropped.load(Ordering::Relaxed);
         if to < from {

@@ -69,6 +69,9 @@ pub trait SegmentFile: Send + Sync {
     }
 }
 
+/// The page size the log's page-cache calls work in (writeback, drops, madvise).
+pub(crate) const PAGE_BYTES: u64 = 4096;
+
 /// Zeros for [`SegmentFile::zero_fill`].
 pub(crate) static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 

@@ -29,18 +29,16 @@ use parking_lot::MutexGuard;
 
 use crate::checkpointer::Checkpointer;
 use crate::drop_behind::DropBehind;
+use crate::env::PAGE_BYTES;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::Wake;
 use crate::meta::FlushCheckpoint;
 use crate::shared::join_thread;
 use crate::shared::Shared;
-use crate::types::RawPhys;
 
 /// How often an `async` log's flusher starts the writeback of what was appended meanwhile.
 pub const WRITEBACK_STEP: Duration = Duration::from_millis(10);
-/// Writeback is started in whole pages (a partial last page would be written twice).
-const PAGE_BYTES: RawPhys = 4096;
 
 /// The flush cycle and its thread.
 pub struct Flusher {
@@ -128,6 +126,7 @@ impl Flusher {
                 .written_back
                 .load(Ordering::Relaxed)
                 .max(st.flushed.phys_end);
+            // Whole pages: a partial last page would be written back twice.
             let to = st.append_pos - st.append_pos % PAGE_BYTES;
             if to <= from {
                 return;

@@ -17,10 +17,8 @@ use crate::env::write_each;
 use crate::env::Env;
 use crate::env::PlainFile;
 use crate::env::SegmentFile;
+use crate::env::PAGE_BYTES;
 use crate::env::ZEROS;
-
-/// The page size madvise works in.
-const PAGE_BYTES: u64 = 4096;
 
 /// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
 pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
@@ -184,8 +182,7 @@ impl SegmentFile for MmapSegment {
         if self.mapped_writes || len == 0 {
             return Ok(());
         }
-        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "cache drop range");
-        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
+        let (off, n) = self.os_range(offset, len, "cache drop range")?;
         let start = offset.next_multiple_of(PAGE_BYTES);
         let end = (offset + len) / PAGE_BYTES * PAGE_BYTES;
         if start < end {
@@ -202,8 +199,6 @@ impl SegmentFile for MmapSegment {
                 )
             }?;
         }
-        let off = libc::off_t::try_from(offset).map_err(too_big)?;
-        let n = libc::off_t::try_from(len).map_err(too_big)?;
         // SAFETY: posix_fadvise(2) on a descriptor this segment owns; no memory is passed.
         let rc = unsafe {
             libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_DONTNEED)
@@ -216,12 +211,25 @@ impl SegmentFile for MmapSegment {
 }
 
 impl MmapSegment {
+    /// `[offset, offset + len)` checked to lie inside the segment, as the (offset, length)
+    /// pair of a system call; `what` names the range in the error.
+    fn os_range(
+        &self,
+        offset: u64,
+        len: u64,
+        what: &str,
+    ) -> io::Result<(libc::off_t, libc::off_t)> {
+        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, what.to_owned());
+        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
+        Ok((
+            libc::off_t::try_from(offset).map_err(too_big)?,
+            libc::off_t::try_from(len).map_err(too_big)?,
+        ))
+    }
+
     fn sync_file_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "writeback range");
-        check_range(offset, usize::try_from(len).map_err(too_big)?, self.len)?;
-        let off = libc::off64_t::try_from(offset).map_err(too_big)?;
-        let n = libc::off64_t::try_from(len).map_err(too_big)?;
+        let (off, n) = self.os_range(offset, len, "writeback range")?;
         // SAFETY: sync_file_range(2) on a descriptor this segment owns; no memory is passed.
         let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), off, n, flags) };
         if rc != 0 {

@@ -99,7 +99,6 @@ impl PullResult {
     }
 }
 
-/// Reads and CRC-checks the record of `size` bytes at `phys`.
 /// The record of `u`, read once; `None` if retention deleted its segment meanwhile.
 fn read_record(shared: &Shared, u: &CqUnit) -> Result<Option<Bytes>> {
     match shared.log.read_at(u.phys_offset, u.size) {

@@ -6,9 +6,9 @@ use crate::error::StoreError;
 use crate::message::Message;
 use crate::message::SendIdentity;
 
-/// Property holding the producer id of an idempotent send (any client may set it; the record
-/// holds a [`SendIdentity`]'s producer id, which `raftmq_client` sends, as it too): 1..=[`MAX_PRODUCER_ID_BYTES`] bytes of `[A-Za-z0-9._:-]`, unique per
-/// producer (e.g. 128 random bits in hex).
+/// Property holding the producer id of an idempotent send: 1..=[`MAX_PRODUCER_ID_BYTES`] bytes
+/// of `[A-Za-z0-9._:-]`, unique per producer (e.g. 128 random bits in hex). Any client may set
+/// it; a [`SendIdentity`] (the fields `raftmq_client` sends) is recorded as it too.
 pub const PRODUCER_ID_PROPERTY: &str = "RAFTMQ_PRODUCER_ID";
 /// Property holding the sequence number of an idempotent send within its producer: a decimal
 /// `u64`. A resend of the same message carries the same producer id and sequence.
