@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Where a send's time goes: single sends (F in flight on one connection, 1 by default) on a
-# fresh local 3-node cluster with the nodes' trace events on, then breakdown.py over the three
-# node logs (medians per Raft entry). Uses the `raftmq` and `raftmq-node` found on PATH.
+# Where a send's time goes: single sends (P producers, F in flight each; 1 and 1 by default) on
+# a fresh local 3-node cluster with the nodes' trace events on, then breakdown.py over the three
+# node logs (medians per Raft entry). Uses the `raftmq` and `raftmq-node` found on PATH;
+# UPARGS goes to `raftmq cluster up`. (With `--flush async` the "flushed" rows mean nothing.)
 #   N=3000 cli/perf/breakdown.sh        F=64 N=200000 cli/perf/breakdown.sh
+#   UPARGS="--flush async" P=4 F=64 N=400000 cli/perf/breakdown.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 D=${D:-/var/tmp/raftmq-breakdown}
 rm -rf "$D"; mkdir -p "$D"
 export RUST_LOG=${RUST_LOG:-warn,raftmq_raft_log::writer=trace,raftmq_raft_log::flusher=trace,raftmq_store::sm::machine=trace,raftmq_store::sm::dispatch=debug,raftmq_node::pipeline=debug,raftmq_node::network::server=trace,raftmq_node::network::streams=trace}
-raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 67108864 >/dev/null
+raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 67108864 ${UPARGS:-} >/dev/null
 trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
 raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
 sleep 1
-raftmq bench produce --cluster "$D/cluster.toml" --producers 1 --in-flight "${F:-1}" --count "${N:-3000}"
+raftmq bench produce --cluster "$D/cluster.toml" --producers "${P:-1}" --in-flight "${F:-1}" --count "${N:-3000}"
 raftmq cluster down --cluster "$D/cluster.toml" >/dev/null
 python3 "$here/breakdown.py" "$D"

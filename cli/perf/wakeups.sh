@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Context switches per message and CPU ticks of each thread of each node (from /proc/<pid>/task)
 # over a produce load on a fresh local 3-node cluster: which threads wake how often per send.
-# Uses the `raftmq` and `raftmq-node` on PATH.   P=1 F=1 T=6s cli/perf/wakeups.sh
+# Uses the `raftmq` and `raftmq-node` on PATH; UPARGS goes to `raftmq cluster up`.
+#   P=1 F=1 T=6s cli/perf/wakeups.sh      UPARGS="--flush async" P=4 F=64 cli/perf/wakeups.sh
 set -u
 D=${D:-/var/tmp/raftmq-wakeups}; rm -rf "$D"
-raftmq cluster up --dir $D --base-port 0 --segment-bytes 268435456 >/dev/null
+raftmq cluster up --dir $D --base-port 0 --segment-bytes 268435456 ${UPARGS:-} >/dev/null
 trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
 raftmq topic create --cluster $D/cluster.toml bench >/dev/null
 LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '

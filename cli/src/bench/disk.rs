@@ -3,6 +3,12 @@
 //! 1 MiB write + fdatasync (the ceiling of a batched load). The probe file is preallocated
 //! (`fallocate`, then fsync) and written in place, as CommitLog segments are: appends that
 //! grow a file make every fdatasync a journal commit too (about 10 times slower on ext4).
+//! Like a node (`log-cache-bytes`), the bandwidth probe drops what it synced more than
+//! [`LARGE_CACHE_BYTES`] behind from the page cache, so its writes land in pages the kernel
+//! just freed rather than in new ones: the figure is the disk's, not the first touch of new
+//! memory described next (on the dev VM that first touch halved it, 253-269 against
+//! 538-577 MiB/s, and which of the two a run got depended on how much free memory the host
+//! had taken back).
 //!
 //! It also measures the memory side of a write: how fast buffered writes fill new pages of
 //! the page cache, against rewriting the same cached pages. Every byte a node appends lands
@@ -34,6 +40,9 @@ const LARGE_BYTES: usize = 1 << 20;
 const SMALL_MAX_BYTES: u64 = 64 << 20;
 /// See [`SMALL_MAX_BYTES`].
 const LARGE_MAX_BYTES: u64 = 512 << 20;
+/// Page cache the bandwidth probe keeps behind its writes (see the module docs); the
+/// smaller probe writes only 64 MiB and drops nothing.
+const LARGE_CACHE_BYTES: u64 = 16 << 20;
 /// Bytes of one write of the page-cache probe.
 const FILL_CHUNK_BYTES: usize = 64 << 10;
 /// Bytes the page-cache probe writes in each of its two passes (never synced: the file is
@@ -49,7 +58,8 @@ pub struct DiskFigures {
     pub fdatasync_p99_us: u64,
     /// 1 KiB appends + fdatasync per second, one after the other.
     pub small_syncs_per_s: f64,
-    /// MiB per second of 1 MiB appends, each followed by fdatasync.
+    /// MiB per second of 1 MiB appends, each followed by fdatasync (the page cache kept to
+    /// [`LARGE_CACHE_BYTES`] behind them, as a node keeps its log's).
     pub write_sync_mib_per_s: f64,
     /// MiB per second of 64 KiB buffered writes into pages not yet in the page cache.
     pub page_cache_fill_mib_per_s: f64,
@@ -107,20 +117,40 @@ fn open_probe(path: &Path, capacity: u64) -> anyhow::Result<File> {
     Ok(f)
 }
 
+/// Asks the kernel to drop `[from, to)` of `f` from the page cache (synced bytes: nothing is
+/// lost, and the pages go back to the kernel's free lists).
+fn drop_cached(f: &File, from: u64, to: u64, path: &Path) -> anyhow::Result<()> {
+    let off = libc::off_t::try_from(from).context("disk probe offset")?;
+    let len = libc::off_t::try_from(to - from).context("disk probe length")?;
+    // SAFETY: posix_fadvise(2) on an open descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+    anyhow::ensure!(
+        rc == 0,
+        "posix_fadvise(DONTNEED) of disk probe {}: {}",
+        path.display(),
+        std::io::Error::from_raw_os_error(rc)
+    );
+    Ok(())
+}
+
 /// Writes `chunk` at the next offset of a preallocated file and fdatasyncs, until `budget`
 /// passes or `max_bytes` were written; the latency of each write + fdatasync goes into the
-/// returned recorder, with the time it all took.
+/// returned recorder, with the time it all took. With `cache_bytes`, what lies more than that
+/// behind the synced end is dropped from the page cache after each fdatasync (timed too: a
+/// node pays it as well).
 fn probe(
     path: &Path,
     chunk: &[u8],
     budget: Duration,
     max_bytes: u64,
+    cache_bytes: Option<u64>,
 ) -> anyhow::Result<(Latencies, Duration)> {
     let f = open_probe(path, max_bytes)?;
     let mut lat = Latencies::new();
     let max_ops = max_bytes / chunk.len() as u64;
     let start = Instant::now();
     let mut ops = 0u64;
+    let mut dropped = 0u64;
     while ops < max_ops && (ops == 0 || start.elapsed() < budget) {
         let t0 = Instant::now();
         f.write_all_at(chunk, ops * chunk.len() as u64)
@@ -129,6 +159,11 @@ fn probe(
             .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
         lat.record(t0.elapsed());
         ops += 1;
+        let synced = ops * chunk.len() as u64;
+        if let Some(behind) = cache_bytes.filter(|&b| synced > dropped + b) {
+            drop_cached(&f, dropped, synced - behind, path)?;
+            dropped = synced - behind;
+        }
     }
     let took = start.elapsed();
     drop(f);
@@ -142,10 +177,16 @@ fn probe(
 pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
     let path = dir.join("disk-probe");
     let small = vec![b's'; SMALL_BYTES];
-    let (lat, took) = probe(&path, &small, budget, SMALL_MAX_BYTES)?;
+    let (lat, took) = probe(&path, &small, budget, SMALL_MAX_BYTES, None)?;
     let s = lat.summary();
     let large = vec![b'l'; LARGE_BYTES];
-    let (big, big_took) = probe(&path, &large, budget, LARGE_MAX_BYTES)?;
+    let (big, big_took) = probe(
+        &path,
+        &large,
+        budget,
+        LARGE_MAX_BYTES,
+        Some(LARGE_CACHE_BYTES),
+    )?;
     let (fill, rewrite) = page_cache_probe(&path)?;
     Ok(DiskFigures {
         fdatasync_p50_us: s.p50_us,
@@ -178,6 +219,23 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_bandwidth_probe_drops_what_lies_behind_and_writes_every_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let chunk = vec![b'l'; 256 << 10];
+        let (lat, _) = probe(
+            &path,
+            &chunk,
+            Duration::from_secs(60),
+            4 << 20,
+            Some(1 << 20),
+        )
+        .unwrap();
+        assert_eq!(lat.count(), 16);
+        assert!(!path.exists());
     }
 
     #[test]
