@@ -166,15 +166,17 @@ impl NodeCore {
         Ok(ch)
     }
 
-    /// The next round-robin counter value of `topic`.
+    /// The next round-robin counter value of `topic`. Called once per message without a
+    /// queue: the topic's name is copied into the map only the first time.
     pub fn next_round_robin(&self, topic: &str) -> u64 {
-        let counter = {
-            let mut map = self
-                .round_robin
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            map.entry(topic.to_string()).or_default().clone()
-        };
+        let mut map = self
+            .round_robin
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(counter) = map.get(topic) {
+            return counter.fetch_add(1, Ordering::Relaxed);
+        }
+        let counter = map.entry(topic.to_string()).or_default();
         counter.fetch_add(1, Ordering::Relaxed)
     }
 }
