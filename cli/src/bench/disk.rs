@@ -6,9 +6,8 @@
 //! Like a node (`log-cache-bytes`), the bandwidth probe drops what it synced more than
 //! [`LARGE_CACHE_BYTES`] behind from the page cache, so its writes land in pages the kernel
 //! just freed rather than in new ones: the figure is the disk's, not the first touch of new
-//! memory described next (on the dev VM that first touch halved it, 253-269 against
-//! 538-577 MiB/s, and which of the two a run got depended on how much free memory the host
-//! had taken back).
+//! memory described next (on the dev VM the probe read 253-577 MiB/s without the drop,
+//! depending on how much free memory the host had taken back, and 1,233-1,364 with it).
 //!
 //! It also measures the memory side of a write: how fast buffered writes fill new pages of
 //! the page cache, against rewriting the same cached pages. Every byte a node appends lands
@@ -222,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bandwidth_probe_drops_what_lies_behind_and_writes_every_chunk() {
+    fn the_bandwidth_probe_with_a_cache_window_writes_every_chunk_and_cleans_up() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p");
         let chunk = vec![b'l'; 256 << 10];
