@@ -49,7 +49,7 @@ pub struct NodeCore {
     /// election timeout ([`crate::check_quorum`]): it then does not claim leadership.
     pub quorum: Arc<QuorumCheck>,
     /// Round-robin counters of leader-chosen queues, per topic.
-    pub round_robin: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    pub round_robin: Mutex<HashMap<String, u64>>,
     /// Client channels to other members (forwarding, status), by client address, with the
     /// TLS generation each was made with (a reload makes new ones).
     pub channels: Mutex<HashMap<String, (u64, tonic::transport::Channel)>>,
@@ -173,11 +173,13 @@ impl NodeCore {
             .round_robin
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(counter) = map.get(topic) {
-            return counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(next) = map.get_mut(topic) {
+            let value = *next;
+            *next = value.wrapping_add(1);
+            return value;
         }
-        let counter = map.entry(topic.to_string()).or_default();
-        counter.fetch_add(1, Ordering::Relaxed)
+        map.insert(topic.to_owned(), 1);
+        0
     }
 }
 
