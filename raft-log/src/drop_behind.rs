@@ -15,9 +15,10 @@
 //! then, the kernel frees them, and the next appends reuse them while they are still warm.
 //! Reads of the log older than `keep` (a consumer lagging that far, a follower catching up
 //! past the recent-entries cache) then go to the disk, with sequential readahead (segment
-//! mappings are `MADV_SEQUENTIAL`). The kernel keeps a page any process maps, and a reader
-//! copying out of a segment's mapping maps it; so the range is unmapped from the node first
-//! (`madvise(DONTNEED)`, which keeps the bytes: the next access maps them again).
+//! mappings are `MADV_SEQUENTIAL`), or a chunk at a time around the page cache where the
+//! file system allows ([`crate::cold_read`]). The kernel keeps a page any process maps, and a
+//! reader copying out of a segment's mapping maps it; so the range is unmapped from the node
+//! first (`madvise(DONTNEED)`, which keeps the bytes: the next access maps them again).
 //!
 //! Nothing here changes data or durability: only flushed bytes are named, and dropping a page
 //! only makes its next read a disk read. A failing drop is logged once and turns it off.
@@ -67,6 +68,7 @@ impl DropBehind {
         if to < from {
             // A truncation moved the end back: what is appended again is dropped again.
             self.dropped.store(to, Ordering::Relaxed);
+            shared.state.lock().cold_end = to;
             return;
         }
         if to - from < STEP {
@@ -74,11 +76,13 @@ impl DropBehind {
         }
         self.dropped.store(to, Ordering::Relaxed);
         // The kernel drops only folios wholly inside the range: one the last step's end cut
-        // through (the page cache makes folios as large as a write) goes now.
-        let ranges = shared
-            .state
-            .lock()
-            .ranges_between(from.saturating_sub(STEP), to);
+        // through (the page cache makes folios as large as a write) goes now. Readers below
+        // `to` now read around the page cache.
+        let ranges = {
+            let mut st = shared.state.lock();
+            st.cold_end = to;
+            st.ranges_between(from.saturating_sub(STEP), to)
+        };
         for (seg, path, off, len) in ranges {
             if let Err(e) = seg.drop_cache(off, len) {
                 self.off.store(true, Ordering::Relaxed);

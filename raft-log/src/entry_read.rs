@@ -3,8 +3,6 @@
 //! behind, or after a restart): header first, then the payload copied once from the segment
 //! straight into the entry, both checked (header CRC, length, payload CRC, index).
 
-use parking_lot::Mutex;
-
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::format::decode_entry_owned;
@@ -13,15 +11,27 @@ use crate::format::HeaderSlot;
 use crate::format::RecordKind;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::raft_index::EntryLocation;
-use crate::state::State;
+use crate::shared::Shared;
 use crate::types::LogEntry;
 
 /// The entry at `l` (a location from the raft index), or a corruption error naming its
 /// segment file when the bytes there are not that entry.
-pub(crate) fn read_entry(state: &Mutex<State>, l: &EntryLocation) -> LogResult<LogEntry> {
-    let (seg, off, path) = state.lock().locate_range(l.phys, l.size)?;
+pub(crate) fn read_entry(shared: &Shared, l: &EntryLocation) -> LogResult<LogEntry> {
+    let state = &shared.state;
+    let ((seg, off, path), cold) = {
+        let st = state.lock();
+        (
+            st.locate_range(l.phys, l.size)?,
+            st.cold_read(l.phys, l.size),
+        )
+    };
     let corruption = |reason| state.lock().corruption(l.phys, reason);
+    // Past the page cache when the entry is that far behind (`cold_read.rs`), else from the
+    // mapping.
     let read = |at: u64, len: usize| {
+        if let Some(bytes) = cold.and_then(|c| shared.cold.read(&seg, c, l.phys + at, len)) {
+            return Ok(bytes);
+        }
         seg.read_vec(off + at, len)
             .map_err(|e| LogError::io("read", path.clone(), e))
     };

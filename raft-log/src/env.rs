@@ -67,6 +67,24 @@ pub trait SegmentFile: Send + Sync {
         let _ = (offset, len);
         Ok(())
     }
+    /// Reads up to `buf.len()` bytes at `offset` around the OS page cache where the file
+    /// system allows (`O_DIRECT`; see `cold_read.rs`), and returns how many it read (fewer
+    /// only at the file's end). `offset`, `buf.len()` and `buf`'s address are multiples of
+    /// [`crate::cold_read::ALIGN`]. Default: [`copy_uncached`] (in-memory files).
+    fn read_uncached(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        copy_uncached(self, offset, buf)
+    }
+}
+
+/// [`SegmentFile::read_uncached`] as a plain [`SegmentFile::read_at`] of what the file holds.
+pub(crate) fn copy_uncached<F: SegmentFile + ?Sized>(
+    f: &F,
+    offset: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let n = f.capacity().saturating_sub(offset).min(buf.len() as u64) as usize;
+    f.read_at(offset, &mut buf[..n])?;
+    Ok(n)
 }
 
 /// The page size the log's page-cache calls work in (writeback, drops, madvise).

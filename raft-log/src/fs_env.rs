@@ -8,10 +8,13 @@ use std::io;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use memmap2::MmapOptions;
 use memmap2::MmapRaw;
 
+use crate::cold_read::ALIGN;
+use crate::env::copy_uncached;
 use crate::env::tmp_path;
 use crate::env::write_each;
 use crate::env::Env;
@@ -62,6 +65,8 @@ struct MmapSegment {
     len: u64,
     file: File,
     mapped_writes: bool,
+    /// The `O_DIRECT` descriptor of cold reads (`None`: refused), opened on first use.
+    direct: OnceLock<Option<File>>,
 }
 
 fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
@@ -208,9 +213,56 @@ impl SegmentFile for MmapSegment {
         }
         Ok(())
     }
+
+    /// `pread` through a second descriptor of the file opened with `O_DIRECT` (on first use),
+    /// so the bytes go from the disk straight into `buf`; a copy from the mapping where the
+    /// file system refuses `O_DIRECT` (tmpfs), or with mapped writes (nothing is dropped).
+    fn read_uncached(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let aligned = offset % ALIGN as u64 == 0
+            && buf.len() % ALIGN == 0
+            && (buf.as_ptr() as usize) % ALIGN == 0;
+        let direct = match self.direct.get_or_init(|| self.open_direct()) {
+            Some(f) if aligned && !self.mapped_writes => f,
+            _ => return copy_uncached(self, offset, buf),
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            match direct.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A file system that opens with O_DIRECT but refuses this read.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && done == 0 => {
+                    return copy_uncached(self, offset, buf)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
 }
 
 impl MmapSegment {
+    /// The file again, opened with `O_DIRECT` (through `/proc/self/fd`, so a rename since
+    /// does not matter); `None` where that is refused.
+    fn open_direct(&self) -> Option<File> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::debug!(error = %e, "no O_DIRECT reads of the log here; reading the mapping");
+                None
+            }
+        }
+    }
+
     /// `[offset, offset + len)` checked to lie inside the segment, as the (offset, length)
     /// pair of a system call; `what` names the range in the error.
     fn os_range(
@@ -287,6 +339,7 @@ fn map_segment(
         len,
         file,
         mapped_writes,
+        direct: OnceLock::new(),
     }))
 }
 

@@ -67,6 +67,7 @@ impl Inner {
             state: Mutex::new(state),
             meta,
             waiters: FlushQueue::default(),
+            cold: Default::default(),
         });
         let interval = match config.flush {
             FlushPolicy::Sync => None,

@@ -128,6 +128,7 @@ pub mod types;
 
 mod batch;
 mod checkpointer;
+mod cold_read;
 mod committed_file;
 mod committer;
 mod drop_behind;

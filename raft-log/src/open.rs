@@ -105,6 +105,7 @@ pub fn load_state(
         failed: None,
         closed: false,
         recent: Default::default(),
+        cold_end: 0,
     };
     // What survived past the checkpoint may sit only in the page cache: make it durable.
     for (seg, path, off, len) in st.dirty_ranges() {

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
+use crate::cold_read::ColdReads;
 use crate::durable::DurableWatch;
 use crate::error::LogError;
 use crate::flush_queue::FlushQueue;
@@ -23,6 +24,8 @@ pub struct Shared {
     pub waiters: FlushQueue,
     /// What is durable, for acks.
     pub durable: DurableWatch,
+    /// Chunks of the log's dropped pages, for readers that far behind.
+    pub cold: ColdReads,
 }
 
 impl Shared {

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::cold_read::ColdAt;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
@@ -53,6 +54,9 @@ pub struct State {
     pub closed: bool,
     /// The last appended entries, for readers (replication, apply) to skip the CommitLog.
     pub recent: RecentEntries,
+    /// Physical end of the pages dropped from the page cache (`drop_behind.rs`); reads wholly
+    /// below it go through [`crate::cold_read`].
+    pub cold_end: RawPhys,
 }
 
 impl State {
@@ -72,6 +76,22 @@ impl State {
             return Err(LogError::Closed);
         }
         Ok(())
+    }
+
+    /// For a read of `[phys, phys + len)` that [`State::locate_range`] found: where it reads
+    /// through [`crate::cold_read`], if it lies wholly below the dropped pages' end.
+    pub fn cold_read(&self, phys: RawPhys, len: u32) -> Option<ColdAt> {
+        if phys.checked_add(u64::from(len))? > self.cold_end {
+            return None;
+        }
+        let segment_start = self.segments.start_of(phys);
+        Some(ColdAt {
+            segment_start,
+            limit: self
+                .cold_end
+                .min(segment_start + self.segments.segment_bytes()),
+            epoch: self.checkpoint_epoch,
+        })
     }
 
     /// The segment, offset inside it and path of the range `[phys, phys + len)`, which must lie

@@ -122,12 +122,19 @@ impl<C> LogStore<C> {
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
-        let (seg, off, path) = self
-            .inner
-            .shared
-            .state
-            .lock()
-            .locate_range(phys.get(), len)?;
+        let shared = &self.inner.shared;
+        let ((seg, off, path), cold) = {
+            let st = shared.state.lock();
+            (
+                st.locate_range(phys.get(), len)?,
+                st.cold_read(phys.get(), len),
+            )
+        };
+        if let Some(bytes) =
+            cold.and_then(|at| shared.cold.read(&seg, at, phys.get(), len as usize))
+        {
+            return Ok(bytes);
+        }
         seg.read_vec(off, len as usize)
             .map_err(|e| LogError::io("read", path, e))
     }
@@ -147,7 +154,7 @@ impl<C> LogStore<C> {
         for f in found {
             out.push(match f {
                 Ok(e) => e,
-                Err(l) => read_entry(&self.inner.shared.state, &l)?,
+                Err(l) => read_entry(&self.inner.shared, &l)?,
             });
         }
         Ok(out)

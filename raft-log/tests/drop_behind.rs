@@ -18,6 +18,7 @@ use raftmq_raft_log::env::FsEnv;
 use raftmq_raft_log::mem_env::MemEnv;
 use raftmq_raft_log::store::LogStore;
 use raftmq_raft_log::types::LogIndex;
+use raftmq_raft_log::types::PhysOffset;
 
 type Store = LogStore<TestConfig>;
 
@@ -124,4 +125,44 @@ fn a_real_segment_drops_its_synced_pages_from_the_page_cache_and_keeps_its_bytes
     assert_eq!(back, vec![7u8; 16], "dropping changes no bytes");
     let err = seg.drop_cache(4 * MIB - 10, 4096).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+}
+
+#[test]
+fn a_real_log_reads_its_dropped_entries_back_around_the_page_cache() {
+    // Past the recent-entries cache (8 MiB) and the 1 MiB window: the oldest entries are
+    // read with O_DIRECT in chunks (`cold_read.rs`), and read the same.
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 4 * MIB,
+        log_cache_bytes: MIB,
+        ..LogConfig::default()
+    };
+    let s = Store::open(dir.path(), c).unwrap();
+    let n = 12_000;
+    for first in (1..=n).step_by(100) {
+        let (cb, rx) = waiter();
+        let batch = (first..first + 100).map(|i| entry(1, i, 1000)).collect();
+        s.append_entries(batch, cb).unwrap();
+        wait(&rx).unwrap();
+    }
+    let back = s
+        .read_entries(LogIndex::new(1), LogIndex::new(n + 1))
+        .unwrap();
+    assert_eq!(back.len(), n as usize);
+    for (i, e) in back.iter().enumerate() {
+        assert_eq!(*e, entry(1, i as u64 + 1, 1000), "entry {}", i + 1);
+    }
+    // The raw bytes of an old entry, as a consumer's pull reads a record.
+    let l = s.entry_location(LogIndex::new(7)).unwrap();
+    let raw = s.read_at(PhysOffset::new(l.phys), l.size).unwrap();
+    let again = s.read_at(PhysOffset::new(l.phys), l.size).unwrap();
+    assert_eq!(raw.len(), l.size as usize);
+    assert_eq!(raw, again);
+    assert!(raw.windows(100).any(|w| *w == entry_bytes(7)[..100]));
+    s.close().unwrap();
+}
+
+/// The payload bytes of [`entry`]`(_, index, 1000)`.
+fn entry_bytes(index: u64) -> Vec<u8> {
+    (0..1000).map(|i| (index as usize * 7 + i) as u8).collect()
 }
