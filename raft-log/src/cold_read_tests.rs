@@ -62,7 +62,7 @@ fn a_read_outside_the_cold_range_is_left_to_the_mapping() {
 fn chunks_are_kept_until_the_epoch_changes() {
     let env = MemEnv::new();
     let seg = patterned(&env, Path::new("/seg"));
-    let cold = ColdReads::default();
+    let cold = ColdReads::without_read_ahead();
     assert_eq!(
         cold.read(&seg, at(2 * SEG, 1), SEG, 4),
         Some(expected(SEG, 4))
@@ -81,7 +81,7 @@ fn chunks_are_kept_until_the_epoch_changes() {
 fn at_most_slots_buffers_are_kept_and_the_least_recently_used_goes() {
     let env = MemEnv::new();
     let seg = patterned(&env, Path::new("/seg"));
-    let cold = ColdReads::default();
+    let cold = ColdReads::without_read_ahead();
     let a = at(2 * SEG, 1);
     let chunk = |i: u64| SEG + i * CHUNK as u64;
     for i in 0..SLOTS as u64 {
@@ -133,4 +133,30 @@ fn a_real_file_reads_around_the_page_cache_with_the_same_bytes() {
         .read_uncached(SEG - ALIGN as u64, buf.aligned(CHUNK))
         .unwrap();
     assert_eq!(n, ALIGN);
+}
+
+#[test]
+fn the_first_use_of_a_chunk_has_the_next_one_read_ahead() {
+    let env = MemEnv::new();
+    let seg = patterned(&env, Path::new("/seg"));
+    let cold = ColdReads::default();
+    let a = at(SEG + 2 * CHUNK as u64, 1);
+    assert_eq!(
+        cold.read(&seg, a, SEG + 10, 10),
+        Some(expected(SEG + 10, 10))
+    );
+    let next = SEG + CHUNK as u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cached(&cold.chunks, 1, next) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "chunk 1 never read ahead"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // Its bytes are the file's; the chunk after it is past the limit: never asked for.
+    assert_eq!(cold.read(&seg, a, next + 5, 5), Some(expected(next + 5, 5)));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(!cached(&cold.chunks, 1, next + CHUNK as u64));
+    assert_eq!(cold.chunks.lock().slots.len(), 2);
 }
