@@ -87,6 +87,8 @@ struct Job {
 
 #[derive(Default)]
 struct Chunks {
+    /// Chunks read from the disk since open.
+    reads: u64,
     epoch: u64,
     /// At most [`SLOTS`]; a buffer being read into is out of the list meanwhile.
     slots: Vec<Chunk>,
@@ -150,6 +152,11 @@ impl ColdReads {
             pos += want as u64;
         }
         Some(out)
+    }
+
+    /// Chunks read from the disk since open.
+    pub fn chunk_reads(&self) -> u64 {
+        self.chunks.lock().reads
     }
 
     /// Has the chunk at `start` read on the read-ahead thread (started on first use).
@@ -242,6 +249,7 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
         }
     };
     let mut c = chunks.lock();
+    c.reads += 1;
     if c.epoch != at.epoch || c.slots.iter().any(|k| k.start == start) {
         c.buffers -= 1;
         return c.epoch == at.epoch;

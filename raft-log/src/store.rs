@@ -165,6 +165,12 @@ impl<C> LogStore<C> {
         Watermarks::of(&self.inner.shared.state.lock())
     }
 
+    /// Chunks read around the page cache since open: reads of entries or records older than
+    /// `log-cache-bytes` behind the flushed end (see `cold_read.rs`).
+    pub fn cold_chunk_reads(&self) -> u64 {
+        self.inner.shared.cold.chunk_reads()
+    }
+
     /// The persisted committed log id.
     pub fn committed(&self) -> Option<LogId> {
         self.inner.shared.state.lock().committed
