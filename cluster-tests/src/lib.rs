@@ -30,6 +30,7 @@
 pub mod auth;
 pub mod cli;
 pub mod cluster;
+pub mod metrics;
 pub mod node_config;
 pub mod power;
 pub mod process;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
+use cluster_tests::metrics::metric;
 use cluster_tests::raw::read_all;
 use cluster_tests::FlushPolicy;
 use raftmq_client::Client;
@@ -22,6 +23,7 @@ const SENDERS: usize = 4;
 fn tweak(c: &mut raftmq_node::config::NodeConfig) {
     c.log.segment_bytes = 4 << 20;
     c.log.log_cache_bytes = 1 << 20;
+    c.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -50,6 +52,12 @@ async fn readers_far_behind_the_page_cache_window_read_every_message() -> anyhow
     check_bodies(pulled, "pulled from the follower");
     let cold = cluster.node(reader).store().log().cold_chunk_reads();
     assert!(cold > 0, "the pull read around the page cache");
+    let counted = metric(cluster.node(reader), "raftmq_log_cold_chunk_reads_total");
+    // (A chunk read ahead may finish in between.)
+    assert!(
+        counted >= cold as f64,
+        "/metrics counts the chunk reads: {counted} < {cold}"
+    );
 
     // The follower that was down catches up from the leader's log, far behind.
     cluster.restart(lagging).await?;

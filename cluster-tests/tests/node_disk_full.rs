@@ -4,11 +4,10 @@
 //! sends with DISK_FULL (nothing proposed); once usage drops the follower catches up to lag 0
 //! by itself, without another send and without a restart.
 
-use std::io::Read;
-use std::io::Write;
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
+use cluster_tests::metrics::metric;
 use cluster_tests::raw::msg;
 use cluster_tests::raw::GrpcClient;
 use raftmq_node::config::FlushPolicy;
@@ -29,28 +28,6 @@ fn disk_guard_on(c: &mut NodeConfig) {
     c.store.disk_clean_ratio = d.disk_clean_ratio;
     c.store.disk_reject_ratio = d.disk_reject_ratio;
     c.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
-}
-
-fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
-
-/// The value of metric `name` in `/metrics` of `n`.
-fn metric(n: &NodeHandle, name: &str) -> f64 {
-    let text = http_get(n.addrs().metrics.expect("metrics on"), "/metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in {text}"))
 }
 
 /// `ClusterStatus` as node `via` answers it: (node id, disk_full, disk_usage) per member.

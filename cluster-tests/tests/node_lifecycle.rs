@@ -2,11 +2,10 @@
 //! install) and promoted to voter, the disk-full guard, `/metrics` over HTTP, and the binary's
 //! exit codes (bad config: 2; SIGTERM: graceful, 0), a fatal Raft error, and who flushes inline.
 
-use std::io::Read;
-use std::io::Write;
 use std::time::Duration;
 
 use cluster_tests::cluster::TestCluster;
+use cluster_tests::metrics::http_get;
 use cluster_tests::process::node_binary;
 use cluster_tests::raw::msg;
 use cluster_tests::raw::read_all;
@@ -45,20 +44,6 @@ async fn fill(c: &mut GrpcClient, n: usize) -> u64 {
         last = r.results[0].log_id.as_ref().map_or(0, |l| l.index);
     }
     last
-}
-
-fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,6 +75,9 @@ struct Gauges {
     leader_id: Gauge,
     disk_usage: Gauge<f64, std::sync::atomic::AtomicU64>,
     disk_full: Gauge,
+    /// The log's count (`Watermarks::cold_chunk_reads`), and what of it was counted.
+    cold_chunk_reads: Counter,
+    cold_chunk_reads_seen: std::sync::atomic::AtomicU64,
 }
 
 /// The metrics of one node.
@@ -174,6 +177,11 @@ impl NodeMetrics {
             "max_phys_offset",
             "CommitLog append position",
             g.max_phys_offset.clone(),
+        );
+        r.register(
+            "log_cold_chunk_reads",
+            "CommitLog chunks (2 MiB) read from the disk around the page cache for readers more than log-cache-bytes behind",
+            g.cold_chunk_reads.clone(),
         );
         r.register(
             "dispatched_phys_offset",
@@ -322,6 +330,11 @@ impl NodeMetrics {
             .set(as_i64(sw.log.appended_phys_end.get()));
         g.dispatched_phys_offset
             .set(as_i64(sw.dispatched_phys_end.get()));
+        let cold = sw.log.cold_chunk_reads;
+        let seen = g
+            .cold_chunk_reads_seen
+            .swap(cold, std::sync::atomic::Ordering::Relaxed);
+        g.cold_chunk_reads.inc_by(cold.saturating_sub(seen));
         g.flush_lag.set((appended - flushed).max(0));
         g.commit_lag.set((appended - committed).max(0));
         g.apply_lag.set((committed - applied).max(0));

@@ -162,7 +162,9 @@ impl<C> LogStore<C> {
 
     /// Current positions.
     pub fn watermarks(&self) -> Watermarks {
-        Watermarks::of(&self.inner.shared.state.lock())
+        let shared = &self.inner.shared;
+        let cold = shared.cold.chunk_reads();
+        Watermarks::of(&shared.state.lock(), cold)
     }
 
     /// Chunks read around the page cache since open: reads of entries or records older than
