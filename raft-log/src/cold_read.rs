@@ -210,7 +210,8 @@ fn cached(chunks: &Mutex<Chunks>, epoch: u64, start: RawPhys) -> bool {
 }
 
 /// Copies `want` bytes at `pos` from the chunk at `start`, if it is there, and says whether
-/// this was the chunk's first use. A new `epoch` drops every chunk first.
+/// this was the chunk's first use. A newer `epoch` drops every chunk first; a read of an
+/// older one (it raced a truncation or an install) is left to the mapping.
 fn copy_cached(
     chunks: &Mutex<Chunks>,
     epoch: u64,
@@ -220,8 +221,11 @@ fn copy_cached(
     out: &mut Vec<u8>,
 ) -> Option<bool> {
     let mut c = chunks.lock();
-    if c.epoch != epoch {
-        c.buffers -= c.slots.len();
+    if epoch < c.epoch {
+        return None;
+    }
+    if epoch > c.epoch {
+        c.buffers = c.buffers.saturating_sub(c.slots.len());
         c.slots.clear();
         c.epoch = epoch;
     }
@@ -244,20 +248,21 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
         Ok(n) => n,
         Err(e) => {
             tracing::debug!(error = %e, "cold read of the log failed; reading the mapping");
-            chunks.lock().buffers -= 1;
+            let mut c = chunks.lock();
+            c.buffers = c.buffers.saturating_sub(1);
             return false;
         }
     };
     let mut c = chunks.lock();
     c.reads += 1;
     if c.epoch != at.epoch || c.slots.iter().any(|k| k.start == start) {
-        c.buffers -= 1;
+        c.buffers = c.buffers.saturating_sub(1);
         return c.epoch == at.epoch;
     }
     if c.slots.len() >= SLOTS {
         if let Some(lru) = lru(&c.slots) {
             c.slots.swap_remove(lru);
-            c.buffers -= 1;
+            c.buffers = c.buffers.saturating_sub(1);
         }
     }
     c.uses += 1;

@@ -75,6 +75,9 @@ fn chunks_are_kept_until_the_epoch_changes() {
         Some(expected(SEG, 4))
     );
     assert_eq!(cold.read(&seg, at(2 * SEG, 2), SEG, 4), Some(vec![9; 4]));
+    // A reader of the older epoch (it raced the change) is left to the mapping.
+    assert_eq!(cold.read(&seg, at(2 * SEG, 1), SEG, 4), None);
+    assert_eq!(cold.chunks.lock().buffers, 1, "no buffer leaked");
 }
 
 #[test]

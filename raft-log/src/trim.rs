@@ -137,6 +137,9 @@ impl Trimmer {
         st.flushed.phys_end = st.flushed.phys_end.min(new_end);
         self.shared.durable.note_log_cut(keep);
         st.checkpoint_epoch += 1;
+        // Cold reads (`cold_read.rs`) only below what stays flushed; the next drop lowers
+        // the dropped end itself.
+        st.cold_end = st.cold_end.min(new_end);
         st.flushed.log_id = keep
             .and_then(|k| st.index.get(k))
             .map(|l| LogId::new_term_index(l.term, l.index));
