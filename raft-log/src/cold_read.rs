@@ -253,11 +253,22 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
             return false;
         }
     };
+    let len = n.min(valid);
     let mut c = chunks.lock();
     c.reads += 1;
-    if c.epoch != at.epoch || c.slots.iter().any(|k| k.start == start) {
+    if c.epoch != at.epoch {
         c.buffers = c.buffers.saturating_sub(1);
-        return c.epoch == at.epoch;
+        return false;
+    }
+    // Read meanwhile (by the read-ahead, or by another reader), or read before the dropped
+    // end passed its end: the longer copy stays.
+    if let Some(k) = c.slots.iter_mut().find(|k| k.start == start) {
+        if k.len < len {
+            std::mem::swap(&mut k.buf, &mut buf);
+            k.len = len;
+        }
+        c.buffers = c.buffers.saturating_sub(1);
+        return true;
     }
     if c.slots.len() >= SLOTS {
         if let Some(lru) = lru(&c.slots) {
@@ -269,7 +280,7 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
     let used = c.uses;
     c.slots.push(Chunk {
         start,
-        len: n.min(valid),
+        len,
         used,
         next_asked: false,
         buf,

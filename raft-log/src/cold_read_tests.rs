@@ -163,3 +163,23 @@ fn the_first_use_of_a_chunk_has_the_next_one_read_ahead() {
     assert!(!cached(&cold.chunks, 1, next + CHUNK as u64));
     assert_eq!(cold.chunks.lock().slots.len(), 2);
 }
+
+#[test]
+fn a_chunk_read_before_the_dropped_end_passed_it_is_read_once_more() {
+    let env = MemEnv::new();
+    let seg = patterned(&env, Path::new("/seg"));
+    let cold = ColdReads::without_read_ahead();
+    let short = at(SEG + 4096, 1);
+    assert_eq!(cold.read(&seg, short, SEG, 8), Some(expected(SEG, 8)));
+    // The dropped end moved on: a read past the chunk's old end reads it again, once.
+    let longer = at(SEG + CHUNK as u64, 1);
+    let past = SEG + 10_000;
+    assert_eq!(cold.read(&seg, longer, past, 8), Some(expected(past, 8)));
+    assert_eq!(
+        cold.read(&seg, longer, past + 8, 8),
+        Some(expected(past + 8, 8))
+    );
+    assert_eq!(cold.chunk_reads(), 2);
+    let c = cold.chunks.lock();
+    assert_eq!((c.slots.len(), c.buffers), (1, 1));
+}
