@@ -289,6 +289,7 @@ mod tests {
         let z = ZeroAhead::start().unwrap();
         let mut pos = 0u64;
         let mut n = 0u64;
+        let mut waited = false;
         while pos < 2 * AHEAD {
             // 1..=300 KiB, so writes straddle chunk edges.
             let len = 1024 * (1 + (n * 7919) % 300);
@@ -297,6 +298,18 @@ mod tests {
             file.write_at(pos, &vec![byte; len as usize]).unwrap();
             pos += len;
             n += 1;
+            if !waited && pos >= AHEAD {
+                // The race needs the thread under way (it starts once the first measure of
+                // bytes per fdatasync, after WINDOW bytes, found them frequent): on a loaded
+                // machine the appends could otherwise be done before it first ran (a CI run
+                // failed so).
+                waited = true;
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while seg.zeroed.load(Ordering::SeqCst) == 0 {
+                    assert!(std::time::Instant::now() < deadline, "the thread never ran");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         }
         z.stop();
         assert!(
