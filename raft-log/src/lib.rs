@@ -102,7 +102,7 @@
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
-//! **Write method** (measured on ext4, see `fs_env.rs`): under both policies the records of one
+//! **Write method** (measured on ext4, see `fs_segment.rs`): under both policies the records of one
 //! append call are written with one `pwrite` and flushed with `fdatasync` (storing into fresh
 //! mapped pages costs a zero-fill and two faults per page). Readers always read through the
 //! mapping (one page cache).
@@ -137,6 +137,7 @@ mod entry_read;
 mod flush_queue;
 mod flusher;
 mod fs_env;
+mod fs_segment;
 mod graveyard;
 mod inline_flush;
 mod inner;
