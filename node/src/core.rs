@@ -192,6 +192,10 @@ impl GaugeSource for NodeCore {
         self.store.watermarks()
     }
 
+    fn cold_chunk_reads(&self) -> u64 {
+        self.store.log().cold_chunk_reads()
+    }
+
     fn node_metrics(&self) -> &NodeMetrics {
         &self.metrics
     }

@@ -36,6 +36,10 @@ pub trait GaugeSource {
     fn disk_state(&self) -> Option<(f64, bool)> {
         None
     }
+    /// CommitLog chunks read around the page cache since start (`LogStore::cold_chunk_reads`).
+    fn cold_chunk_reads(&self) -> u64 {
+        0
+    }
 }
 
 impl<T: GaugeSource + ?Sized> GaugeSource for Arc<T> {
@@ -53,6 +57,10 @@ impl<T: GaugeSource + ?Sized> GaugeSource for Arc<T> {
 
     fn disk_state(&self) -> Option<(f64, bool)> {
         (**self).disk_state()
+    }
+
+    fn cold_chunk_reads(&self) -> u64 {
+        (**self).cold_chunk_reads()
     }
 }
 
@@ -75,7 +83,7 @@ struct Gauges {
     leader_id: Gauge,
     disk_usage: Gauge<f64, std::sync::atomic::AtomicU64>,
     disk_full: Gauge,
-    /// The log's count (`Watermarks::cold_chunk_reads`), and what of it was counted.
+    /// The log's count ([`GaugeSource::cold_chunk_reads`]), and what of it was counted.
     cold_chunk_reads: Counter,
     cold_chunk_reads_seen: std::sync::atomic::AtomicU64,
 }
@@ -330,7 +338,7 @@ impl NodeMetrics {
             .set(as_i64(sw.log.appended_phys_end.get()));
         g.dispatched_phys_offset
             .set(as_i64(sw.dispatched_phys_end.get()));
-        let cold = sw.log.cold_chunk_reads;
+        let cold = source.cold_chunk_reads();
         let seen = g
             .cold_chunk_reads_seen
             .swap(cold, std::sync::atomic::Ordering::Relaxed);

@@ -92,8 +92,6 @@ struct Chunks {
     epoch: u64,
     /// At most [`SLOTS`]; a buffer being read into is out of the list meanwhile.
     slots: Vec<Chunk>,
-    /// Buffers in use (in `slots` or being read into).
-    buffers: usize,
     /// Counts lookups (the chunks' recency).
     uses: u64,
 }
@@ -225,7 +223,6 @@ fn copy_cached(
         return None;
     }
     if epoch > c.epoch {
-        c.buffers = c.buffers.saturating_sub(c.slots.len());
         c.slots.clear();
         c.epoch = epoch;
     }
@@ -248,8 +245,6 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
         Ok(n) => n,
         Err(e) => {
             tracing::debug!(error = %e, "cold read of the log failed; reading the mapping");
-            let mut c = chunks.lock();
-            c.buffers = c.buffers.saturating_sub(1);
             return false;
         }
     };
@@ -257,7 +252,6 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
     let mut c = chunks.lock();
     c.reads += 1;
     if c.epoch != at.epoch {
-        c.buffers = c.buffers.saturating_sub(1);
         return false;
     }
     // Read meanwhile (by the read-ahead, or by another reader), or read before the dropped
@@ -267,13 +261,11 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
             std::mem::swap(&mut k.buf, &mut buf);
             k.len = len;
         }
-        c.buffers = c.buffers.saturating_sub(1);
         return true;
     }
     if c.slots.len() >= SLOTS {
         if let Some(lru) = lru(&c.slots) {
             c.slots.swap_remove(lru);
-            c.buffers = c.buffers.saturating_sub(1);
         }
     }
     c.uses += 1;
@@ -288,14 +280,15 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
     true
 }
 
-/// A buffer to read into: a new one while fewer than [`SLOTS`] are in use, else the least
-/// recently used chunk's.
+/// A buffer to read into: the least recently used chunk's once [`SLOTS`] are kept, else a
+/// new one.
 fn take_buffer(chunks: &Mutex<Chunks>) -> Buffer {
     {
         let mut c = chunks.lock();
-        match lru(&c.slots) {
-            Some(i) if c.buffers >= SLOTS => return c.slots.swap_remove(i).buf,
-            _ => c.buffers += 1,
+        if c.slots.len() >= SLOTS {
+            if let Some(i) = lru(&c.slots) {
+                return c.slots.swap_remove(i).buf;
+            }
         }
     }
     Buffer::new()

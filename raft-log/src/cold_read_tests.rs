@@ -16,6 +16,11 @@ fn patterned(env: &dyn Env, path: &Path) -> Arc<dyn SegmentFile> {
     seg
 }
 
+/// [`patterned`] in memory.
+fn mem_segment() -> Arc<dyn SegmentFile> {
+    patterned(&MemEnv::new(), Path::new("/seg"))
+}
+
 fn expected(phys: RawPhys, len: usize) -> Vec<u8> {
     (phys - SEG..phys - SEG + len as u64)
         .map(|i| (i % 251) as u8)
@@ -32,8 +37,7 @@ fn at(limit: RawPhys, epoch: u64) -> ColdAt {
 
 #[test]
 fn reads_return_the_files_bytes_also_across_chunks() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::default();
     let a = at(2 * SEG, 1);
     for (phys, len) in [
@@ -49,8 +53,7 @@ fn reads_return_the_files_bytes_also_across_chunks() {
 
 #[test]
 fn a_read_outside_the_cold_range_is_left_to_the_mapping() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::default();
     let limit = SEG + CHUNK as u64;
     assert_eq!(cold.read(&seg, at(limit, 1), limit - 10, 11), None);
@@ -60,8 +63,7 @@ fn a_read_outside_the_cold_range_is_left_to_the_mapping() {
 
 #[test]
 fn chunks_are_kept_until_the_epoch_changes() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::without_read_ahead();
     assert_eq!(
         cold.read(&seg, at(2 * SEG, 1), SEG, 4),
@@ -77,20 +79,19 @@ fn chunks_are_kept_until_the_epoch_changes() {
     assert_eq!(cold.read(&seg, at(2 * SEG, 2), SEG, 4), Some(vec![9; 4]));
     // A reader of the older epoch (it raced the change) is left to the mapping.
     assert_eq!(cold.read(&seg, at(2 * SEG, 1), SEG, 4), None);
-    assert_eq!(cold.chunks.lock().buffers, 1, "no buffer leaked");
+    assert_eq!(cold.chunks.lock().slots.len(), 1, "one chunk kept");
 }
 
 #[test]
 fn at_most_slots_buffers_are_kept_and_the_least_recently_used_goes() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::without_read_ahead();
     let a = at(2 * SEG, 1);
     let chunk = |i: u64| SEG + i * CHUNK as u64;
     for i in 0..SLOTS as u64 {
         assert!(cold.read(&seg, a, chunk(i), 8).is_some());
     }
-    assert_eq!(cold.chunks.lock().buffers, SLOTS);
+    assert_eq!(cold.chunks.lock().slots.len(), SLOTS);
     // Chunk 0 used again, then one more: it takes chunk 1's buffer.
     assert!(cold.read(&seg, a, chunk(0) + 8, 8).is_some());
     seg.write_at(0, &[1; 8]).unwrap();
@@ -98,7 +99,6 @@ fn at_most_slots_buffers_are_kept_and_the_least_recently_used_goes() {
     let last = chunk(SLOTS as u64);
     assert_eq!(cold.read(&seg, a, last, 8), Some(expected(last, 8)));
     let c = cold.chunks.lock();
-    assert_eq!(c.buffers, SLOTS);
     assert_eq!(c.slots.len(), SLOTS);
     assert!(
         c.slots.iter().any(|k| k.start == chunk(0)),
@@ -140,8 +140,7 @@ fn a_real_file_reads_around_the_page_cache_with_the_same_bytes() {
 
 #[test]
 fn the_first_use_of_a_chunk_has_the_next_one_read_ahead() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::default();
     let a = at(SEG + 2 * CHUNK as u64, 1);
     assert_eq!(
@@ -166,8 +165,7 @@ fn the_first_use_of_a_chunk_has_the_next_one_read_ahead() {
 
 #[test]
 fn a_chunk_read_before_the_dropped_end_passed_it_is_read_once_more() {
-    let env = MemEnv::new();
-    let seg = patterned(&env, Path::new("/seg"));
+    let seg = mem_segment();
     let cold = ColdReads::without_read_ahead();
     let short = at(SEG + 4096, 1);
     assert_eq!(cold.read(&seg, short, SEG, 8), Some(expected(SEG, 8)));
@@ -181,5 +179,5 @@ fn a_chunk_read_before_the_dropped_end_passed_it_is_read_once_more() {
     );
     assert_eq!(cold.chunk_reads(), 2);
     let c = cold.chunks.lock();
-    assert_eq!((c.slots.len(), c.buffers), (1, 1));
+    assert_eq!(c.slots.len(), 1);
 }

@@ -18,9 +18,9 @@ use crate::committer::Urgency;
 use crate::config::FlushPolicy;
 use crate::config::LogConfig;
 use crate::entry_read::read_entry;
+use crate::entry_read::LocatedRange;
 use crate::env::Env;
 use crate::env::FsEnv;
-use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
 use crate::inner::Inner;
@@ -122,21 +122,7 @@ impl<C> LogStore<C> {
 
     /// Reads `len` bytes at `phys`; the range must lie inside the appended part of one segment.
     pub fn read_at(&self, phys: PhysOffset, len: u32) -> LogResult<Vec<u8>> {
-        let shared = &self.inner.shared;
-        let ((seg, off, path), cold) = {
-            let st = shared.state.lock();
-            (
-                st.locate_range(phys.get(), len)?,
-                st.cold_read(phys.get(), len),
-            )
-        };
-        if let Some(bytes) =
-            cold.and_then(|at| shared.cold.read(&seg, at, phys.get(), len as usize))
-        {
-            return Ok(bytes);
-        }
-        seg.read_vec(off, len as usize)
-            .map_err(|e| LogError::io("read", path, e))
+        LocatedRange::new(&self.inner.shared, phys.get(), len)?.read(0, len as usize)
     }
 
     /// Decodes the entries with index in `[start, end)` that are physically present (see
@@ -162,9 +148,7 @@ impl<C> LogStore<C> {
 
     /// Current positions.
     pub fn watermarks(&self) -> Watermarks {
-        let shared = &self.inner.shared;
-        let cold = shared.cold.chunk_reads();
-        Watermarks::of(&shared.state.lock(), cold)
+        Watermarks::of(&self.inner.shared.state.lock())
     }
 
     /// Chunks read around the page cache since open: reads of entries or records older than

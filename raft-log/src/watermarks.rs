@@ -27,14 +27,11 @@ pub struct Watermarks {
     pub purged_phys_end: PhysOffset,
     /// Persisted committed log id.
     pub committed: Option<LogId>,
-    /// Chunks read around the page cache since open (readers behind `log-cache-bytes`, see
-    /// `cold_read.rs`).
-    pub cold_chunk_reads: u64,
 }
 
 impl Watermarks {
-    /// The positions of `st`, and the log's count of cold chunk reads.
-    pub fn of(st: &State, cold_chunk_reads: u64) -> Self {
+    /// The positions of `st`.
+    pub fn of(st: &State) -> Self {
         Watermarks {
             appended: st.last_entry_id(),
             appended_phys_end: PhysOffset::new(st.append_pos),
@@ -45,7 +42,6 @@ impl Watermarks {
             last_purged: st.purged,
             purged_phys_end: PhysOffset::new(st.purged_phys_end),
             committed: st.committed,
-            cold_chunk_reads,
         }
     }
 }
