@@ -45,7 +45,9 @@ pub fn apply_normal(
     payload: &[u8],
 ) -> Result<ApplyResponse> {
     let entry_end = payload_offset(entry_phys).advance(payload.len() as u64);
-    let cmd = match CommandView::parse(payload) {
+    // The payload is this node's log entry at `entry_phys` (the caller checked): the log's
+    // record CRC covers it.
+    let cmd = match CommandView::parse_logged(payload) {
         Ok(c) => c,
         Err(e) => {
             // The leader only proposes encoded commands; a payload that does not parse is
