@@ -16,6 +16,7 @@
 //! snapshots.
 
 mod identity;
+mod positions;
 mod window;
 
 pub use identity::check_identity;

@@ -5,12 +5,11 @@ use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::hash::RandomState;
 
-use hashbrown::HashTable;
-
 use raftmq_raft_log::types::LogId;
 use serde::Deserialize;
 use serde::Serialize;
 
+use super::positions::Positions;
 use crate::codec::Reader;
 use crate::codec::Writer;
 use crate::error::Result;
@@ -81,10 +80,11 @@ struct WindowRepr(Vec<Remembered>);
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
-/// Invariant: `by_key` holds one `(hash, seq)` per send of `order`, `seq` its position
-/// counted from `first_seq` and `hash` its key's hash (keys are unique: a hit is not
-/// remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
-/// match); `order` is in apply order, and so are the keys in `keys`, each send's key at its
+/// Invariant: `by_key` holds one position per send of `order` under its key's hash, the low
+/// 32 bits of `seq`, the send's position counted from `first_seq` (keys are unique: a hit is
+/// not remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
+/// match); live and evicted positions together are far fewer than 2^32 (at most twice
+/// `max-entries`, itself at most 10 million, plus 64), so 32 bits tell them apart; `order` is in apply order, and so are the keys in `keys`, each send's key at its
 /// `key_at`. The table holds positions, not keys, so each key is stored once and hashed once
 /// on insert. Eviction leaves its position in the table (a random probe per evicted send was
 /// most of `expire`'s cost: apply looks up, remembers and evicts one send per identified
@@ -100,7 +100,7 @@ struct WindowRepr(Vec<Remembered>);
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
     order: VecDeque<Slot>,
-    by_key: HashTable<(u64, u64)>,
+    by_key: Positions,
     /// Sequence number of `order[0]`.
     first_seq: u64,
     /// The keys of `order`, oldest first, preceded by evicted keys not yet compacted away.
@@ -185,13 +185,13 @@ impl DedupWindow {
         self.hasher.hash_one(scratch.as_str())
     }
 
-    /// Loads the table's probe group of each of `hashes` into the cache. Apply calls it for
-    /// the identified messages of a batch before it looks any of them up: the lookups are
-    /// then cache hits, and the misses, one per message on every node (65% of a lookup's
-    /// time), overlap instead of coming one after another.
+    /// Loads the table's home slot of each of `hashes` into the cache. Apply calls it for
+    /// the identified messages of a batch before it looks any of them up: the lookups, and
+    /// the inserts that remember the sends, then find their lines cached, and the misses,
+    /// one per message on every node, overlap instead of coming one after another.
     pub fn prefetch(&self, hashes: impl Iterator<Item = u64>) {
         for hash in hashes {
-            std::hint::black_box(self.by_key.find(hash, |_| false));
+            self.by_key.prefetch(hash);
         }
     }
 
@@ -203,7 +203,12 @@ impl DedupWindow {
         write: impl FnOnce(&mut String),
     ) -> Result<&StoredSend, Unseen> {
         // A tentative key nobody remembered (a hit, or a send not dispatched) goes.
-        self.lookups += 1;
+        // `lookup` is kept in a register for the `Unseen` below: read back from `self` next
+        // to `keys_end`, it was one 16-byte load over this 8-byte store, which the CPU
+        // cannot forward, so it waited for every older store to reach the cache (4% of a
+        // follower's CPU at batch-32; see `push_decimal` in `identity`).
+        let lookup = self.lookups + 1;
+        self.lookups = lookup;
         let end = self.index_in_keys(self.keys_end);
         self.keys.truncate(end);
         write(&mut self.keys);
@@ -221,7 +226,7 @@ impl DedupWindow {
                 hash,
                 key_at: self.keys_end,
                 key_len: u32::try_from(key.len()).expect("a key joins 16-bit-length strings"),
-                lookup: self.lookups,
+                lookup,
             }),
         }
     }
@@ -250,7 +255,8 @@ impl DedupWindow {
         });
         self.keys_end = tail;
         let hash = unseen.hash;
-        self.by_key.insert_unique(hash, (hash, seq), |&(h, _)| h);
+        // The low 32 bits (see the type's invariant).
+        self.by_key.insert(hash, seq as u32);
     }
 
     /// Forgets the sends older than `params.window_ms` before `now_ms` (a leader timestamp);
@@ -364,7 +370,7 @@ impl DedupWindow {
     pub fn validate_all(&self) -> crate::error::Result<()> {
         self.validate()?;
         let live = (self.by_key.iter())
-            .filter(|&&(_, seq)| seq >= self.first_seq)
+            .filter(|&pos| self.live_index(pos).is_some())
             .count();
         if live != self.order.len() {
             return Err(crate::error::StoreError::invalid(format!(
@@ -409,11 +415,15 @@ impl DedupWindow {
 
     /// Index in `order` of the send with `key` (of hash `hash`).
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
-        let first = self.first_seq;
-        let &(_, seq) = self.by_key.find(hash, |&(h, seq)| {
-            h == hash && seq >= first && self.key(index_of(first, seq)) == key
+        let pos = (self.by_key).find(hash, |pos| {
+            self.live_index(pos).is_some_and(|i| self.key(i) == key)
         })?;
-        Some(index_of(first, seq))
+        self.live_index(pos)
+    }
+
+    /// Index in `order` of the send at 32-bit position `pos`, or `None` for an evicted one.
+    fn live_index(&self, pos: u32) -> Option<usize> {
+        live_index(self.first_seq, self.order.len(), pos)
     }
 
     fn pop_front(&mut self) {
@@ -421,8 +431,9 @@ impl DedupWindow {
             self.first_seq += 1;
             // Amortised: a pass over the table per as many evictions as it has live sends.
             if self.evicted_positions() > self.order.len().max(64) {
-                let first = self.first_seq;
-                self.by_key.retain(|&mut (_, seq)| seq >= first);
+                let (first, len) = (self.first_seq, self.order.len());
+                self.by_key
+                    .retain(|pos| live_index(first, len, pos).is_some());
             }
             self.compact_keys();
         }
@@ -457,9 +468,11 @@ impl DedupWindow {
     }
 }
 
-/// Index in `order` of the send at position `seq >= first`, `order[0]` being at `first`.
-fn index_of(first: u64, seq: u64) -> usize {
-    usize::try_from(seq - first).expect("by_key holds positions of order")
+/// Index in an `order` of `len` sends, the first at position `first`, of the send at 32-bit
+/// position `pos` (`None`: evicted, see the [`DedupWindow`] invariant).
+fn live_index(first: u64, len: usize, pos: u32) -> Option<usize> {
+    let i = pos.wrapping_sub(first as u32) as usize;
+    (i < len).then_some(i)
 }
 
 /// The topic part of a dedup key (`<kind><len>:<topic>...`).
