@@ -98,31 +98,30 @@ impl Positions {
         self.slots[i] = s;
     }
 
-    /// Keeps the entries whose position `keep` accepts, in place: two passes over the slots
+    /// Keeps the entries whose position `keep` accepts, in place, in one pass over the slots
     /// in order (the window calls it once per as many evictions as it holds sends, so a
     /// random write per kept entry, as into a new table, cost more than its lookups).
     pub(super) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        // A slot free before anything is dropped: no probe run crosses it, so walking the
-        // slots from there meets each run from its start.
+        // A free slot: no probe run crosses it, so walking the slots from there meets each
+        // run from its start.
         let Some(start) = self.slots.iter().position(|&s| s == EMPTY) else {
             return; // no slots at all (a table with entries always has free ones)
         };
-        for s in self.slots.iter_mut() {
-            if *s != EMPTY && !keep(*s as u32) {
-                *s = EMPTY;
-                self.len -= 1;
-            }
-        }
-        // Close the gaps the drops left: each kept entry moves to the first free slot from
-        // its home, which is at or before its own. The slots before it on the walk are final
-        // by then, and it takes one of them or its own, so no run of an entry placed earlier
+        // Each entry is taken out; a kept one goes back to the first free slot from its
+        // home, which is at or before its own. The slots before it on the walk are final by
+        // then, and it takes one of them or its own, so no run of an entry placed earlier
         // loses a slot.
         let mask = self.slots.len() - 1;
         for k in 1..=self.slots.len() {
             let i = (start + k) & mask;
             let s = std::mem::replace(&mut self.slots[i], EMPTY);
-            if s != EMPTY {
+            if s == EMPTY {
+                continue;
+            }
+            if keep(s as u32) {
                 self.place(s);
+            } else {
+                self.len -= 1;
             }
         }
     }
@@ -211,6 +210,40 @@ mod tests {
                     "drop {drop}, pos {pos}"
                 );
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Inserts (few tags, so runs are long and wrap around) and retains against a plain
+        /// list of (tag, position).
+        #[test]
+        fn table_matches_a_plain_list(
+            ops in proptest::collection::vec((0..40u32, 0..5u32), 1..600),
+        ) {
+            let mut p = Positions::default();
+            let mut model: Vec<(u32, u32)> = Vec::new();
+            for (next, (t, drop)) in (0u32..).zip(ops) {
+                // Tags near the top wrap around the end of the slots.
+                let t = if t % 2 == 0 { t } else { u32::MAX - 1 - t };
+                if drop == 0 && !model.is_empty() {
+                    let cut = next % 3;
+                    p.retain(|pos| pos % 3 != cut);
+                    model.retain(|&(_, pos)| pos % 3 != cut);
+                } else {
+                    p.insert(hash(t, next), next);
+                    model.push((t, next));
+                }
+                proptest::prop_assert_eq!(p.len(), model.len());
+                for &(t, pos) in &model {
+                    proptest::prop_assert_eq!(p.find(hash(t, 0), |q| q == pos), Some(pos));
+                }
+            }
+            let mut held: Vec<u32> = p.iter().collect();
+            held.sort_unstable();
+            let mut want: Vec<u32> = model.iter().map(|&(_, pos)| pos).collect();
+            want.sort_unstable();
+            proptest::prop_assert_eq!(held, want);
         }
     }
 
