@@ -107,21 +107,29 @@ impl Positions {
         let Some(start) = self.slots.iter().position(|&s| s == EMPTY) else {
             return; // no slots at all (a table with entries always has free ones)
         };
-        // Each entry is taken out; a kept one goes back to the first free slot from its
-        // home, which is at or before its own. The slots before it on the walk are final by
-        // then, and it takes one of them or its own, so no run of an entry placed earlier
-        // loses a slot.
+        // A dropped entry frees its slot; a kept one moves to the first free slot from its
+        // home, if that comes before its own. The slots before it on the walk are final by
+        // then, and it takes one of them or keeps its own, so no run of an entry placed
+        // earlier loses a slot. Slots that do not change are not written.
         let mask = self.slots.len() - 1;
         for k in 1..=self.slots.len() {
             let i = (start + k) & mask;
-            let s = std::mem::replace(&mut self.slots[i], EMPTY);
+            let s = self.slots[i];
             if s == EMPTY {
                 continue;
             }
-            if keep(s as u32) {
-                self.place(s);
-            } else {
+            if !keep(s as u32) {
+                self.slots[i] = EMPTY;
                 self.len -= 1;
+                continue;
+            }
+            let mut j = self.home(slot_tag(s));
+            while j != i && self.slots[j] != EMPTY {
+                j = (j + 1) & mask;
+            }
+            if j != i {
+                self.slots[j] = s;
+                self.slots[i] = EMPTY;
             }
         }
     }
