@@ -2,12 +2,11 @@
 //! position of its send, 8 bytes a slot, whose slot lines apply can load ahead of use.
 //!
 //! Apply looks up and remembers one key per identified message on every node, each at a
-//! random place in a table of megabytes. hashbrown's table let apply load the control bytes
-//! ahead ([`Positions::prefetch`] did that before), but not the 16-byte bucket an insert
-//! then writes: that write missed the cache once per message, and with the CPU's store
-//! buffer full behind it, the rest of apply waited (the table alone was about 8% of a
-//! follower's CPU at batch-32; a window small enough for the cache ran the whole machine
-//! 5-10% faster). Here a slot is the whole entry, so loading a key's home slot before the
+//! random place in a table of megabytes. With hashbrown's table apply could load the control
+//! bytes ahead (the window's `prefetch`), but not the 16-byte bucket an insert then wrote:
+//! that write missed the cache once per message, and with the CPU's store buffer full
+//! behind it, the rest of apply waited (the table alone was about 8% of a follower's CPU at
+//! batch-32; a window small enough for the cache ran the whole machine 5-10% faster). Here a slot is the whole entry, so loading a key's home slot before the
 //! batch's lookups loads the line its insert writes as well.
 //!
 //! Open addressing with linear probing, at most 3/4 full. A slot holds 32 bits of the key's

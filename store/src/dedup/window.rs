@@ -83,8 +83,9 @@ struct WindowRepr(Vec<Remembered>);
 /// Invariant: `by_key` holds one position per send of `order` under its key's hash, the low
 /// 32 bits of `seq`, the send's position counted from `first_seq` (keys are unique: a hit is
 /// not remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
-/// match); live and evicted positions together are far fewer than 2^32 (at most twice
-/// `max-entries`, itself at most 10 million, plus 64), so 32 bits tell them apart; `order` is in apply order, and so are the keys in `keys`, each send's key at its
+/// match); live and evicted positions together are far fewer than 2^32 (at most twice the
+/// sends held plus 65, and `max-entries` is at most 10 million), so 32 bits tell them
+/// apart; `order` is in apply order, and so are the keys in `keys`, each send's key at its
 /// `key_at`. The table holds positions, not keys, so each key is stored once and hashed once
 /// on insert. Eviction leaves its position in the table (a random probe per evicted send was
 /// most of `expire`'s cost: apply looks up, remembers and evicts one send per identified
