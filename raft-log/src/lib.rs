@@ -104,8 +104,9 @@
 //!
 //! **Write method** (measured on ext4, see `fs_segment.rs`): under both policies the records of one
 //! append call are written with one `pwrite` and flushed with `fdatasync` (storing into fresh
-//! mapped pages costs a zero-fill and two faults per page). Readers always read through the
-//! mapping (one page cache).
+//! mapped pages costs a zero-fill and two faults per page). Readers read through the
+//! mapping (one page cache), except bytes below the end of the pages dropped behind the
+//! flushed end (`log-cache-bytes`), which `cold_read.rs` reads with `O_DIRECT` in 2 MiB chunks.
 //!
 //! **Known limits.** Open validates (CRCs included) only the records past the flush checkpoint
 //! and those below the first record the `raft-index` file holds; below the checkpoint the

@@ -62,7 +62,7 @@
 //!
 //! leader: validate ([`limits`]) -> encode [`command::Command`] -> `Raft::client_write` ->
 //! raft-log appends the entry on every node -> commit -> `apply` ([`StateMachine`]):
-//! [`command::CommandView::parse`] -> per message: next queue offset, ConsumeQueue
+//! [`command::CommandView::parse_logged`] -> per message: next queue offset, ConsumeQueue
 //! [`put`](consume_queue::ConsumeQueue::put), IndexStore [`put`](index::IndexStore::put) of each
 //! key -> answer the producer. Readers: ConsumeQueue `read` -> [`filter::TagFilter`] on tag hash
 //! -> record from the CommitLog by physical offset -> CRC and exact tag check.

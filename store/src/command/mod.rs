@@ -1,10 +1,11 @@
 //! Replicated commands: what the bytes of an [`AppPayload`] (a normal Raft entry) mean.
 //!
 //! The leader builds a [`Command`], encodes it into an `AppPayload` and proposes it; every
-//! replica decodes the committed payload with [`CommandView::parse`] and applies it. A message
-//! batch is parsed without copying bodies; each message's record sits at a known offset inside
-//! the payload, so its id (physical offset) follows from the entry's physical offset
-//! ([`crate::message::message_id`]). The pop commands ([`Receive`], [`Ack`],
+//! replica decodes the committed payload with [`CommandView::parse_logged`] (the log's record
+//! CRC covers it; [`CommandView::parse`] checks the command's own CRC too) and applies it. A
+//! message batch is parsed without copying bodies; each message's record sits at a known
+//! offset inside the payload, so its id (physical offset) follows from the entry's physical
+//! offset ([`crate::message::message_id`]). The pop commands ([`Receive`], [`Ack`],
 //! [`ChangeInvisible`]) carry the leader's clock and limits, so apply reads neither.
 
 mod batch_format;

@@ -10,13 +10,13 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use super::positions::Positions;
-use crate::codec::Reader;
-use crate::codec::Writer;
-use crate::error::Result;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
 use crate::types::TimestampMs;
+use form::WindowRepr;
+
+mod form;
 
 /// The window's bounds as the leader stamps them into a `SendBatch` entry (so apply reads no
 /// node-local setting and every replica evicts alike).
@@ -45,15 +45,6 @@ pub struct StoredSend {
     pub log_id: LogId,
 }
 
-/// One remembered send (serde form: the key inline).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Remembered {
-    key: Box<str>,
-    #[serde(flatten)]
-    send: StoredSend,
-}
-
 /// A remembered send: its result and where its key sits in [`DedupWindow::keys`].
 #[derive(Clone, Debug)]
 struct Slot {
@@ -73,10 +64,6 @@ pub struct Unseen {
     /// Which lookup of its window made it ([`DedupWindow::lookups`]).
     lookup: u64,
 }
-
-/// The serde form of the window: its sends, oldest first.
-#[derive(Serialize, Deserialize)]
-struct WindowRepr(Vec<Remembered>);
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
@@ -130,23 +117,6 @@ impl PartialEq for DedupWindow {
 }
 
 impl Eq for DedupWindow {}
-
-impl From<WindowRepr> for DedupWindow {
-    fn from(r: WindowRepr) -> Self {
-        let mut w = DedupWindow::default();
-        for m in r.0 {
-            // A key twice (a hand-edited file): the first stays, as apply would keep it.
-            w.insert(&m.key, m.send);
-        }
-        w
-    }
-}
-
-impl From<DedupWindow> for WindowRepr {
-    fn from(w: DedupWindow) -> Self {
-        WindowRepr(w.remembered().collect())
-    }
-}
 
 impl DedupWindow {
     /// Number of sends remembered.
@@ -299,59 +269,6 @@ impl DedupWindow {
         );
     }
 
-    /// Writes the sends, oldest first, in the dispatch checkpoint's binary form
-    /// ([`crate::state::checkpoint`]): their count (`u64`), then per send its key
-    /// ([`Writer::blob32`], UTF-8), queue id (`u32`), queue offset, physical offset, store
-    /// timestamp, and the term and index of its entry (`u64` each). Streams through `out`
-    /// one send at a time (the window is megabytes: no buffer of it all).
-    pub(crate) fn write_binary(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        out.write_all(&(self.order.len() as u64).to_le_bytes())?;
-        let mut scratch = Vec::with_capacity(128);
-        for (i, slot) in self.order.iter().enumerate() {
-            scratch.clear();
-            let mut w = Writer::new(&mut scratch);
-            let s = &slot.send;
-            w.blob32("dedup key", self.key(i).as_bytes())
-                .map_err(std::io::Error::other)?;
-            w.u32(s.queue_id.get());
-            w.u64(s.queue_offset.get());
-            w.u64(s.phys_offset.get());
-            w.u64(s.store_timestamp_ms);
-            w.u64(s.log_id.leader_id.term);
-            w.u64(s.log_id.index);
-            out.write_all(&scratch)?;
-        }
-        Ok(())
-    }
-
-    /// Reads a window [`write_binary`](Self::write_binary) wrote (a key twice, only a damaged
-    /// file has that: as in the serde form, the first stays).
-    pub(crate) fn read_binary(r: &mut Reader<'_>) -> Result<DedupWindow> {
-        /// Bytes of a send with an empty key.
-        const MIN_SEND_BYTES: usize = 4 + 4 + 5 * 8;
-        let count = r.u64("dedup window send count")?;
-        // The count is file input: reserve no more than the bytes left can hold.
-        let fit = r.remaining() / MIN_SEND_BYTES;
-        let mut sends = Vec::with_capacity(usize::try_from(count).unwrap_or(usize::MAX).min(fit));
-        for _ in 0..count {
-            let at = r.pos();
-            let key = std::str::from_utf8(r.blob32("dedup key")?)
-                .map_err(|e| r.corrupt(at, format!("dedup key is not UTF-8: {e}")))?;
-            let send = StoredSend {
-                queue_id: QueueId::new(r.u32("dedup queue id")?),
-                queue_offset: QueueOffset::new(r.u64("dedup queue offset")?),
-                phys_offset: PhysOffset::new(r.u64("dedup physical offset")?),
-                store_timestamp_ms: r.u64("dedup store timestamp")?,
-                log_id: LogId::new_term_index(r.u64("dedup term")?, r.u64("dedup index")?),
-            };
-            sends.push(Remembered {
-                key: key.into(),
-                send,
-            });
-        }
-        Ok(DedupWindow::from(WindowRepr(sends)))
-    }
-
     /// Checks the invariant cheaply (see the type docs): as many keys as sends, and the
     /// oldest and newest sends at their positions. Apply runs it in debug builds.
     pub fn validate(&self) -> crate::error::Result<()> {
@@ -404,14 +321,6 @@ impl DedupWindow {
     /// Index in `keys` of the absolute key position `at` (not below `keys_base`).
     fn index_in_keys(&self, at: u64) -> usize {
         usize::try_from(at - self.keys_base).expect("keys hold what a window remembers")
-    }
-
-    /// The sends with their keys, oldest first (the serde form).
-    fn remembered(&self) -> impl Iterator<Item = Remembered> + '_ {
-        (0..self.order.len()).map(|i| Remembered {
-            key: self.key(i).into(),
-            send: self.order[i].send,
-        })
     }
 
     /// Index in `order` of the send with `key` (of hash `hash`).
