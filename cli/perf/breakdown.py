@@ -22,7 +22,8 @@ def stamp(s):
 
 
 def read(path):
-    ev = {'app': {}, 'flush': [], 'disp': {}, 'ans': {}, 'sent': [], 'recv': [], 'apply': {}}
+    ev = {'app': {}, 'flush': [], 'disp': {}, 'ans': {}, 'sent': [], 'recv': [], 'apply': {},
+          'waited': []}
     for line in open(path, errors='replace'):
         m = LINE.match(line.strip())
         if not m:
@@ -41,6 +42,8 @@ def read(path):
             ev['sent'].append((t, int(k['log_index'])))
         elif rest.startswith('append answer received'):
             ev['recv'].append((t, int(k['target_node']), int(k['log_index'])))
+        elif rest.startswith('batch proposed'):
+            ev['waited'].append(int(k['waited_us']) / 1e6)
         elif rest.startswith('apply started'):
             ev['apply'][int(k['log_index'])] = t
     return ev
@@ -70,7 +73,8 @@ def main(d):
              'follower append -> follower flushed', 'follower flushed -> answer sent',
              'answer sent -> answer at the leader', 'quorum flushed -> apply started',
              'apply started -> applied', 'leader append -> leader apply',
-             'leader apply -> answer ready']
+             'leader apply -> answer ready', 'follower append -> answer sent',
+             'answer at the leader -> apply started']
     steps = {n: [] for n in names}
     leader_last = 0
     for idx, t_ans in sorted(lead['ans'].items())[50:]:
@@ -94,7 +98,7 @@ def main(d):
         quorum = max(lf, recv[0])
         for name, v in zip(names, [lf - t_app, ft - t_app, ff - ft, sent[0] - ff,
                                    recv[0] - sent[0], ta - quorum, td - ta, td - t_app,
-                                   t_ans - td]):
+                                   t_ans - td, sent[0] - ft, ta - recv[0]]):
             steps[name].append(v)
     n = len(steps[names[0]])
     for name, v in steps.items():
@@ -102,6 +106,10 @@ def main(d):
         if v:
             print(f'{name:38s} p50 {1e3 * v[len(v) // 2]:.3f} ms  '
                   f'p90 {1e3 * v[int(len(v) * .9)]:.3f} ms  (n={len(v)})')
+    waited = sorted(lead['waited'])
+    if waited:
+        print(f"{'send arrived -> batch proposed':38s} p50 {1e3 * waited[len(waited) // 2]:.3f} ms  "
+              f"p90 {1e3 * waited[int(len(waited) * .9)]:.3f} ms  (n={len(waited)} batches)")
     if n:
         print(f'the leader flushed after the first answer arrived: {100 * leader_last / n:.0f}% '
               'of the entries')

@@ -295,6 +295,11 @@ impl Pipeline {
             Ok(p) => p,
             Err(e) => return Err(refused(NodeError::InvalidArgument(e.to_string()), batch)),
         };
+        tracing::debug!(
+            messages = count,
+            waited_us = batch.arrived.elapsed().as_micros() as u64,
+            "batch proposed"
+        );
         let deadline = batch.arrived + core.config.send_timeout();
         let res = propose(core, payload, deadline)
             .await
