@@ -239,6 +239,11 @@ async fn open(
     let raft_config = Arc::new(raft_config);
     let mut peer_opts = config.peer_network_options();
     peer_opts.tls = tls.clone();
+    if config.log.flush == raftmq_raft_log::FlushPolicy::Async {
+        // Before Raft starts: from here on this node's commit index leaves it only through
+        // the gate, and its saves as the leader no longer wait for the fdatasync.
+        peer_opts.commit_gate = Some(log.commit_gate());
+    }
     let replication_kick = peer_opts.kick.clone();
     let network = PeerNetworkFactory::<TypeConfig, SnapshotFile>::new(node_id, peer_opts);
     let raft = Raft::new(node_id, raft_config, network, log.clone(), sm)

@@ -6,8 +6,10 @@
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
 //! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
 //! keeps the durable-before-return `save_committed` (see there why) while it is a candidate
-//! or the leader, unless its own log's flush already covers the id; one following another
-//! node writes it behind too, and its apply waits for it (`Committer::save_async`).
+//! or the leader, unless its own log's flush already covers the id or its transport lets
+//! its commit index out only through the [`CommitGate`] (then the thread writes it at once);
+//! one following another node writes it behind too, and its apply waits for it
+//! (`Committer::save_async`).
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
@@ -35,10 +37,13 @@
 //! [`LogStore::save_committed_deferred`]: crate::store::LogStore::save_committed_deferred
 //! [`LogStore::wait_durable`]: crate::store::LogStore::wait_durable
 
+use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::OnceLock;
+use std::sync::Weak;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -73,6 +78,8 @@ pub enum Urgency {
 struct Queue {
     /// The newest id not yet handed to a flush.
     pending: Option<Option<LogId>>,
+    /// `pending` is written at once ([`Committer::save_urgent`]).
+    urgent: bool,
     stop: bool,
     /// On stop: write `pending` first (a clean close) or drop it (a simulated crash).
     flush_on_stop: bool,
@@ -94,6 +101,9 @@ pub struct Committer {
     /// This node's id, once the owner set it ([`Committer::set_node_id`]); until then every
     /// `async` save is durable before it returns.
     node_id: OnceLock<NodeId>,
+    /// The owner lets no commit index out of this node past what is durable
+    /// ([`CommitGate`]): an `async` leader's save then need not be durable before it returns.
+    gated: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -108,6 +118,7 @@ impl Committer {
             waiting: AtomicUsize::new(0),
             applying: AtomicUsize::new(0),
             node_id: OnceLock::new(),
+            gated: AtomicBool::new(false),
             thread: Mutex::new(None),
         });
         let c = committer.clone();
@@ -137,14 +148,19 @@ impl Committer {
     /// in a crash, so no lost-commit floor needs it: it is handed to the thread instead, as on
     /// a `sync` node (unless a floor waits to be cleared by it).
     pub fn save(&self, committed: Option<LogId>) -> LogResult<()> {
-        let flushed = self.shared.durable.log_flushed();
-        if committed.is_some_and(|c| flushed.is_some_and(|f| f >= c.index))
-            && self.shared.state.lock().lost_commit_floor.is_none()
-        {
+        if self.flushed_past(committed) {
             return self.save_deferred(committed);
         }
         self.record(committed)?;
         self.persist(committed)
+    }
+
+    /// Whether this log is flushed past `committed` and no lost-commit floor waits for a
+    /// durable id: then the id need not be durable soon.
+    fn flushed_past(&self, committed: Option<LogId>) -> bool {
+        let flushed = self.shared.durable.log_flushed();
+        committed.is_some_and(|c| flushed.is_some_and(|f| f >= c.index))
+            && self.shared.state.lock().lost_commit_floor.is_none()
     }
 
     /// Names this node, so an `async` save can tell whether it follows another node
@@ -153,18 +169,48 @@ impl Committer {
         let _ = self.node_id.set(id);
     }
 
-    /// openraft's save on an `async` log. Durable before returning ([`Committer::save`])
-    /// while this node's vote is its own (a candidate, or the leader, which broadcasts the
-    /// commit while it saves: the lost-commit floor must already cover whatever the others
-    /// learn). On a node whose vote is for another (it follows that leader) the id is handed
-    /// to the thread instead, and apply waits for it ([`Urgency::Apply`]) before it makes the
-    /// entries visible, so the floor still covers everything a reader saw here; its Raft core
-    /// does not stop for an fdatasync per commit advance, and a few advances share one.
+    /// openraft's save on an `async` log. While this node's vote is its own (a candidate, or
+    /// the leader, which broadcasts the commit while it saves) the lost-commit floor must
+    /// cover whatever the others learn: durable before returning ([`Committer::save`]), or,
+    /// once the owner took the [`CommitGate`] (which lets no commit index out before it is
+    /// durable), handed to the thread to write at once, without stopping the caller's thread
+    /// for the fdatasync. On a node whose vote is for another (it follows that leader) the id
+    /// is handed to the thread too, and apply waits for it ([`Urgency::Apply`]) before it
+    /// makes the entries visible, so the floor still covers everything a reader saw here; its
+    /// Raft core does not stop for an fdatasync per commit advance, and a few advances share
+    /// one.
     pub fn save_async(&self, committed: Option<LogId>) -> LogResult<()> {
         if self.follows_another() {
             self.save_deferred(committed)
+        } else if self.gated.load(Ordering::Acquire) {
+            self.save_urgent(committed)
         } else {
             self.save(committed)
+        }
+    }
+
+    /// Records the committed log id and has the thread write it at once (unless the log's
+    /// flush covers it, as in [`Committer::save`]).
+    fn save_urgent(&self, committed: Option<LogId>) -> LogResult<()> {
+        if self.flushed_past(committed) {
+            return self.save_deferred(committed);
+        }
+        if self.record(committed)? {
+            let mut q = self.queue.lock();
+            q.pending = Some(committed);
+            q.urgent = true;
+            drop(q);
+            self.cv.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The gate of this node's commit index (see [`CommitGate`]); from now on an `async`
+    /// leader's save returns before the id is durable.
+    pub fn gate(self: &Arc<Self>) -> CommitGate {
+        self.gated.store(true, Ordering::Release);
+        CommitGate {
+            committer: Arc::downgrade(self),
         }
     }
 
@@ -274,7 +320,7 @@ impl Committer {
                 return (q.pending.take().filter(|_| q.flush_on_stop), true);
             }
             if q.pending.is_some() {
-                let interval = if self.waiting.load(Ordering::Acquire) > 0 {
+                let interval = if q.urgent || self.waiting.load(Ordering::Acquire) > 0 {
                     Duration::ZERO
                 } else if self.applying.load(Ordering::Acquire) > 0 {
                     APPLY_INTERVAL
@@ -288,7 +334,10 @@ impl Committer {
                         self.cv.wait_for(&mut q, due - now);
                         continue;
                     }
-                    _ => return (q.pending.take(), false),
+                    _ => {
+                        q.urgent = false;
+                        return (q.pending.take(), false);
+                    }
                 }
             }
             self.cv.wait(&mut q);
@@ -313,6 +362,62 @@ impl Committer {
             }
         }
         Ok(())
+    }
+}
+
+/// What lets this node's commit index out to its peers: only as far as this node cannot
+/// forget it in a crash ([`Durable::covers`](crate::durable::Durable::covers): its committed
+/// id is durable that far, or its log is flushed that far).
+///
+/// Why: an `async` node may lose entries in a power loss that others already know as
+/// committed; its lost-commit floor covers them only if its committed id was durable before
+/// any peer learned of the commit. openraft hands the new commit index to the replication
+/// tasks before it saves the id, so a save that is durable before it returns was not enough
+/// once another worker thread could run a replication task during the fdatasync. Through the
+/// gate a leader's commit index reaches its peers only once it is durable, so its save need
+/// not stop its Raft core (and on one thread, the whole node) for the fdatasync.
+///
+/// The gate does not keep the log open: once the log is gone it lets no commit index out.
+#[derive(Clone)]
+pub struct CommitGate {
+    committer: Weak<Committer>,
+}
+
+impl std::fmt::Debug for CommitGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitGate").finish_non_exhaustive()
+    }
+}
+
+impl CommitGate {
+    /// The commit index this node may tell a peer now: `commit` when it cannot be forgotten
+    /// any more, else the newest durable committed id (never past `commit`).
+    pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
+        let (Some(c), Some(committer)) = (commit, self.committer.upgrade()) else {
+            return None;
+        };
+        match committer.shared.durable.covers(c.index) {
+            (true, _) => commit,
+            (false, durable) => durable.min(commit),
+        }
+    }
+
+    /// Waits until `commit` may be told ([`CommitGate::clamp`] gives it back), having the
+    /// thread write the committed id at once. Fails once the log stopped.
+    pub fn admit(
+        &self,
+        commit: Option<LogId>,
+    ) -> impl Future<Output = LogResult<()>> + Send + 'static {
+        let committer = self.committer.upgrade();
+        async move {
+            let Some(committer) = committer else {
+                return Err(LogError::Stopped("log closed".into()));
+            };
+            match commit {
+                Some(c) => committer.wait_durable(c.index, Urgency::Ack).await,
+                None => Ok(()),
+            }
+        }
     }
 }
 

@@ -59,6 +59,13 @@ impl DurableWatch {
         self.tx.borrow().log_flushed
     }
 
+    /// Whether entry `index` can no longer be forgotten by a crash of this node, and the
+    /// newest committed id known durable (see [`Durable::covers`]).
+    pub fn covers(&self, index: RawIndex) -> (bool, Option<LogId>) {
+        let d = self.tx.borrow();
+        (d.covers(index), d.committed)
+    }
+
     /// Records that `committed` is durable (the id never goes back).
     pub fn note_committed(&self, committed: Option<LogId>) {
         self.tx

@@ -272,9 +272,10 @@ impl<C> LogStore<C> {
     /// the entries durably, so a crash can cost it only its own unflushed tail, which a
     /// quorum holds. An `async` node may lose entries that others already know as committed;
     /// a leader broadcasts a commit index concurrently with this call, so only a committed id
-    /// durable *before* openraft goes on keeps the lost-commit floor covering every commit
-    /// the others may have learned (s5 caught the deferred version: two `async` nodes elected
-    /// each other and overwrote entries the `sync` node held as committed). A follower
+    /// durable before the others learn it keeps the lost-commit floor covering every commit
+    /// they may have learned (s5 caught the deferred version: two `async` nodes elected
+    /// each other and overwrote entries the `sync` node held as committed; the
+    /// [`LogStore::commit_gate`] is what holds the commit index back now). A follower
     /// broadcasts nothing: what its floor must cover is what it made visible, hence apply's
     /// wait.
     pub fn save_committed_deferred(&self, committed: Option<LogId>) -> LogResult<()> {
@@ -312,11 +313,26 @@ impl<C> LogStore<C> {
     }
 
     /// openraft's `save_committed` on an `async` log: durable before returning while this
-    /// node's vote is its own (a candidate or the leader), written behind while it follows
-    /// another node, whose apply then waits with [`LogStore::wait_applicable`]. Until
-    /// [`LogStore::set_node_id`] it is always durable before returning.
+    /// node's vote is its own (a candidate or the leader), or handed to the `raftlog-commit`
+    /// thread to write at once when the node took the [`LogStore::commit_gate`]; written
+    /// behind while it follows another node, whose apply then waits with
+    /// [`LogStore::wait_applicable`]. Until [`LogStore::set_node_id`] it is always durable
+    /// before returning.
     pub fn save_committed_async(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save_async(committed)
+    }
+
+    /// The gate of this node's commit index: the node's transport must let a commit index
+    /// out to its peers only through it ([`CommitGate::clamp`], [`CommitGate::admit`]). From
+    /// then on an `async` log's save as the leader (or a candidate) returns before the
+    /// committed id is durable, and the id is written at once on the `raftlog-commit` thread
+    /// (see [`LogStore::save_committed_async`]). Meant for `async` logs: a `sync` leader counts
+    /// itself toward a commit only after its flush, so its commit index is always durable.
+    ///
+    /// [`CommitGate::clamp`]: crate::CommitGate::clamp
+    /// [`CommitGate::admit`]: crate::CommitGate::admit
+    pub fn commit_gate(&self) -> crate::CommitGate {
+        self.inner.committer.gate()
     }
 
     /// Names this node (its Raft id), so an `async` log can tell when it follows another node

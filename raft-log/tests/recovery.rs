@@ -369,6 +369,45 @@ fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
     }
 }
 
+/// With the commit gate taken, an `async` leader's save returns before its committed id is
+/// durable. The gate tells peers a commit index only once a crash cannot forget it:
+/// clamped to the durable id before, whole once `admit` returned (and `admit` waits for a
+/// commit the leader has not even saved yet); a crash then leaves the floor over it.
+#[test]
+fn gated_async_leader_tells_peers_only_durable_commits() {
+    use futures::FutureExt;
+
+    let rt = runtime();
+    let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+    let s = open(&dir, &env, lazy()).unwrap();
+    s.set_node_id(1);
+    s.save_vote(&Vote::new_committed(1, 1)).unwrap();
+    let gate = s.commit_gate();
+    fill(&s, 1, 4, 100);
+    s.flush().unwrap();
+    fill(&s, 5, 8, 100);
+    let (c4, c7, c8) = (
+        Some(LogId::new_term_index(1, 4)),
+        Some(LogId::new_term_index(1, 7)),
+        Some(LogId::new_term_index(1, 8)),
+    );
+    assert_eq!(gate.clamp(c4), c4, "the log's flush covers it");
+    assert_eq!(gate.clamp(c7), None, "nothing covers it");
+    let mut admitted = Box::pin(gate.admit(c8));
+    assert!(rt
+        .block_on(async { (&mut admitted).now_or_never() })
+        .is_none());
+    s.save_committed_async(c8).unwrap();
+    assert_eq!(s.committed(), c8, "recorded at once");
+    rt.block_on(admitted).unwrap();
+    assert_eq!((gate.clamp(c7), gate.clamp(c8)), (c7, c8));
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    let s = open(&dir, &env, lazy()).unwrap();
+    assert_eq!(s.lost_commit_floor(), c8);
+}
+
 /// The operator override forgets the floor on open.
 #[test]
 fn accept_lost_commits_forgets_the_floor() {

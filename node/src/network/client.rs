@@ -257,11 +257,16 @@ where
 {
     type SnapshotData = SD;
 
+    /// Heartbeats and probes: their commit index lowered to what the gate lets out now (an
+    /// `async` node, see `commit_gate.rs`); the next one carries the newer one.
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<C>,
+        mut rpc: AppendEntriesRequest<C>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
+        if let Some(gate) = &self.opts.commit_gate {
+            super::commit_gate::clamp(gate, &mut rpc);
+        }
         self.append_unary(rpc, &option).await
     }
 

@@ -31,6 +31,7 @@ mod append_request;
 mod checker;
 mod client;
 pub(crate) mod codec;
+mod commit_gate;
 mod commit_hold;
 mod factory;
 pub mod fault;
@@ -109,6 +110,9 @@ pub struct PeerNetworkOptions {
     /// How long a commit-only AppendEntries waits for the next entries to travel with
     /// (`commit_hold`); zero sends it at once.
     pub commit_hold: Duration,
+    /// On an `async` node, the log's gate that every request's commit index passes
+    /// (`commit_gate`); `None` on a `sync` node, whose commit index is always durable.
+    pub commit_gate: Option<raftmq_raft_log::CommitGate>,
 }
 
 impl PeerNetworkOptions {
@@ -126,6 +130,7 @@ impl PeerNetworkOptions {
             kick: Arc::default(),
             tls: None,
             commit_hold: commit_hold::COMMIT_HOLD,
+            commit_gate: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
+use futures::future::Either;
 use openraft::base::BoxStream;
 use openraft::errors::NetworkError;
 use openraft::errors::RPCError;
@@ -36,6 +37,7 @@ use super::append_request::Body;
 use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
+use super::commit_gate::GateCommits;
 use super::commit_hold::HoldCommits;
 use super::session_input::session_input;
 use super::session_input::InputGuard;
@@ -49,7 +51,8 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     /// The request stream is wrapped in a [`SessionInput`] whose guard lives with the reply
     /// side: when the session ends (an error, a timeout, openraft dropping the results, or a
     /// failed open) openraft's request stream is dropped at once and never polled again.
-    /// Inside it, [`HoldCommits`] lets a commit-only request wait for the next entries.
+    /// Inside it, [`HoldCommits`] lets a commit-only request wait for the next entries, and
+    /// on an `async` node [`GateCommits`] lets a commit index out only once it is durable.
     pub(super) async fn open_append_stream<'s, S>(
         &'s mut self,
         input: S,
@@ -60,7 +63,11 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     {
         use futures::StreamExt;
 
-        let (input, guard) = session_input(HoldCommits::new(input, self.opts.commit_hold));
+        let held = HoldCommits::new(input, self.opts.commit_hold);
+        let (input, guard) = match self.opts.commit_gate.clone() {
+            Some(gate) => session_input(Either::Left(GateCommits::new(held, gate))),
+            None => session_input(Either::Right(held)),
+        };
         let mut client = self.client()?.append;
         let opts = self.opts.clone();
         let hard_ttl = option.hard_ttl();
