@@ -240,8 +240,7 @@ async fn open(
     let mut peer_opts = config.peer_network_options();
     peer_opts.tls = tls.clone();
     if config.log.flush == raftmq_raft_log::FlushPolicy::Async {
-        // Before Raft starts: from here on this node's commit index leaves it only through
-        // the gate, and its saves as the leader no longer wait for the fdatasync.
+        // Before Raft starts: this node's commit index leaves it only through the gate.
         peer_opts.commit_gate = Some(log.commit_gate());
     }
     let replication_kick = peer_opts.kick.clone();

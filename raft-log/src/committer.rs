@@ -6,10 +6,10 @@
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
 //! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
 //! keeps the durable-before-return `save_committed` (see there why) while it is a candidate
-//! or the leader, unless its own log's flush already covers the id or its transport lets
-//! its commit index out only through the [`CommitGate`] (then the thread writes it at once);
-//! one following another node writes it behind too, and its apply waits for it
-//! (`Committer::save_async`).
+//! or the leader, unless its own log's flush already covers the id; one following another
+//! node writes it behind too, and its apply waits for it (`Committer::save_async`). What
+//! keeps a leader's peers from learning a commit index before it is durable is the
+//! [`CommitGate`] its transport takes.
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
@@ -38,7 +38,6 @@
 //! [`LogStore::wait_durable`]: crate::store::LogStore::wait_durable
 
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -78,8 +77,6 @@ pub enum Urgency {
 struct Queue {
     /// The newest id not yet handed to a flush.
     pending: Option<Option<LogId>>,
-    /// `pending` is written at once ([`Committer::save_urgent`]).
-    urgent: bool,
     stop: bool,
     /// On stop: write `pending` first (a clean close) or drop it (a simulated crash).
     flush_on_stop: bool,
@@ -101,9 +98,6 @@ pub struct Committer {
     /// This node's id, once the owner set it ([`Committer::set_node_id`]); until then every
     /// `async` save is durable before it returns.
     node_id: OnceLock<NodeId>,
-    /// The owner lets no commit index out of this node past what is durable
-    /// ([`CommitGate`]): an `async` leader's save then need not be durable before it returns.
-    gated: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -118,7 +112,6 @@ impl Committer {
             waiting: AtomicUsize::new(0),
             applying: AtomicUsize::new(0),
             node_id: OnceLock::new(),
-            gated: AtomicBool::new(false),
             thread: Mutex::new(None),
         });
         let c = committer.clone();
@@ -169,46 +162,24 @@ impl Committer {
         let _ = self.node_id.set(id);
     }
 
-    /// openraft's save on an `async` log. While this node's vote is its own (a candidate, or
-    /// the leader, which broadcasts the commit while it saves) the lost-commit floor must
-    /// cover whatever the others learn: durable before returning ([`Committer::save`]), or,
-    /// once the owner took the [`CommitGate`] (which lets no commit index out before it is
-    /// durable), handed to the thread to write at once, without stopping the caller's thread
-    /// for the fdatasync. On a node whose vote is for another (it follows that leader) the id
-    /// is handed to the thread too, and apply waits for it ([`Urgency::Apply`]) before it
-    /// makes the entries visible, so the floor still covers everything a reader saw here; its
-    /// Raft core does not stop for an fdatasync per commit advance, and a few advances share
-    /// one.
+    /// openraft's save on an `async` log. Durable before returning ([`Committer::save`])
+    /// while this node's vote is its own (a candidate, or the leader, which broadcasts the
+    /// commit while it saves: the lost-commit floor must cover whatever the others learn, and
+    /// its [`CommitGate`] holds the commit index back until then). On a node whose vote is
+    /// for another (it follows that leader) the id is handed to the thread instead, and apply
+    /// waits for it ([`Urgency::Apply`]) before it makes the entries visible, so the floor
+    /// still covers everything a reader saw here; its Raft core does not stop for an
+    /// fdatasync per commit advance, and a few advances share one.
     pub fn save_async(&self, committed: Option<LogId>) -> LogResult<()> {
         if self.follows_another() {
             self.save_deferred(committed)
-        } else if self.gated.load(Ordering::Acquire) {
-            self.save_urgent(committed)
         } else {
             self.save(committed)
         }
     }
 
-    /// Records the committed log id and has the thread write it at once (unless the log's
-    /// flush covers it, as in [`Committer::save`]).
-    fn save_urgent(&self, committed: Option<LogId>) -> LogResult<()> {
-        if self.flushed_past(committed) {
-            return self.save_deferred(committed);
-        }
-        if self.record(committed)? {
-            let mut q = self.queue.lock();
-            q.pending = Some(committed);
-            q.urgent = true;
-            drop(q);
-            self.cv.notify_one();
-        }
-        Ok(())
-    }
-
-    /// The gate of this node's commit index (see [`CommitGate`]); from now on an `async`
-    /// leader's save returns before the id is durable.
+    /// The gate of this node's commit index (see [`CommitGate`]).
     pub fn gate(self: &Arc<Self>) -> CommitGate {
-        self.gated.store(true, Ordering::Release);
         CommitGate {
             committer: Arc::downgrade(self),
         }
@@ -320,7 +291,7 @@ impl Committer {
                 return (q.pending.take().filter(|_| q.flush_on_stop), true);
             }
             if q.pending.is_some() {
-                let interval = if q.urgent || self.waiting.load(Ordering::Acquire) > 0 {
+                let interval = if self.waiting.load(Ordering::Acquire) > 0 {
                     Duration::ZERO
                 } else if self.applying.load(Ordering::Acquire) > 0 {
                     APPLY_INTERVAL
@@ -334,10 +305,7 @@ impl Committer {
                         self.cv.wait_for(&mut q, due - now);
                         continue;
                     }
-                    _ => {
-                        q.urgent = false;
-                        return (q.pending.take(), false);
-                    }
+                    _ => return (q.pending.take(), false),
                 }
             }
             self.cv.wait(&mut q);
@@ -372,10 +340,8 @@ impl Committer {
 /// Why: an `async` node may lose entries in a power loss that others already know as
 /// committed; its lost-commit floor covers them only if its committed id was durable before
 /// any peer learned of the commit. openraft hands the new commit index to the replication
-/// tasks before it saves the id, so a save that is durable before it returns was not enough
-/// once another worker thread could run a replication task during the fdatasync. Through the
-/// gate a leader's commit index reaches its peers only once it is durable, so its save need
-/// not stop its Raft core (and on one thread, the whole node) for the fdatasync.
+/// tasks before it saves the id, so a save that is durable before it returns is not enough
+/// once another worker thread can run a replication task during the fdatasync.
 ///
 /// The gate does not keep the log open: once the log is gone it lets no commit index out.
 #[derive(Clone)]

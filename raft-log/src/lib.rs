@@ -83,9 +83,9 @@
 //!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`
 //!   (or for an id the log's own flush already covers). On an `async` log openraft's
 //!   `save_committed` is [`LogStore::save_committed_async`]: written behind on a node that
-//!   follows another, whose apply waits with [`LogStore::wait_applicable`]; on the leader
-//!   written at once by the thread once the node's transport took the
-//!   [`LogStore::commit_gate`], else durable before returning.
+//!   follows another, whose apply waits with [`LogStore::wait_applicable`]; durable before
+//!   returning on the leader, whose transport lets the commit index out only through the
+//!   [`LogStore::commit_gate`].
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.

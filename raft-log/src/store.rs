@@ -313,21 +313,19 @@ impl<C> LogStore<C> {
     }
 
     /// openraft's `save_committed` on an `async` log: durable before returning while this
-    /// node's vote is its own (a candidate or the leader), or handed to the `raftlog-commit`
-    /// thread to write at once when the node took the [`LogStore::commit_gate`]; written
-    /// behind while it follows another node, whose apply then waits with
-    /// [`LogStore::wait_applicable`]. Until [`LogStore::set_node_id`] it is always durable
-    /// before returning.
+    /// node's vote is its own (a candidate or the leader), written behind while it follows
+    /// another node, whose apply then waits with [`LogStore::wait_applicable`]. Until
+    /// [`LogStore::set_node_id`] it is always durable before returning.
     pub fn save_committed_async(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save_async(committed)
     }
 
-    /// The gate of this node's commit index: the node's transport must let a commit index
-    /// out to its peers only through it ([`CommitGate::clamp`], [`CommitGate::admit`]). From
-    /// then on an `async` log's save as the leader (or a candidate) returns before the
-    /// committed id is durable, and the id is written at once on the `raftlog-commit` thread
-    /// (see [`LogStore::save_committed_async`]). Meant for `async` logs: a `sync` leader counts
-    /// itself toward a commit only after its flush, so its commit index is always durable.
+    /// The gate of this node's commit index: an `async` node's transport lets a commit index
+    /// out to its peers only through it ([`CommitGate::clamp`], [`CommitGate::admit`]), so no
+    /// peer learns a commit this node could forget in a crash, however many threads run
+    /// openraft's tasks (see [`LogStore::save_committed_deferred`] why that matters). Not
+    /// needed on a `sync` log: a `sync` leader counts itself toward a commit only after its
+    /// flush.
     ///
     /// [`CommitGate::clamp`]: crate::CommitGate::clamp
     /// [`CommitGate::admit`]: crate::CommitGate::admit

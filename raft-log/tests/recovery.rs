@@ -369,10 +369,10 @@ fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
     }
 }
 
-/// With the commit gate taken, an `async` leader's save returns before its committed id is
-/// durable. The gate tells peers a commit index only once a crash cannot forget it:
-/// clamped to the durable id before, whole once `admit` returned (and `admit` waits for a
-/// commit the leader has not even saved yet); a crash then leaves the floor over it.
+/// The commit gate of an `async` leader tells peers a commit index only once a crash cannot
+/// forget it: clamped to the durable id before, whole once `admit` returned (and `admit`
+/// waits for a commit the leader has not even saved yet); a crash then leaves the floor over
+/// it.
 #[test]
 fn gated_async_leader_tells_peers_only_durable_commits() {
     use futures::FutureExt;

@@ -4,17 +4,21 @@
 //! committed; its lost-commit floor covers them (so that it neither stands for election nor
 //! helps elect a node without them) only if its committed id was durable before any peer
 //! learned of the commit. openraft hands a new commit index to the replication tasks before
-//! it saves the id, so saving it durably before `save_committed` returned held only while one
-//! thread ran the node: with more workers a replication task could send the commit during the
-//! fdatasync, and on one worker that fdatasync stopped the whole node.
+//! it saves the id, so saving it durably before `save_committed` returns holds only while one
+//! thread runs the node: with more workers (the default is one per core) a replication task
+//! could send the commit during the fdatasync.
 //!
 //! So on an `async` node every request leaves through the log's [`CommitGate`]: a request
 //! with entries goes out at once, its `leader_commit` lowered to what is durable (a lower
 //! commit index is always valid; the next request carries the newer one); a request that
 //! only carries a new commit index (heartbeats too: openraft sends them on a stream of their
 //! own) waits until that index is durable, one fdatasync of the committed id at most. A
-//! unary `append_entries` is only lowered. The leader's `save_committed` then just hands the
-//! id to the log's commit thread (`LogStore::commit_gate`), which writes it at once.
+//! unary `append_entries` is only lowered.
+//!
+//! The leader's `save_committed` still writes the id on the Raft core's thread before it
+//! returns. Handing it to the log's commit thread instead, with this gate holding the
+//! commit index back, kept the node's thread free for the fdatasync but added a wake-up to
+//! every commit: 1 × 1 `async` sent 4-7% fewer messages/s, 4 × 64 within the drift.
 //!
 //! Invariant: no request leaves this node with a `leader_commit` the node could forget in a
 //! crash.

@@ -195,9 +195,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     break;
                 }
             };
-            // An `async` node's committed id is written behind (on the leader, at once):
-            // nothing becomes visible here before a crash can no longer take it back (see
-            // `wait_applicable`).
+            // An `async` follower's committed id is written behind: nothing becomes visible
+            // here before a crash can no longer take it back (see `wait_applicable`).
             let index = LogIndex::of(&entry.log_id);
             tracing::trace!(log_index = entry.log_id.index, "apply started");
             if let Err(e) = self.shared.log.wait_applicable(index).await {
