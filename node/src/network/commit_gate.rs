@@ -4,9 +4,11 @@
 //! committed; its lost-commit floor covers them (so that it neither stands for election nor
 //! helps elect a node without them) only if its committed id was durable before any peer
 //! learned of the commit. openraft hands a new commit index to the replication tasks before
-//! it saves the id, so saving it durably before `save_committed` returns holds only while one
-//! thread runs the node: with more workers (the default is one per core) a replication task
-//! could send the commit during the fdatasync.
+//! it saves the id (alpha.37's core runs `Command::ReplicateCommitted`, a watch the
+//! replication tasks read, ahead of `SaveCommittedAndApply`), so saving it durably before
+//! `save_committed` returns holds only while one thread runs the node: with more workers
+//! (the default is one per core) a replication task could send the commit during the
+//! fdatasync.
 //!
 //! So on an `async` node every request leaves through the log's [`CommitGate`]: a request
 //! with entries goes out at once, its `leader_commit` lowered to what is durable (a lower
