@@ -14,8 +14,9 @@
 //! with entries goes out at once, its `leader_commit` lowered to what is durable (a lower
 //! commit index is always valid; the next request carries the newer one); a request that
 //! only carries a new commit index (heartbeats too: openraft sends them on a stream of their
-//! own) waits until that index is durable, one fdatasync of the committed id at most. A
-//! unary `append_entries` is only lowered.
+//! own) waits until that index is durable, one fdatasync of the committed id at most, but
+//! never longer than [`MAX_WAIT`]: then it goes out lowered, so a slow disk never stops the
+//! heartbeats that keep the leader in office. A unary `append_entries` is only lowered.
 //!
 //! The leader's `save_committed` still writes the id on the Raft core's thread before it
 //! returns. Handing it to the log's commit thread instead, with this gate holding the
@@ -29,6 +30,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Context;
 use std::task::Poll;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -36,7 +38,10 @@ use futures::Stream;
 use openraft::raft::AppendEntriesRequest;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::CommitGate;
-use raftmq_raft_log::LogResult;
+
+/// Longest a commit-only request waits for its commit index to become durable before it
+/// goes out with a lower one (well below the 150 ms least election timeout).
+pub(super) const MAX_WAIT: Duration = Duration::from_millis(20);
 
 /// Lowers `req`'s commit index to what the gate lets out now.
 pub(super) fn clamp<C: LogTypes>(gate: &CommitGate, req: &mut AppendEntriesRequest<C>) {
@@ -47,8 +52,9 @@ pub(super) fn clamp<C: LogTypes>(gate: &CommitGate, req: &mut AppendEntriesReque
 pub(super) struct GateCommits<C: LogTypes, S> {
     input: S,
     gate: CommitGate,
-    /// A commit-only request waiting for its commit index to become durable.
-    waiting: Option<(AppendEntriesRequest<C>, BoxFuture<'static, LogResult<()>>)>,
+    /// A commit-only request waiting for its commit index to become durable (or for
+    /// [`MAX_WAIT`]).
+    waiting: Option<(AppendEntriesRequest<C>, BoxFuture<'static, ()>)>,
 }
 
 impl<C: LogTypes, S> GateCommits<C, S> {
@@ -74,7 +80,7 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some((_, wait)) = this.waiting.as_mut() {
-            // A stopped log lets nothing durable out: the request goes with what clamp allows.
+            // Durable, or the log stopped, or out of time: it goes with what clamp allows.
             if Pin::new(wait).poll(cx).is_pending() {
                 return Poll::Pending;
             }
@@ -91,7 +97,8 @@ where
             req.leader_commit = allowed;
             return Poll::Ready(Some(req));
         }
-        let wait = this.gate.admit(req.leader_commit).boxed();
+        let admit = this.gate.admit(req.leader_commit);
+        let wait = tokio::time::timeout(MAX_WAIT, admit).map(|_| ()).boxed();
         this.waiting = Some((req, wait));
         // Polls the wait once, so its waker is registered.
         Pin::new(this).poll_next(cx)
@@ -100,8 +107,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use futures::channel::mpsc;
     use futures::StreamExt;
     use raftmq_raft_log::config::FlushPolicy;
@@ -166,32 +171,42 @@ mod tests {
         log
     }
 
-    #[tokio::test]
+    /// Time is paused: a timeout fires only once nothing else can run.
+    #[tokio::test(start_paused = true)]
     async fn commits_leave_only_once_durable() {
         let dir = tempfile::tempdir().unwrap();
         let log = leader(&dir);
         let (tx, rx) = mpsc::unbounded();
         let mut out = GateCommits::new(rx, log.commit_gate());
-        let soon = Duration::from_millis(50);
 
         // Covered by the log's flush: as it is.
         tx.unbounded_send(req(2, 1, 2)).unwrap();
-        assert_eq!(next_commit(&mut out, soon).await, Some(Some(2)));
+        assert_eq!(next_commit(&mut out, MAX_WAIT).await, Some(Some(2)));
         // Entries go out at once, with only what is durable (no committed id yet).
         tx.unbounded_send(req(3, 3, 5)).unwrap();
-        assert_eq!(next_commit(&mut out, soon).await, Some(None));
+        assert_eq!(next_commit(&mut out, MAX_WAIT).await, Some(None));
         // A commit alone waits for the leader to save it: it is not durable before.
         tx.unbounded_send(req(6, 0, 6)).unwrap();
-        assert_eq!(next_commit(&mut out, soon).await, None, "waits");
+        assert_eq!(next_commit(&mut out, MAX_WAIT / 2).await, None, "waits");
         log.save_committed_async(Some(log_id(6))).unwrap();
-        assert_eq!(
-            next_commit(&mut out, Duration::from_secs(10)).await,
-            Some(Some(6))
-        );
+        assert_eq!(next_commit(&mut out, MAX_WAIT / 4).await, Some(Some(6)));
         let durable = log.wait_durable(LogIndex::new(6)).now_or_never();
         assert!(matches!(durable, Some(Ok(()))), "durable once it went out");
         drop(tx);
         assert!(out.next().await.is_none());
+    }
+
+    /// A commit that does not become durable in time goes out lowered: a stuck disk does not
+    /// stop the heartbeats.
+    #[tokio::test(start_paused = true)]
+    async fn a_commit_waits_at_most_max_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = leader(&dir);
+        let (tx, rx) = mpsc::unbounded();
+        let mut out = GateCommits::new(rx, log.commit_gate());
+        tx.unbounded_send(req(6, 0, 6)).unwrap();
+        assert_eq!(next_commit(&mut out, MAX_WAIT / 2).await, None, "waits");
+        assert_eq!(next_commit(&mut out, MAX_WAIT).await, Some(None));
     }
 
     /// A heartbeat is only lowered, never held.
