@@ -257,8 +257,9 @@ where
 {
     type SnapshotData = SD;
 
-    /// Heartbeats and probes: their commit index lowered to what the gate lets out now (an
-    /// `async` node, see `commit_gate.rs`); the next one carries the newer one.
+    /// openraft's unary path (it replicates and sends heartbeats on streams): on an `async`
+    /// node the commit index is lowered to what the gate lets out now (`commit_gate.rs`);
+    /// the next request carries the newer one.
     async fn append_entries(
         &mut self,
         mut rpc: AppendEntriesRequest<C>,

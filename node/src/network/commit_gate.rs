@@ -209,9 +209,9 @@ mod tests {
         assert_eq!(next_commit(&mut out, MAX_WAIT).await, Some(None));
     }
 
-    /// A heartbeat is only lowered, never held.
+    /// A unary request is only lowered, never held.
     #[tokio::test]
-    async fn heartbeats_are_lowered() {
+    async fn unary_requests_are_only_lowered() {
         let dir = tempfile::tempdir().unwrap();
         let log = leader(&dir);
         let gate = log.commit_gate();
