@@ -5,7 +5,8 @@ Events: `appended` (raft-log writer: log_index, phys_offset), `flushed` (flusher
 the flush covers), `append answer sent` (a follower's answer to an AppendEntries: log_index
 it reached), `append answer received` (the leader's replication stream: log_index),
 `apply started` (state machine: log_index), `batch dispatched` (apply: phys_offset of the
-entry), `batch committed and applied` (leader pipeline: log_index). The leader is the node
+entry), `batch committed and applied` (leader pipeline: log_index), `batch proposed` (leader
+pipeline: waited_us since the batch's first send arrived). The leader is the node
 with pipeline events; the follower of an entry is the one whose answer reached the leader
 first; the first 50 entries are skipped (connection set-up)."""
 import bisect
