@@ -334,8 +334,8 @@ impl Committer {
 }
 
 /// What lets this node's commit index out to its peers: only as far as this node cannot
-/// forget it in a crash ([`Durable::covers`](crate::durable::Durable::covers): its committed
-/// id is durable that far, or its log is flushed that far).
+/// forget it in a crash (the log's `Durable::covers`: its committed id is durable that far,
+/// or its log is flushed that far).
 ///
 /// Why: an `async` node may lose entries in a power loss that others already know as
 /// committed; its lost-commit floor covers them only if its committed id was durable before
