@@ -141,19 +141,14 @@ impl Committer {
     /// in a crash, so no lost-commit floor needs it: it is handed to the thread instead, as on
     /// a `sync` node (unless a floor waits to be cleared by it).
     pub fn save(&self, committed: Option<LogId>) -> LogResult<()> {
-        if self.flushed_past(committed) {
+        let flushed = self.shared.durable.log_flushed();
+        if committed.is_some_and(|c| flushed.is_some_and(|f| f >= c.index))
+            && self.shared.state.lock().lost_commit_floor.is_none()
+        {
             return self.save_deferred(committed);
         }
         self.record(committed)?;
         self.persist(committed)
-    }
-
-    /// Whether this log is flushed past `committed` and no lost-commit floor waits for a
-    /// durable id: then the id need not be durable soon.
-    fn flushed_past(&self, committed: Option<LogId>) -> bool {
-        let flushed = self.shared.durable.log_flushed();
-        committed.is_some_and(|c| flushed.is_some_and(|f| f >= c.index))
-            && self.shared.state.lock().lost_commit_floor.is_none()
     }
 
     /// Names this node, so an `async` save can tell whether it follows another node
@@ -334,8 +329,8 @@ impl Committer {
 }
 
 /// What lets this node's commit index out to its peers: only as far as this node cannot
-/// forget it in a crash (the log's `Durable::covers`: its committed id is durable that far,
-/// or its log is flushed that far).
+/// forget it in a crash (its committed id is durable that far, or its log is flushed that
+/// far).
 ///
 /// Why: an `async` node may lose entries in a power loss that others already know as
 /// committed; its lost-commit floor covers them only if its committed id was durable before
@@ -359,13 +354,8 @@ impl CommitGate {
     /// The commit index this node may tell a peer now: `commit` when it cannot be forgotten
     /// any more, else the newest durable committed id (never past `commit`).
     pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
-        let (Some(c), Some(committer)) = (commit, self.committer.upgrade()) else {
-            return None;
-        };
-        match committer.shared.durable.covers(c.index) {
-            (true, _) => commit,
-            (false, durable) => durable.min(commit),
-        }
+        let committer = self.committer.upgrade()?;
+        committer.shared.durable.clamp(commit)
     }
 
     /// Waits until `commit` may be told ([`CommitGate::clamp`] gives it back), having the

@@ -26,6 +26,15 @@ impl Durable {
         self.committed.is_some_and(|c| c.index >= index)
             || self.log_flushed.is_some_and(|f| f >= index)
     }
+
+    /// `commit` when a crash can no longer forget it ([`Durable::covers`]), else the newest
+    /// durable committed id (never past `commit`): how far this node may tell others.
+    pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
+        match commit {
+            Some(c) if !self.covers(c.index) => self.committed.min(commit),
+            _ => commit,
+        }
+    }
 }
 
 /// The watch channel of [`Durable`].
@@ -59,11 +68,9 @@ impl DurableWatch {
         self.tx.borrow().log_flushed
     }
 
-    /// Whether entry `index` can no longer be forgotten by a crash of this node, and the
-    /// newest committed id known durable (see [`Durable::covers`]).
-    pub fn covers(&self, index: RawIndex) -> (bool, Option<LogId>) {
-        let d = self.tx.borrow();
-        (d.covers(index), d.committed)
+    /// See [`Durable::clamp`].
+    pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
+        self.tx.borrow().clamp(commit)
     }
 
     /// Records that `committed` is durable (the id never goes back).

@@ -40,7 +40,8 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::CommitGate;
 
 /// Longest a commit-only request waits for its commit index to become durable before it
-/// goes out with a lower one (well below the 150 ms least election timeout).
+/// goes out with a lower one (below the least election timeout allowed, 50 ms; 150 ms by
+/// default).
 pub(super) const MAX_WAIT: Duration = Duration::from_millis(20);
 
 /// Lowers `req`'s commit index to what the gate lets out now.
@@ -150,6 +151,20 @@ mod tests {
         }
     }
 
+    /// A gate over a request channel, and the leader's log behind it (see [`leader`]).
+    fn gated(
+        dir: &tempfile::TempDir,
+    ) -> (
+        LogStore<TestConfig>,
+        mpsc::UnboundedSender<AppendEntriesRequest<TestConfig>>,
+        impl Stream<Item = AppendEntriesRequest<TestConfig>> + Unpin,
+    ) {
+        let log = leader(dir);
+        let (tx, rx) = mpsc::unbounded();
+        let out = GateCommits::new(rx, log.commit_gate());
+        (log, tx, out)
+    }
+
     /// An `async` leader with entries 1-3 flushed and 4-6 only appended.
     fn leader(dir: &tempfile::TempDir) -> LogStore<TestConfig> {
         let config = LogConfig {
@@ -175,9 +190,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn commits_leave_only_once_durable() {
         let dir = tempfile::tempdir().unwrap();
-        let log = leader(&dir);
-        let (tx, rx) = mpsc::unbounded();
-        let mut out = GateCommits::new(rx, log.commit_gate());
+        let (log, tx, mut out) = gated(&dir);
 
         // Covered by the log's flush: as it is.
         tx.unbounded_send(req(2, 1, 2)).unwrap();
@@ -201,9 +214,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_commit_waits_at_most_max_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let log = leader(&dir);
-        let (tx, rx) = mpsc::unbounded();
-        let mut out = GateCommits::new(rx, log.commit_gate());
+        let (_log, tx, mut out) = gated(&dir);
         tx.unbounded_send(req(6, 0, 6)).unwrap();
         assert_eq!(next_commit(&mut out, MAX_WAIT / 2).await, None, "waits");
         assert_eq!(next_commit(&mut out, MAX_WAIT).await, Some(None));

@@ -325,7 +325,7 @@ impl DedupWindow {
 
     /// Index in `order` of the send with `key` (of hash `hash`).
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
-        let pos = (self.by_key).find(hash, |pos| {
+        let pos = self.by_key.find(hash, |pos| {
             self.live_index(pos).is_some_and(|i| self.key(i) == key)
         })?;
         self.live_index(pos)
