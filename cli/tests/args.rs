@@ -1,5 +1,5 @@
-//! The real binary's failure modes that need no cluster: usage errors exit 2, runtime errors
-//! exit 1 with one line on stderr.
+//! The real binary's failure modes that need no cluster (usage errors exit 2, runtime errors
+//! exit 1 with one line on stderr), and its hidden `bench echo` peer.
 
 use std::process::Command;
 use std::process::Output;
@@ -51,4 +51,21 @@ fn help_shows_examples() {
     let out = run(&["send", "--help"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("raftmq send --topic orders"));
+}
+
+/// The suite's hop probe against the real binary's hidden `bench echo`: a child process
+/// answers every round trip and ends when the probe closes its connection.
+#[test]
+fn hop_probe_round_trips_with_the_echo_process() {
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_raftmq"));
+    let f = raftmq_cli::bench::hop::measure(program, std::time::Duration::from_millis(200))
+        .expect("the echo child answers");
+    assert!(f.round_trips >= 1, "{f:?}");
+    assert!(
+        f.round_trip_p50_us >= 1 && f.round_trip_p50_us <= f.round_trip_p99_us,
+        "{f:?}"
+    );
+    // `bench echo` is hidden from the help.
+    let out = run(&["bench", "--help"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("echo"));
 }

@@ -1,9 +1,10 @@
 //! Benchmark support shared by `raftmq bench produce|consume|suite`: the load generator, the
-//! figures, the machine's own limits (disk, memory) the suite compares against, and the CPU
+//! figures, the machine's own limits (disk, memory, a hop between two processes) the suite compares against, and the CPU
 //! time a load took.
 
 pub mod cpu;
 pub mod disk;
+pub mod hop;
 pub mod load;
 pub mod rss;
 pub mod stats;

@@ -1,4 +1,4 @@
-//! `raftmq bench produce|consume|suite`: the arguments, turned into a load of
+//! `raftmq bench produce|consume|suite` (and the suite's hidden `echo` peer): the arguments, turned into a load of
 //! [`crate::bench::load`] (progress bar while running, figures at the end) or the whole
 //! suite of [`crate::suite`].
 
@@ -36,6 +36,17 @@ pub enum BenchCmd {
   raftmq bench suite --duration 3s --cases single,four-by-64 --json
   raftmq bench suite --nats-figures single=1900,in-flight-64=13000,four-by-64=15000")]
     Suite(SuiteArgs),
+    /// The suite's hop probe peer: connects and echoes every byte back (not for users).
+    #[command(hide = true)]
+    Echo(EchoArgs),
+}
+
+/// `bench echo` options.
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// Address of the probe to connect to.
+    #[arg(long)]
+    pub connect: String,
 }
 
 /// `bench produce` options.
@@ -135,5 +146,9 @@ pub async fn run(g: &Global, cmd: BenchCmd) -> anyhow::Result<i32> {
         }
         BenchCmd::Consume(a) => consume(g, a).await,
         BenchCmd::Suite(a) => crate::suite::run(g.json, a).await,
+        BenchCmd::Echo(a) => {
+            tokio::task::spawn_blocking(move || crate::bench::hop::echo(&a.connect)).await??;
+            Ok(0)
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! installed `raftmq-node` via [`crate::locate`]), runs each case on a fresh local 3-node
 //! cluster ([`crate::deploy`], free ports, a temp dir removed afterwards), probes the disk in
 //! that directory right before each case's load (the shared disk's fdatasync swings minute to
-//! minute), takes the CPU time of every node and of the load generator over the load together
+//! minute) and, before the single-send case, the round trip between two processes
+//! ([`crate::bench::hop`]: with the fdatasync, the floor of that case's latency), takes the CPU time of every node and of the load generator over the load together
 //! with the machine's steal ([`crate::bench::cpu`]: a case run while the host was busy says
 //! so) and prints one table of figures, targets and ratios ([`report`]).
 //!
@@ -22,6 +23,7 @@ use raftmq_client::ClientOptions;
 
 use crate::bench::cpu::CpuSpan;
 use crate::bench::disk;
+use crate::bench::hop;
 use crate::bench::load;
 use crate::bench::load::PullLoad;
 use crate::bench::rss;
@@ -41,6 +43,8 @@ use report::SuiteReport;
 
 /// Longest time each of a case's two disk probes takes.
 const DISK_PROBE_MAX: Duration = Duration::from_secs(3);
+/// Longest time the hop probe takes.
+const HOP_PROBE_MAX: Duration = Duration::from_secs(2);
 /// How long to wait for a leader on a fresh cluster.
 const LEADER_WAIT: Duration = Duration::from_secs(60);
 
@@ -188,6 +192,10 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
     let disk = tokio::task::spawn_blocking(move || disk::measure(&probe_dir, budget))
         .await
         .context("disk probe task")??;
+    let hop = match case {
+        Case::Single => probe_hop(a.duration.min(HOP_PROBE_MAX)).await,
+        _ => None,
+    };
     let seeds = c.m.client_addrs();
     let sampler = case
         .samples_memory()
@@ -204,6 +212,7 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
     let mut r = CaseResult {
         case,
         disk,
+        hop,
         produce,
         consume: None,
         leader_rss_peak_mib: None,
@@ -231,6 +240,27 @@ async fn run_case(dir: &Path, case: Case, a: &SuiteArgs, bin: &Path) -> anyhow::
         r.consume = Some(load::consume(pull, true).await?);
     }
     Ok(r)
+}
+
+/// The hop probe with this process's own executable as the echo peer; a probe that fails
+/// only costs its informational rows (said on stderr).
+async fn probe_hop(budget: Duration) -> Option<hop::HopFigures> {
+    let measured = tokio::task::spawn_blocking(move || {
+        let program = std::env::current_exe().context("the raftmq executable's path")?;
+        hop::measure(&program, budget)
+    })
+    .await;
+    match measured {
+        Ok(Ok(h)) => Some(h),
+        Ok(Err(e)) => {
+            eprintln!("bench suite: no hop probe: {e:#}");
+            None
+        }
+        Err(e) => {
+            eprintln!("bench suite: no hop probe: {e}");
+            None
+        }
+    }
 }
 
 /// Runs the suite and prints the table (or JSON); exit code 1 if a case moved no message.

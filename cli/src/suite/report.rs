@@ -9,6 +9,7 @@ use super::cases::PeerFigures;
 use crate::bench::cpu::CpuFigures;
 use crate::bench::cpu::MachineShares;
 use crate::bench::disk::DiskFigures;
+use crate::bench::hop::HopFigures;
 use crate::bench::BenchSummary;
 use crate::output::table;
 
@@ -59,6 +60,9 @@ pub struct CaseResult {
     /// The disk, probed in the cluster directory right before this case's load (this shared
     /// disk's fdatasync swings minute to minute; each case is judged against its own minute).
     pub disk: DiskFigures,
+    /// Round trips between two processes, probed right after the disk (`single` only; None
+    /// if the probe failed).
+    pub hop: Option<HopFigures>,
     /// The produce run (for `consume-follower`: the fill).
     pub produce: BenchSummary,
     /// The pull from a follower (`consume-follower` only).
@@ -198,6 +202,14 @@ fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
         d.page_cache_rewrite_mib_per_s
     );
     rows.push(fill);
+    if let Some(h) = &r.hop {
+        rows.push(Row::new(
+            name,
+            "round trip between two processes p50",
+            ms(h.round_trip_p50_us),
+            "ms",
+        ));
+    }
     if r.case == Case::Batch32 {
         rows.push(Row::new(
             name,
@@ -256,6 +268,14 @@ pub fn rows(peer: &PeerFigures, results: &[CaseResult]) -> Vec<Row> {
                 let row = Row::new(name, "send p50", ms(p.latency.p50_us), "ms");
                 let basis = "2 x fdatasync p50 + 0.1 ms".to_string();
                 rows.push(row.target(Better::Lower, Some(t), basis));
+                // No target: what any broker that fsyncs before its ack spends at least.
+                if let Some(h) = &r.hop {
+                    let floor = 2.0 * ms(h.round_trip_p50_us) + ms(disk.fdatasync_p50_us);
+                    let mut row = Row::new(name, "send floor on this machine", floor, "ms");
+                    row.target_basis =
+                        "client-leader and leader-follower round trips + fdatasync p50".into();
+                    rows.push(row);
+                }
             }
             Case::InFlight64 => {
                 let basis = format!("1.5 x NATS R3 {:.0}", peer.in_flight_64);
@@ -405,6 +425,7 @@ mod tests {
         CaseResult {
             case,
             disk: disk(),
+            hop: None,
             produce: summary(messages, 1, p50_us),
             consume: None,
             leader_rss_peak_mib: None,
@@ -596,5 +617,32 @@ mod tests {
             30.0
         );
         assert!(rows.iter().all(|r| r.case != "disk"), "{rows:?}");
+    }
+
+    #[test]
+    fn the_single_case_shows_its_floor_from_the_hop_probe() {
+        let mut single = result(Case::Single, 2000, 600);
+        single.hop = Some(HopFigures {
+            round_trip_p50_us: 64,
+            round_trip_p99_us: 100,
+            round_trips: 20_000,
+        });
+        let four = result(Case::FourBy64, 40_000, 5000);
+        let rows = rows(&PeerFigures::issue_reference(), &[single, four]);
+        let rtt = find(&rows, "single", "round trip between two processes p50");
+        assert!((rtt.value - 0.064).abs() < 1e-9, "{rtt:?}");
+        assert_eq!(rtt.target, None);
+        // Two round trips and the probe's fdatasync p50 (0.25 ms).
+        let floor = find(&rows, "single", "send floor on this machine");
+        assert!((floor.value - 0.378).abs() < 1e-9, "{floor:?}");
+        assert_eq!(floor.target, None);
+        assert!(floor.target_basis.contains("round trips"), "{floor:?}");
+        // Only the case that was probed has them.
+        assert!(rows
+            .iter()
+            .all(|r| r.case == "single" || !r.figure.contains("round trip")));
+        assert!(rows
+            .iter()
+            .all(|r| r.case == "single" || !r.figure.contains("floor")));
     }
 }
