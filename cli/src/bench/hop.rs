@@ -8,6 +8,10 @@
 //! the floor of target 1's latency on the machine the suite runs on. On the dev VM (two
 //! vCPUs) a round trip took 64 us at p50 between processes on different vCPUs and 6.5 us
 //! with both pinned to one: most of it is the sleeping vCPU's wake-up, not the network stack.
+//! Left to the scheduler, the two processes sometimes shared one vCPU for a whole probe
+//! (10 us), which a cluster's busy processes do not; so on a machine of two or more CPUs
+//! the probe pins the two ends to two different CPUs, as a send's hops between the client,
+//! the leader and a follower (or between machines) mostly are.
 
 use std::io::ErrorKind;
 use std::io::Read;
@@ -44,6 +48,8 @@ pub struct HopFigures {
     pub round_trip_p99_us: u64,
     /// Round trips measured.
     pub round_trips: u64,
+    /// The two ends ran pinned to two different CPUs (false: one CPU, or pinning failed).
+    pub cross_cpu: bool,
 }
 
 /// Measures round trips to a child running `program bench echo` for at most `budget` (and
@@ -52,21 +58,82 @@ pub fn measure(program: &Path, budget: Duration) -> anyhow::Result<HopFigures> {
     let listener =
         TcpListener::bind(("127.0.0.1", 0)).context("hop probe: bind a loopback port")?;
     let addr = listener.local_addr().context("hop probe: the bound port")?;
-    let child = Command::new(program)
-        .args(["bench", "echo", "--connect", &addr.to_string()])
+    let cpus = allowed_cpus();
+    let mut cmd = Command::new(program);
+    cmd.args(["bench", "echo", "--connect", &addr.to_string()]);
+    let apart = match cpus.as_slice() {
+        [mine, theirs, ..] => {
+            cmd.args(["--cpu", &theirs.to_string()]);
+            Some(*mine)
+        }
+        _ => None,
+    };
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
         .with_context(|| format!("hop probe: cannot start {} bench echo", program.display()))?;
     let _child = Reaped(child);
     let stream = accept_within(&listener, CONNECT_TIMEOUT)?;
+    // This thread (a blocking-pool thread) gets its CPUs back afterwards.
+    let pinned = apart.and_then(pin_current_thread);
     // Closing the stream (on return) ends the child's loop; `Reaped` then waits for it.
-    ping(stream, budget, MAX_ROUND_TRIPS)
+    let measured = ping(stream, budget, MAX_ROUND_TRIPS);
+    if let Some(old) = &pinned {
+        set_current_thread_cpus(old);
+    }
+    Ok(HopFigures {
+        cross_cpu: pinned.is_some(),
+        ..measured?
+    })
 }
 
-/// `raftmq bench echo`: connects to `addr` and sends back every byte until the other end
-/// closes the connection.
-pub fn echo(addr: &str) -> anyhow::Result<()> {
+/// The CPUs this thread may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its
+    // size into it, and CPU_ISSET reads within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread to `cpu`; returns the set it had (None: pinning failed).
+pub(crate) fn pin_current_thread(cpu: usize) -> Option<libc::cpu_set_t> {
+    // SAFETY: as in `allowed_cpus`; CPU_SET writes within the set for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
+            || cpu >= libc::CPU_SETSIZE as usize
+        {
+            return None;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        set_current_thread_cpus(&one).then_some(old)
+    }
+}
+
+/// Lets the calling thread run on `set`; false if the kernel refused.
+fn set_current_thread_cpus(set: &libc::cpu_set_t) -> bool {
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) == 0 }
+}
+
+/// `raftmq bench echo`: connects to `addr` (on CPU `cpu` alone, if given) and sends back
+/// every byte until the other end closes the connection.
+pub fn echo(addr: &str, cpu: Option<usize>) -> anyhow::Result<()> {
+    if let Some(cpu) = cpu {
+        anyhow::ensure!(
+            pin_current_thread(cpu).is_some(),
+            "bench echo: cannot run on CPU {cpu}"
+        );
+    }
     let mut s = TcpStream::connect(addr).with_context(|| format!("bench echo: connect {addr}"))?;
     s.set_nodelay(true).context("bench echo: TCP_NODELAY")?;
     let mut b = [0u8; 1];
@@ -111,6 +178,7 @@ pub(crate) fn ping(mut s: TcpStream, budget: Duration, max: u64) -> anyhow::Resu
         round_trip_p50_us: sm.p50_us,
         round_trip_p99_us: sm.p99_us,
         round_trips: n,
+        cross_cpu: false,
     })
 }
 
@@ -165,7 +233,7 @@ mod tests {
     fn pings_an_echo_peer() {
         let l = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
         let addr = l.local_addr().expect("addr").to_string();
-        let peer = std::thread::spawn(move || echo(&addr));
+        let peer = std::thread::spawn(move || echo(&addr, None));
         let s = accept_within(&l, CONNECT_TIMEOUT).expect("the echo thread connects");
         let f = ping(s, Duration::from_secs(5), 500).expect("round trips");
         assert_eq!(f.round_trips, 500);
@@ -191,6 +259,18 @@ mod tests {
         assert!(format!("{err:#}").contains("no echo"), "{err:#}");
         drop(done);
         silent.join().expect("silent thread");
+    }
+
+    /// Pinning a thread and giving its CPUs back.
+    #[test]
+    fn pins_and_restores_the_thread() {
+        let before = allowed_cpus();
+        let first = *before.first().expect("this thread may run somewhere");
+        let old = pin_current_thread(first).expect("pinning to an allowed CPU works");
+        assert_eq!(allowed_cpus(), vec![first]);
+        assert!(set_current_thread_cpus(&old));
+        assert_eq!(allowed_cpus(), before);
+        assert!(pin_current_thread(libc::CPU_SETSIZE as usize).is_none());
     }
 
     /// Nobody connecting is an error after the timeout, not a hang.

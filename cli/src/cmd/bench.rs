@@ -47,6 +47,9 @@ pub struct EchoArgs {
     /// Address of the probe to connect to.
     #[arg(long)]
     pub connect: String,
+    /// Run on this CPU alone.
+    #[arg(long)]
+    pub cpu: Option<usize>,
 }
 
 /// `bench produce` options.
@@ -147,7 +150,8 @@ pub async fn run(g: &Global, cmd: BenchCmd) -> anyhow::Result<i32> {
         BenchCmd::Consume(a) => consume(g, a).await,
         BenchCmd::Suite(a) => crate::suite::run(g.json, a).await,
         BenchCmd::Echo(a) => {
-            tokio::task::spawn_blocking(move || crate::bench::hop::echo(&a.connect)).await??;
+            tokio::task::spawn_blocking(move || crate::bench::hop::echo(&a.connect, a.cpu))
+                .await??;
             Ok(0)
         }
     }

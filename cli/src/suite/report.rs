@@ -203,12 +203,16 @@ fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
     );
     rows.push(fill);
     if let Some(h) = &r.hop {
-        rows.push(Row::new(
+        let mut row = Row::new(
             name,
             "round trip between two processes p50",
             ms(h.round_trip_p50_us),
             "ms",
-        ));
+        );
+        if h.cross_cpu {
+            row.target_basis = "the two on different CPUs".into();
+        }
+        rows.push(row);
     }
     if r.case == Case::Batch32 {
         rows.push(Row::new(
@@ -626,12 +630,14 @@ mod tests {
             round_trip_p50_us: 64,
             round_trip_p99_us: 100,
             round_trips: 20_000,
+            cross_cpu: true,
         });
         let four = result(Case::FourBy64, 40_000, 5000);
         let rows = rows(&PeerFigures::issue_reference(), &[single, four]);
         let rtt = find(&rows, "single", "round trip between two processes p50");
         assert!((rtt.value - 0.064).abs() < 1e-9, "{rtt:?}");
         assert_eq!(rtt.target, None);
+        assert_eq!(rtt.target_basis, "the two on different CPUs");
         // Two round trips and the probe's fdatasync p50 (0.25 ms).
         let floor = find(&rows, "single", "send floor on this machine");
         assert!((floor.value - 0.378).abs() < 1e-9, "{floor:?}");
