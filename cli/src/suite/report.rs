@@ -171,8 +171,9 @@ fn memory_rows(rows: &mut Vec<Row>, r: &CaseResult) {
     }
 }
 
-/// The disk rows of one case: its probe's small-write figures (and the 1 MiB bandwidth where
-/// the case's target uses it), so each case's ratios sit next to the disk they are judged by.
+/// The machine rows of one case: its disk probe's small-write figures (and the 1 MiB
+/// bandwidth where the case's target uses it), so each case's ratios sit next to the disk they
+/// are judged by, and the hop probe's round trip where it ran.
 fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
     let name = r.case.name();
     let d = &r.disk;
