@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use indicatif::ProgressBar;
 use indicatif::ProgressStyle;
+use raftmq_client::proto::ErrorReason;
 use raftmq_client::proto::Message;
 use raftmq_client::proto::PullRequest;
 use raftmq_client::proto::PullStatus;
@@ -69,13 +70,37 @@ pub fn filler(size: usize, seq: u64) -> Vec<u8> {
     body
 }
 
-/// Short name of an error, for the errors-by-kind table.
+/// Short name of an error, for the errors-by-kind table: a refusal with the reason the node
+/// attached, if any (a full disk and a missing topic both come as codes that say less).
 pub fn error_kind(e: &ClientError) -> String {
     match e {
-        ClientError::Rejected { code, .. } => format!("rejected {code:?}").to_lowercase(),
+        ClientError::Rejected { code, detail, .. } => {
+            let kind = format!("rejected {code:?}").to_lowercase();
+            let reason = detail
+                .as_ref()
+                .and_then(|d| ErrorReason::try_from(d.reason).ok())
+                .filter(|r| *r != ErrorReason::Unspecified);
+            match reason {
+                Some(r) => format!("{kind} ({})", reason_name(r)),
+                None => kind,
+            }
+        }
         ClientError::UnknownOutcome { .. } => "unknown outcome".into(),
         ClientError::Unavailable { .. } => "unavailable".into(),
         ClientError::InvalidArgument(_) => "invalid argument".into(),
+    }
+}
+
+fn reason_name(r: ErrorReason) -> &'static str {
+    match r {
+        ErrorReason::Unspecified => "unspecified",
+        ErrorReason::NotLeader => "not the leader",
+        ErrorReason::NoQuorum => "no quorum",
+        ErrorReason::ForwardFailed => "forward to the leader failed",
+        ErrorReason::DiskFull => "disk usage above the nodes' disk-reject-ratio",
+        ErrorReason::ShuttingDown => "node shutting down",
+        ErrorReason::TopicNotFound => "topic not found",
+        ErrorReason::InvalidArgument => "invalid argument",
     }
 }
 
@@ -410,4 +435,39 @@ pub async fn consume(load: PullLoad, quiet: bool) -> anyhow::Result<BenchSummary
     p.stop.store(true, Ordering::Relaxed);
     tick.await?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use raftmq_client::proto::ErrorDetail;
+    use tonic::Code;
+
+    use super::*;
+
+    fn rejected(code: Code, reason: Option<ErrorReason>) -> ClientError {
+        ClientError::Rejected {
+            addr: "127.0.0.1:9201".into(),
+            code,
+            message: "refused".into(),
+            detail: reason.map(|r| ErrorDetail {
+                reason: r as i32,
+                ..ErrorDetail::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_reason_the_node_gave() {
+        let full = rejected(Code::ResourceExhausted, Some(ErrorReason::DiskFull));
+        assert_eq!(
+            error_kind(&full),
+            "rejected resourceexhausted (disk usage above the nodes' disk-reject-ratio)"
+        );
+        let plain = rejected(Code::ResourceExhausted, Some(ErrorReason::Unspecified));
+        assert_eq!(error_kind(&plain), "rejected resourceexhausted");
+        assert_eq!(
+            error_kind(&rejected(Code::NotFound, None)),
+            "rejected notfound"
+        );
+    }
 }
