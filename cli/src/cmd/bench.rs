@@ -1,6 +1,6 @@
-//! `raftmq bench produce|consume|suite` (and the suite's hidden `echo` peer): the arguments, turned into a load of
-//! [`crate::bench::load`] (progress bar while running, figures at the end) or the whole
-//! suite of [`crate::suite`].
+//! `raftmq bench produce|consume|suite` (and the suite's hidden `echo` peer): the arguments,
+//! turned into a load of [`crate::bench::load`] (progress bar while running, figures at the
+//! end) or the whole suite of [`crate::suite`].
 
 use std::time::Duration;
 

@@ -3,9 +3,10 @@
 //! cluster ([`crate::deploy`], free ports, a temp dir removed afterwards), probes the disk in
 //! that directory right before each case's load (the shared disk's fdatasync swings minute to
 //! minute) and, before the single-send case, the round trip between two processes
-//! ([`crate::bench::hop`]: with the fdatasync, the floor of that case's latency), takes the CPU time of every node and of the load generator over the load together
-//! with the machine's steal ([`crate::bench::cpu`]: a case run while the host was busy says
-//! so) and prints one table of figures, targets and ratios ([`report`]).
+//! ([`crate::bench::hop`]: with the fdatasync, the floor of that case's latency), takes the
+//! CPU time of every node and of the load generator over the load together with the
+//! machine's steal ([`crate::bench::cpu`]: a case run while the host was busy says so) and
+//! prints one table of figures, targets and ratios ([`report`]).
 //!
 //! Layer: above `status`, `deploy` and `bench`, below `cmd`.
 
