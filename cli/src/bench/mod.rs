@@ -1,6 +1,6 @@
 //! Benchmark support shared by `raftmq bench produce|consume|suite`: the load generator, the
-//! figures, the machine's own limits (disk, memory, a hop between two processes) the suite compares against, and the CPU
-//! time a load took.
+//! figures, the machine's own limits the suite compares against (disk, memory, a hop between
+//! two processes), and the CPU time a load took.
 
 pub mod cpu;
 pub mod disk;
