@@ -88,35 +88,42 @@ pub fn measure(program: &Path, budget: Duration) -> anyhow::Result<HopFigures> {
     })
 }
 
-/// The CPUs this thread may run on, in order.
-fn allowed_cpus() -> Vec<usize> {
+/// The calling thread's CPU set (None: the kernel did not say).
+fn current_thread_cpus() -> Option<libc::cpu_set_t> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its
-    // size into it, and CPU_ISSET reads within it.
+    // size into it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+        (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+            .then_some(set)
     }
+}
+
+/// The CPUs this thread may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    let Some(set) = current_thread_cpus() else {
+        return Vec::new();
+    };
+    // SAFETY: CPU_ISSET reads within the set for c < CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// Pins the calling thread to `cpu`; returns the set it had (None: pinning failed).
 pub(crate) fn pin_current_thread(cpu: usize) -> Option<libc::cpu_set_t> {
-    // SAFETY: as in `allowed_cpus`; CPU_SET writes within the set for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
-            || cpu >= libc::CPU_SETSIZE as usize
-        {
-            return None;
-        }
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return None;
+    }
+    let old = current_thread_cpus()?;
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it for
+    // cpu < CPU_SETSIZE.
+    let one = unsafe {
         let mut one: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut one);
-        set_current_thread_cpus(&one).then_some(old)
-    }
+        one
+    };
+    set_current_thread_cpus(&one).then_some(old)
 }
 
 /// Lets the calling thread run on `set`; false if the kernel refused.
