@@ -160,6 +160,46 @@ fn nothing_waits_while_few_messages_are_being_stored() {
 }
 
 #[test]
+fn a_lone_source_merges_its_own_groups_only_with_many_messages_being_stored() {
+    let t = Instant::now();
+    let mut c = Coalescer::new(1, 1024, 1 << 30);
+    c.full_messages = 64;
+    let a = c.new_source();
+    let n = LONE_MERGE_RUNNING_MESSAGES / 4;
+    // Its own entries are all that runs: each group goes out at once until they hold the
+    // bound, however few slots there are.
+    let held: Vec<Running> = (0..4)
+        .map(|i| run(c.enter(a, group("t", &format!("g{i}-"), n, t))).1)
+        .collect();
+    assert_eq!(c.lock().running_messages, LONE_MERGE_RUNNING_MESSAGES);
+    // From there its groups wait and merge like another source's.
+    let first = wait(c.enter(a, group("t", "x", 2, t)));
+    let _second = wait(c.enter(a, group("t", "y", 3, t)));
+    assert_eq!(c.lock().waiting.len(), 1);
+    let next = c.leave(held[0]).expect("handed over");
+    assert_eq!(
+        bodies(&next.waiting.batch),
+        vec!["x0", "x1", "y0", "y1", "y2"]
+    );
+    assert_eq!(next.running.holder, Holder::Solo(a));
+    // Below the bound again its next group goes out at once.
+    let (_, last) = run(c.enter(a, group("t", "z", 1, t)));
+    answer(
+        Err(Failed {
+            error: NodeError::OutcomeUnknown("x".into()),
+            unsent: None,
+        }),
+        next.waiting.shares,
+    );
+    assert!(first.blocking_recv().is_ok(), "each share answered");
+    for done in held.into_iter().skip(1).chain([next.running, last]) {
+        assert!(c.leave(done).is_none());
+    }
+    let st = c.lock();
+    assert_eq!((st.running, st.running_messages, st.solo.len()), (0, 0, 0));
+}
+
+#[test]
 fn a_full_waiting_group_goes_out_at_once() {
     let t = Instant::now();
     let mut c = eager(1, 100, 1 << 30);
