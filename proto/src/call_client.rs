@@ -3,9 +3,6 @@
 //!
 //! - `SendBatch` and `SendStream` with [`Shared`] messages: a client resends a message
 //!   without copying it ([`crate::shared`]).
-//! - `StreamAppend` with any request that encodes as `raftmq.v1.RaftRequest`: a leader writes
-//!   an AppendEntries request straight into the gRPC frame instead of into a buffer of its
-//!   own that tonic then copies (`raftmq-node`'s `network::append_request`).
 
 use tonic::codegen::http;
 use tonic::codegen::Body;
@@ -16,7 +13,6 @@ use tonic::codegen::StdError;
 use crate::codec::StrictProstCodec;
 use crate::shared::Shared;
 use crate::shared::SharedSendStreamRequest;
-use crate::v1::RaftReply;
 use crate::v1::SendBatchReply;
 use crate::v1::SendBatchRequest;
 use crate::v1::SendStreamReply;
@@ -93,24 +89,6 @@ where
         let path = http::uri::PathAndQuery::from_static("/raftmq.v1.RaftMq/SendStream");
         self.inner
             .streaming(req, path, StrictProstCodec::default())
-            .await
-    }
-
-    /// `raftmq.v1.RaftPeer/StreamAppend`: pipelined AppendEntries requests, answered in
-    /// order. `M` must encode as a `raftmq.v1.RaftRequest`.
-    pub async fn stream_append<M>(
-        &mut self,
-        request: impl tonic::IntoStreamingRequest<Message = M>,
-    ) -> Result<tonic::Response<tonic::codec::Streaming<RaftReply>>, tonic::Status>
-    where
-        M: prost::Message + Send + 'static,
-    {
-        let mut req = request.into_streaming_request();
-        self.ready(&mut req, "raftmq.v1.RaftPeer", "StreamAppend")
-            .await?;
-        let path = http::uri::PathAndQuery::from_static("/raftmq.v1.RaftPeer/StreamAppend");
-        self.inner
-            .streaming(req, path, StrictProstCodec::<M, RaftReply>::default())
             .await
     }
 }

@@ -27,7 +27,6 @@ use openraft::raft::TransferLeaderResponse;
 use openraft::raft::VoteRequest;
 use openraft::raft::VoteResponse;
 use openraft::storage::Snapshot;
-use raftmq_proto::call_client::CallClient;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_raft_log::types::LogTypes;
@@ -72,8 +71,8 @@ pub(super) type PeerClientSource = Arc<dyn Fn() -> Result<PeerClient, String> + 
 pub(super) struct PeerClient {
     /// Every call but StreamAppend.
     pub(super) rpc: RaftPeerClient<Channel>,
-    /// StreamAppend, with requests encoded into the frame ([`super::append_request`]).
-    pub(super) append: CallClient<Channel>,
+    /// StreamAppend, its requests framed by the leader ([`super::framed`]).
+    pub(super) append: Channel,
 }
 
 /// The unary RPCs.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use openraft::network::RaftNetworkFactory;
-use raftmq_proto::call_client::CallClient;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
@@ -88,9 +87,7 @@ fn peer_client(
         rpc: RaftPeerClient::new(ch.clone())
             .max_decoding_message_size(opts.max_message_bytes)
             .max_encoding_message_size(opts.max_message_bytes),
-        append: CallClient::new(ch)
-            .max_decoding_message_size(opts.max_message_bytes)
-            .max_encoding_message_size(opts.max_message_bytes),
+        append: ch,
     })
 }
 

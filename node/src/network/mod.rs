@@ -35,6 +35,7 @@ mod commit_gate;
 mod commit_hold;
 mod factory;
 pub mod fault;
+mod framed;
 mod kick;
 mod leader_contact;
 mod server;

@@ -16,6 +16,7 @@ use raftmq_raft_log::types::LogId;
 use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::Payload;
 
+use super::append_request::SHARE_MIN_BYTES;
 use super::codec;
 use super::codec::CodecError;
 
@@ -58,6 +59,33 @@ impl<C: LogTypes> super::append_request::EncodeLater for Deferred<C> {
             sink(b)
         };
         codec::encode_to("AppendEntriesRequest", &self.req, &mut count)
+            .expect("the size pass encoded the same request with the same serializer");
+        assert_eq!(
+            written, self.len,
+            "the encoding is as long as its size pass said"
+        );
+    }
+
+    /// Each entry's payload (postcard writes a byte string as one piece, after its length) is
+    /// a share of the entry's buffer; the rest is copied.
+    fn encode_chunks(&self, out: &mut super::append_request::Chunks) {
+        let mut payloads = self.req.entries.iter().filter_map(|e| match &e.payload {
+            Payload::Normal(app) if app.0.len() >= SHARE_MIN_BYTES => Some(&app.0),
+            _ => None,
+        });
+        let mut next = payloads.next();
+        let mut written = 0;
+        let mut sink = |piece: &[u8]| {
+            written += piece.len();
+            match next {
+                Some(b) if piece.as_ptr() == b.as_ptr() && piece.len() == b.len() => {
+                    out.share(b.clone());
+                    next = payloads.next();
+                }
+                _ => out.copy(piece),
+            }
+        };
+        codec::encode_to("AppendEntriesRequest", &self.req, &mut sink)
             .expect("the size pass encoded the same request with the same serializer");
         assert_eq!(
             written, self.len,
@@ -298,6 +326,42 @@ pub(super) mod tests {
                 assert_eq!(out, e.payload);
             }
         }
+    }
+
+    #[test]
+    fn framed_parts_share_the_large_payloads() {
+        use super::super::append_request::Chunks;
+        use super::super::append_request::EncodeLater;
+        // Entries of 1, 8 and 20 KiB: the two from SHARE_MIN_BYTES on go as their own buffers.
+        let mut req = request(3, 0);
+        let sizes = [1 << 10, SHARE_MIN_BYTES, 20 << 10];
+        for (e, n) in req.entries.iter_mut().zip(sizes) {
+            e.payload = Payload::Normal(AppPayload::from(vec![n as u8; n]));
+        }
+        let bufs: Vec<*const u8> = req.entries[1..]
+            .iter()
+            .map(|e| match &e.payload {
+                Payload::Normal(app) => app.0.as_ptr(),
+                _ => unreachable!(),
+            })
+            .collect();
+        let planned = plan_append(req, 1 << 20).expect("measures");
+        let part = &planned[0].payload;
+        let mut chunks = Chunks::default();
+        part.encode_chunks(&mut chunks);
+        let chunks = chunks.finish();
+        let mut whole = Vec::new();
+        part.encode_to(&mut |b| whole.extend_from_slice(b));
+        assert_eq!(chunks.concat(), whole, "the same bytes");
+        let shared: Vec<*const u8> = chunks
+            .iter()
+            .filter(|c| c.len() >= SHARE_MIN_BYTES)
+            .map(|c| c.as_ptr())
+            .collect();
+        assert_eq!(
+            shared, bufs,
+            "the large payloads are the entries' own buffers"
+        );
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             Some(gate) => session_input(Either::Left(GateCommits::new(held, gate))),
             None => session_input(Either::Right(held)),
         };
-        let mut client = self.client()?.append;
+        let client = self.client()?.append;
         let opts = self.opts.clone();
         let hard_ttl = option.hard_ttl();
         // What was sent and not yet answered, oldest first.
@@ -98,10 +98,28 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
                 body: part.payload,
             }))
         });
+        // Framed where tonic's encoder encoded them (in the body's poll). One longer than the
+        // message limit (an entry above it, sent alone) ends the stream as tonic's encoder
+        // did: the follower's decoder would refuse it.
+        let max_bytes = self.opts.max_message_bytes;
+        let requests = requests
+            .map(move |r| r.frame(max_bytes))
+            .take_while(move |framed| {
+                if framed.is_none() {
+                    tracing::error!(
+                        target_node = to,
+                        max_bytes,
+                        "append request above the message limit; ending the replication stream"
+                    );
+                }
+                futures::future::ready(framed.is_some())
+            })
+            .filter_map(futures::future::ready);
         let ctx = self.ctx.clone();
         // The call's response headers: the connection may have to be made first.
         let open_ttl = opts.open_timeout(hard_ttl, self.timed_out_opens);
-        let replies = match tokio::time::timeout(open_ttl, client.stream_append(requests)).await {
+        let call = super::framed::stream_append(client, Box::pin(requests), opts.max_message_bytes);
+        let replies = match tokio::time::timeout(open_ttl, call).await {
             Err(_) => {
                 self.timed_out_opens = self.timed_out_opens.saturating_add(1);
                 tracing::info!(
@@ -116,7 +134,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
                 let e = ctx.status_error(RPCTypes::AppendEntries, open_ttl, &status);
                 return Err(self.failed_open(e).await);
             }
-            Ok(Ok(resp)) => resp.into_inner(),
+            Ok(Ok(replies)) => replies,
         };
         self.failed_opens = 0;
         self.timed_out_opens = 0;
