@@ -1,7 +1,7 @@
 //! StreamAppend with requests the leader frames itself: each request goes to HTTP/2 as the
-//! chunks of its gRPC message ([`AppendRequest::frame`](super::append_request::AppendRequest::frame)),
-//! its entries' payloads shared with the log's cache, where tonic's client would copy every
-//! request into its frame buffer first. The answers are decoded by tonic as before.
+//! chunks of its gRPC message (`AppendRequest::frame`), its entries' payloads shared with the
+//! log's cache, where tonic's client would copy every request into its frame buffer first. The
+//! answers are decoded by tonic as before.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
