@@ -27,6 +27,7 @@
 //! Invariant: a request is processed only by a node whose cluster id and node id match the
 //! request's; see [`PeerService`].
 
+mod append_replies;
 mod append_request;
 mod checker;
 mod client;

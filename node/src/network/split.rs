@@ -74,23 +74,13 @@ impl<C: LogTypes> super::append_request::EncodeLater for Deferred<C> {
             _ => None,
         });
         let mut next = payloads.next();
-        let mut written = 0;
-        let mut sink = |piece: &[u8]| {
-            written += piece.len();
-            match next {
-                Some(b) if piece.as_ptr() == b.as_ptr() && piece.len() == b.len() => {
-                    out.share(b.clone());
-                    next = payloads.next();
-                }
-                _ => out.copy(piece),
+        self.encode_to(&mut |piece| match next {
+            Some(b) if piece.as_ptr() == b.as_ptr() && piece.len() == b.len() => {
+                out.share(b.clone());
+                next = payloads.next();
             }
-        };
-        codec::encode_to("AppendEntriesRequest", &self.req, &mut sink)
-            .expect("the size pass encoded the same request with the same serializer");
-        assert_eq!(
-            written, self.len,
-            "the encoding is as long as its size pass said"
-        );
+            _ => out.copy(piece),
+        });
     }
 }
 

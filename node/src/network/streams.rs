@@ -1,6 +1,5 @@
 //! The streaming calls of [`PeerNetwork`]: pipelined StreamAppend and chunked snapshots.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -30,20 +29,19 @@ use raftmq_raft_log::types::LogTypes;
 use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
-use tokio::sync::Notify;
 
+use super::append_replies::lock;
+use super::append_replies::AppendReplies;
+use super::append_replies::Pending;
 use super::append_request::AppendRequest;
 use super::append_request::Body;
-use super::client::Ctx;
 use super::client::PeerNetwork;
 use super::codec;
 use super::commit_gate::GateCommits;
 use super::commit_hold::HoldCommits;
 use super::session_input::session_input;
-use super::session_input::InputGuard;
 use super::snapshot::SnapshotSource;
 use super::split;
-use super::PeerNetworkOptions;
 
 impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     /// Opens the StreamAppend call and turns its replies into openraft's result stream.
@@ -254,42 +252,19 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The requests of a StreamAppend call sent and not yet answered.
-#[derive(Debug, Default)]
-struct Pending {
-    /// Part counts of the requests, oldest first.
-    groups: VecDeque<usize>,
-    /// Byte sizes of the parts, oldest first.
-    parts: VecDeque<usize>,
-}
-
-impl Pending {
-    fn push(&mut self, parts: &[split::Part<Body>]) {
-        if parts.is_empty() {
-            return;
-        }
-        self.groups.push_back(parts.len());
-        self.parts.extend(parts.iter().map(|p| p.payload.len()));
-    }
-}
-
-/// Requests up to this size (about their encoding: one part at most) are encoded into their
-/// frame, where tonic encodes the stream's items.
+/// Requests up to this size (about their encoding: one part at most) are encoded as their
+/// frame is built, where the request body is polled (`super::framed`).
 const INLINE_ENCODE_MAX_BYTES: usize = super::MAX_APPEND_PART_BYTES;
 
 /// Cuts one request of a stream into its parts. One that fits a part (the live sends, and a
-/// catch-up's requests up to 8 MiB) is measured here and encoded straight into its gRPC frame
-/// ([`Body::Later`]): one copy of each entry per follower. A larger one (a catch-up's many
+/// catch-up's requests up to 8 MiB) is measured here and encoded as its gRPC frame is built
+/// ([`Body::Later`]): its large entries shared, not copied ([`AppendRequest::frame`]). A larger one (a catch-up's many
 /// MiB) is cut and encoded on the blocking pool: hyper polls a new stream's body once inside
 /// its connection task before it spawns the body's own task, so encoding tens of MiB there
 /// held up every frame of the connection, the stream's own response headers included; on a
 /// node short of CPU the open then timed out and each new session began the same work again.
-/// A deferred part costs at most one part's copy in such a poll (tonic encodes an item, then
-/// yields once its buffer holds 32 KiB).
+/// A deferred part costs at most one part's small pieces copied in such a poll (the body
+/// yields each request's chunks as soon as it is framed).
 async fn encode_off_hyper<C: LogTypes>(
     req: AppendEntriesRequest<C>,
     part_bytes: usize,
@@ -306,108 +281,6 @@ async fn encode_off_hyper<C: LogTypes>(
             .map(|p| p.map(|v| Body::Encoded(v.into())))
             .collect()),
         Err(e) => Err(format!("the encoding task failed: {e}")),
-    }
-}
-
-/// The reply side of a StreamAppend call.
-struct AppendReplies {
-    replies: tonic::Streaming<raftmq_proto::v1::RaftReply>,
-    pending: Arc<Mutex<Pending>>,
-    opts: Arc<PeerNetworkOptions>,
-    /// openraft's deadline per answer (one heartbeat interval); raised per part, see
-    /// [`PeerNetworkOptions::reply_timeout`].
-    hard_ttl: Duration,
-    /// Ends this stream while nothing is outstanding (see `kick.rs`).
-    kick: Arc<Notify>,
-    done: bool,
-    /// Ends openraft's request stream when the replies are dropped.
-    _guard: InputGuard,
-}
-
-impl AppendReplies {
-    /// The next reply, waiting at most the oldest outstanding part's reply timeout. `None`
-    /// when the server closed the stream, or on a kick while nothing is outstanding.
-    async fn next_reply<C: LogTypes>(
-        &mut self,
-        ctx: &Ctx,
-    ) -> Option<Result<StreamAppendResult<C>, RPCError<C>>> {
-        loop {
-            let oldest = lock(&self.pending).parts.front().copied();
-            let ttl = self.opts.reply_timeout(self.hard_ttl, oldest.unwrap_or(0));
-            let kicked = self.kick.notified();
-            let next = tokio::select! {
-                r = tokio::time::timeout(ttl, self.replies.message()) => r,
-                () = kicked => {
-                    if lock(&self.pending).parts.is_empty() {
-                        tracing::info!(target_node = ctx.target, "idle replication stream ended by the catch-up watcher");
-                        self.opts.kick.count_ended();
-                        return None;
-                    }
-                    continue;
-                }
-            };
-            match next {
-                Err(_) if oldest.is_some() => {
-                    tracing::info!(
-                        target_node = ctx.target,
-                        part_bytes = oldest,
-                        timeout_ms = ttl.as_millis() as u64,
-                        "no answer to a replication request in time"
-                    );
-                    return Some(Err(RPCError::Timeout(
-                        ctx.timeout(RPCTypes::AppendEntries, ttl),
-                    )));
-                }
-                Err(_) => continue,
-                Ok(Ok(None)) => return None,
-                Ok(Err(status)) => {
-                    return Some(Err(ctx.status_error(RPCTypes::AppendEntries, ttl, &status)))
-                }
-                Ok(Ok(Some(reply))) => {
-                    lock(&self.pending).parts.pop_front();
-                    return Some(
-                        codec::decode("StreamAppendResult", &reply.payload)
-                            .map_err(|e| RPCError::Network(NetworkError::new(&e))),
-                    );
-                }
-            }
-        }
-    }
-
-    /// The merged result of the oldest outstanding request, and whether the stream must end.
-    async fn next_result<C: LogTypes>(
-        &mut self,
-        ctx: &Ctx,
-    ) -> Option<(Result<StreamAppendResult<C>, RPCError<C>>, bool)> {
-        let mut results = Vec::new();
-        loop {
-            let item = match self.next_reply::<C>(ctx).await {
-                None if results.is_empty() => return None,
-                // The server ended the stream inside a group: it failed a part.
-                None => return Some((Ok(split::merge_stream(&results).0), true)),
-                Some(item) => item,
-            };
-            let res = match item {
-                Ok(r) => r,
-                Err(e) if results.is_empty() => return Some((Err(e), true)),
-                Err(_) => return Some((Ok(split::merge_stream(&results).0), true)),
-            };
-            let failed = res.is_err();
-            results.push(res);
-            let want = lock(&self.pending).groups.front().copied().unwrap_or(1);
-            if results.len() >= want || failed {
-                lock(&self.pending).groups.pop_front();
-                let (merged, end) = split::merge_stream(&results);
-                if let Ok(Some(last)) = &merged {
-                    tracing::trace!(
-                        target_node = ctx.target,
-                        log_index = last.index,
-                        "append answer received"
-                    );
-                }
-                return Some((Ok(merged), end || failed));
-            }
-        }
     }
 }
 
