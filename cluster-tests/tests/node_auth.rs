@@ -219,6 +219,14 @@ async fn authenticated_cluster_refuses_and_keeps_serving() -> anyhow::Result<()>
         Code::PermissionDenied,
         "may not send to topic 'audit'",
     );
+    // A batch (on the client's SendStream) with one forbidden topic is refused whole.
+    refused(
+        producer
+            .send_batch(vec![msg("orders", b"whole"), msg("audit", b"no")])
+            .await,
+        Code::PermissionDenied,
+        "may not send to topic 'audit'",
+    );
     // Nothing was removed or transferred.
     assert_eq!(cluster.wait_leader().await?, leader);
 

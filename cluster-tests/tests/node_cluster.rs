@@ -99,6 +99,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         pb::SendStreamRequest {
             seq,
             message: Some(msg(t, b)),
+            batch: None,
         }
     });
     let mut got = stream_sends(&mut raw, reqs.to_vec()).await;
@@ -123,6 +124,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
         .map(|seq| pb::SendStreamRequest {
             seq,
             message: Some(msg("orders", format!("g{seq}").as_bytes())),
+            batch: None,
         })
         .collect();
     let mut bad_queue = msg("orders", b"q99");
@@ -130,15 +132,18 @@ async fn replicate_forward_transfer_and_read_everywhere() {
     reqs.push(pb::SendStreamRequest {
         seq: 7,
         message: Some(bad_queue),
+        batch: None,
     });
     reqs.push(pb::SendStreamRequest {
         seq: 8,
         message: Some(msg("", b"no topic")),
+        batch: None,
     });
     for seq in [9, 10] {
         reqs.push(pb::SendStreamRequest {
             seq,
             message: Some(msg("audit", b"a")),
+            batch: None,
         });
     }
     let mut got = stream_sends(&mut lead, reqs).await;
@@ -163,6 +168,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
             .map(|i| pb::SendStreamRequest {
                 seq: round * 10 + i,
                 message: Some(msg("orders", b"together")),
+                batch: None,
             })
             .collect();
         let got = stream_sends(&mut lead, reqs).await;
@@ -173,7 +179,7 @@ async fn replicate_forward_transfer_and_read_everywhere() {
                     entries.insert(r.log_id.as_ref().map(|l| l.index));
                     acked.push(r);
                 }
-                Outcome::Error(e) => panic!("seq {seq}: {e:?}"),
+                o => panic!("seq {seq}: {o:?}"),
             }
         }
         if entries.len() < 6 {

@@ -83,6 +83,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 .map(|seq| pb::SendStreamRequest {
                     seq,
                     message: Some(msg(topic(stream), &body(stream, seq))),
+                    batch: None,
                 })
                 .collect();
             let mut c = cluster.grpc(leader).await.expect("connect");
@@ -98,6 +99,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
                 pb::SendStreamRequest {
                     seq,
                     message: Some(m),
+                    batch: None,
                 }
             })
             .collect();
@@ -110,7 +112,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
             for (seq, o) in got {
                 let r = match o {
                     Outcome::Result(r) => r,
-                    Outcome::Error(e) => panic!("stream {stream} seq {seq}: {e:?}"),
+                    o => panic!("stream {stream} seq {seq}: {o:?}"),
                 };
                 let index = r.log_id.as_ref().expect("log id").index;
                 streams_of_entry.entry(index).or_default().insert(stream);
@@ -128,7 +130,7 @@ async fn streams_share_entries_and_each_message_keeps_its_own_ack() {
         for (seq, o) in bad.await.expect("joined") {
             match o {
                 Outcome::Error(e) => assert_eq!(e.code, Code::InvalidArgument as i32, "{e:?}"),
-                Outcome::Result(r) => panic!("bad seq {seq} stored: {r:?}"),
+                o => panic!("bad seq {seq} stored: {o:?}"),
             }
         }
         merged = streams_of_entry
@@ -244,4 +246,104 @@ async fn batches_of_several_connections_share_entries_and_each_stays_whole() {
         }
     }
     panic!("no entry held the batches of two connections in 5 rounds");
+}
+
+fn batch_of(tag: &str, n: u64) -> pb::SendBatchRequest {
+    pb::SendBatchRequest {
+        messages: (0..n)
+            .map(|i| msg("orders", format!("{tag} {i}").as_bytes()))
+            .collect(),
+    }
+}
+
+/// Checks that a batch's results name its messages in order, all in one entry.
+async fn check_batch(
+    reader: &mut GrpcClient,
+    queue_offsets: &mut HashSet<(&'static str, i32, u64)>,
+    results: &[pb::SendResult],
+    tag: &str,
+    n: u64,
+) {
+    assert_eq!(results.len() as u64, n, "{results:?}");
+    let entries: HashSet<_> = results.iter().map(|r| r.log_id).collect();
+    assert_eq!(entries.len(), 1, "one entry: {results:?}");
+    for (i, r) in results.iter().enumerate() {
+        let body = format!("{tag} {i}");
+        check_ack(reader, queue_offsets, r, "orders", body.as_bytes()).await;
+    }
+}
+
+/// Batches on a `SendStream` are answered as `SendBatch` answers them: each whole in one
+/// entry, its results in order, beside single sends on the same stream; a batch with one bad
+/// message is refused whole, as is a request with both `message` and `batch` or an empty
+/// batch; a follower relays a batch and its answer names the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_on_a_send_stream_are_answered_as_send_batch() {
+    let cluster = TestCluster::start(&[FlushPolicy::Sync; 3], |c| {
+        c.default_queue_count = 4;
+    })
+    .await
+    .expect("cluster starts");
+    let (leader, follower) = cluster.leader_and_follower().await.expect("roles");
+    let mut reader = cluster.grpc(leader).await.expect("connect");
+    let mut queue_offsets = HashSet::new();
+    let mut bad = batch_of("bad", 3);
+    bad.messages[1].queue_id = Some(99);
+    let request = |seq, message, batch| pb::SendStreamRequest {
+        seq,
+        message,
+        batch,
+    };
+    let reqs = vec![
+        request(1, None, Some(batch_of("one", 5))),
+        request(2, Some(msg("orders", b"single")), None),
+        request(3, None, Some(bad)),
+        request(4, Some(msg("orders", b"both")), Some(batch_of("both", 2))),
+        request(5, None, Some(pb::SendBatchRequest { messages: vec![] })),
+    ];
+    let mut lead = cluster.grpc(leader).await.expect("connect");
+    let mut got = stream_sends(&mut lead, reqs).await;
+    match got.remove(&1) {
+        Some(Outcome::Batch(b)) => {
+            check_batch(&mut reader, &mut queue_offsets, &b.results, "one", 5).await
+        }
+        o => panic!("seq 1: {o:?}"),
+    }
+    match got.remove(&2) {
+        Some(Outcome::Result(r)) => {
+            check_ack(&mut reader, &mut queue_offsets, &r, "orders", b"single").await
+        }
+        o => panic!("seq 2: {o:?}"),
+    }
+    for seq in [3, 4, 5] {
+        match got.remove(&seq) {
+            Some(Outcome::Error(e)) => {
+                assert_eq!(e.code, Code::InvalidArgument as i32, "seq {seq}: {e:?}");
+                assert!(e.detail.is_some_and(|d| d.not_applied), "seq {seq}");
+            }
+            o => panic!("seq {seq}: {o:?}"),
+        }
+    }
+
+    let mut relay = cluster.grpc(follower).await.expect("connect");
+    let reqs = vec![request(1, None, Some(batch_of("relayed", 3)))];
+    let mut answers = relay
+        .send_stream(futures::stream::iter(reqs))
+        .await
+        .expect("stream")
+        .into_inner();
+    let a = answers.message().await.expect("answer").expect("one");
+    assert_eq!(a.leader_addr, cluster.client_addr(leader));
+    match a.outcome {
+        Some(Outcome::Batch(b)) => {
+            check_batch(&mut reader, &mut queue_offsets, &b.results, "relayed", 3).await
+        }
+        o => panic!("relayed: {o:?}"),
+    }
+    drop(answers);
+
+    // Nothing of the refused requests was stored.
+    let stored = read_all(&mut reader, "orders", 4).await.expect("read");
+    assert_eq!(stored.len(), 5 + 1 + 3, "{stored:?}");
+    cluster.shutdown().await.expect("shutdown");
 }

@@ -73,9 +73,12 @@ pub struct SharedSendStreamRequest {
     /// Chosen by the client to match the answer; unique among its unanswered requests.
     #[prost(uint64, tag = "1")]
     pub seq: u64,
-    /// The message.
+    /// One message.
     #[prost(message, optional, tag = "2")]
     pub message: Option<Shared<crate::v1::Message>>,
+    /// Or several, as one entry.
+    #[prost(message, optional, tag = "3")]
+    pub batch: Option<Shared<crate::v1::SendBatchRequest>>,
 }
 
 #[cfg(test)]
@@ -114,10 +117,28 @@ mod tests {
         let plain = SendStreamRequest {
             seq: 7,
             message: Some(message(3)),
+            batch: None,
         };
         let item = SharedSendStreamRequest {
             seq: 7,
             message: Some(Shared::new(message(3))),
+            batch: None,
+        };
+        assert_eq!(item.encode_to_vec(), plain.encode_to_vec());
+        assert_eq!(
+            SendStreamRequest::decode(&item.encode_to_vec()[..]).unwrap(),
+            plain
+        );
+
+        let plain = SendStreamRequest {
+            seq: 8,
+            message: None,
+            batch: Some(batch),
+        };
+        let item = SharedSendStreamRequest {
+            seq: 8,
+            message: None,
+            batch: Some(shared),
         };
         assert_eq!(item.encode_to_vec(), plain.encode_to_vec());
         assert_eq!(

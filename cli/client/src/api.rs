@@ -2,7 +2,6 @@
 //! admin, each with its retry kind.
 
 use crate::credentials::Grpc;
-use crate::credentials::Sender;
 use crate::error::ClientError;
 use raftmq_proto::shared::Shared;
 use raftmq_proto::v1::*;
@@ -71,19 +70,23 @@ impl Client {
     /// Sends messages as one Raft entry (all or none); one result per message, in order.
     /// Identified and resent like [`send`](Self::send); a resent batch whose first copy was
     /// stored is answered with the original results (`duplicate` set).
+    ///
+    /// Batches to one node share the `SendStream` that single sends use (a frame each).
     pub async fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>, ClientError> {
         let messages = messages.into_iter().map(|m| self.outgoing(m)).collect();
         // Shared by every attempt (the body of each message already was).
         let req = Shared::new(SendBatchRequest { messages });
-        let reply = self
-            .call(
-                self.send_kind(),
-                req,
-                Duration::ZERO,
-                |mut c: Sender, r| async move { c.send_batch(r).await },
-            )
+        let (results, leader) = self
+            .retry(self.send_kind(), |addr| {
+                let r = &req;
+                async move { self.send_batch_attempt(&addr, r).await }
+            })
             .await?;
-        Ok(reply.results)
+        // A follower forwarded it: send to the leader from now on.
+        if let Some(l) = leader {
+            self.follow(&l);
+        }
+        Ok(results)
     }
 
     /// Pulls from any node (leader preferred), waiting up to `req.long_poll_timeout_ms`.

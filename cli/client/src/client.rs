@@ -21,8 +21,10 @@ use crate::credentials::Sender;
 use crate::credentials::Signer;
 use crate::error::ClientError;
 use crate::producer::Producer;
+use crate::send_stream::batch_unsupported;
 use crate::send_stream::SendMux;
 use crate::send_stream::Sent;
+use crate::send_stream::SentBatch;
 use crate::tls::ClientTls;
 
 /// Client settings.
@@ -101,6 +103,8 @@ pub(crate) struct Routing {
     send_streams: HashMap<String, Arc<SendMux>>,
     /// Nodes that answered `SendStream` with UNIMPLEMENTED (older servers): unary `Send`.
     no_send_stream: HashSet<String>,
+    /// Nodes whose `SendStream` takes no batches (older servers): unary `SendBatch`.
+    no_stream_batch: HashSet<String>,
 }
 
 /// A raftmq client: knows the seed nodes, follows leader hints, retries what is safe to retry.
@@ -298,6 +302,47 @@ impl Client {
             Err(s) if s.code() == Code::Unimplemented => {
                 tracing::debug!(addr, "node has no SendStream; using unary Send");
                 self.routing().no_send_stream.insert(addr.to_string());
+                unary().await
+            }
+            r => r,
+        }
+    }
+
+    /// One batch at `addr`, on the node's shared `SendStream` (unary `SendBatch` for a node
+    /// whose stream takes no batches). With the results: the leader's address if `addr`
+    /// forwarded the batch.
+    pub(crate) async fn send_batch_attempt(
+        &self,
+        addr: &str,
+        batch: &Shared<SendBatchRequest>,
+    ) -> Result<SentBatch, Status> {
+        let unary = || async move {
+            let reply = self
+                .attempt(
+                    addr,
+                    batch.clone(),
+                    Duration::ZERO,
+                    &|mut c: Sender, r| async move { c.send_batch(r).await },
+                )
+                .await?;
+            Ok((reply.results, None))
+        };
+        if self.routing().no_stream_batch.contains(addr) {
+            return unary().await;
+        }
+        let Some(mux) = self.send_mux(addr)? else {
+            return unary().await;
+        };
+        let timeout = self.opts.request_timeout + Duration::from_millis(500);
+        match mux.send_batch(batch.clone(), timeout).await {
+            Err(s) if s.code() == Code::Unimplemented => {
+                tracing::debug!(addr, "node has no SendStream; using unary SendBatch");
+                self.routing().no_send_stream.insert(addr.to_string());
+                unary().await
+            }
+            Err(s) if batch_unsupported(&s) => {
+                tracing::debug!(addr, "node takes no batches on SendStream; using SendBatch");
+                self.routing().no_stream_batch.insert(addr.to_string());
                 unary().await
             }
             r => r,

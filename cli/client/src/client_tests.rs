@@ -37,6 +37,10 @@ struct Fake {
     stream_calls: AtomicU32,
     /// Number of next stream messages the fake reads and then breaks the stream at, unanswered.
     break_stream: AtomicU32,
+    /// Answer a batch on `SendStream` as a node from before batches there does.
+    no_stream_batch: AtomicBool,
+    /// Unary `SendBatch` calls.
+    batch_calls: AtomicU32,
     /// (producer id, sequence) of every send that reached the leader, in order.
     identities: Mutex<Vec<(String, String)>>,
 }
@@ -61,6 +65,17 @@ impl std::ops::Deref for FakeSvc {
 }
 
 impl Fake {
+    /// One batch: all of it stored, or none (as one entry would be).
+    fn do_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>, Status> {
+        if messages.is_empty() || messages.iter().any(|m| m.topic.is_empty()) {
+            return Err(Status::invalid_argument("node 1: a message has no topic"));
+        }
+        messages
+            .into_iter()
+            .map(|m| self.do_send(Some(m)))
+            .collect()
+    }
+
     fn do_send(&self, msg: Option<Message>) -> Result<SendResult, Status> {
         let n = self.send_calls.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(m) = &msg {
@@ -146,10 +161,18 @@ impl RaftMq for FakeSvc {
             {
                 return Err(Status::unavailable("connection reset"));
             }
-            let outcome = match fake.do_send(req.message) {
-                Ok(r) => send_stream_reply::Outcome::Result(r),
-                Err(s) => send_stream_reply::Outcome::Error(raftmq_proto::send_error(&s)),
+            let outcome = match (req.batch, fake.no_stream_batch.load(Ordering::SeqCst)) {
+                (Some(_), true) => Err(Status::invalid_argument("node 1: message is missing")),
+                (Some(b), false) => fake
+                    .do_batch(b.messages)
+                    .map(|results| send_stream_reply::Outcome::Batch(SendBatchReply { results })),
+                (None, _) => fake
+                    .do_send(req.message)
+                    .map(send_stream_reply::Outcome::Result),
             };
+            let outcome = outcome.unwrap_or_else(|s| {
+                send_stream_reply::Outcome::Error(raftmq_proto::send_error(&s))
+            });
             Ok(SendStreamReply {
                 seq: req.seq,
                 outcome: Some(outcome),
@@ -205,8 +228,10 @@ impl RaftMq for FakeSvc {
         }))
     }
 
-    async fn send_batch(&self, _r: Request<SendBatchRequest>) -> R<SendBatchReply> {
-        Err(Status::unimplemented("send_batch"))
+    async fn send_batch(&self, r: Request<SendBatchRequest>) -> R<SendBatchReply> {
+        self.batch_calls.fetch_add(1, Ordering::SeqCst);
+        let results = self.do_batch(r.into_inner().messages)?;
+        Ok(Response::new(SendBatchReply { results }))
     }
 
     async fn query_by_id(&self, _r: Request<QueryByIdRequest>) -> R<QueryByIdReply> {
@@ -522,4 +547,76 @@ async fn broken_stream_is_unknown_outcome_and_the_next_send_reopens() {
     let r = client.send(msg("t")).await.expect("a new stream");
     assert_eq!(r.msg_id, 100, "the broken one was never stored by the fake");
     assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn batches_share_the_send_stream_and_keep_their_order() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let batches = (0..10).map(|_| {
+        let c = client.clone();
+        tokio::spawn(async move { c.send_batch(vec![msg("t"); 3]).await })
+    });
+    let mut ids: Vec<u64> = Vec::new();
+    for b in batches {
+        let results = b.await.unwrap().expect("acked");
+        assert_eq!(results.len(), 3);
+        assert!(
+            results.windows(2).all(|w| w[0].msg_id < w[1].msg_id),
+            "in request order: {results:?}"
+        );
+        ids.extend(results.iter().map(|r| r.msg_id));
+    }
+    client
+        .send(msg("t"))
+        .await
+        .expect("a single send on the same stream");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 30, "each message got its own result");
+    assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(leader.batch_calls.load(Ordering::SeqCst), 0);
+    let err = client
+        .send_batch(vec![msg("t"), msg("")])
+        .await
+        .expect_err("refused whole");
+    assert!(
+        matches!(
+            err,
+            ClientError::Rejected {
+                code: tonic::Code::InvalidArgument,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        leader.send_calls.load(Ordering::SeqCst),
+        31,
+        "nothing of it stored"
+    );
+}
+
+#[tokio::test]
+async fn node_without_batches_on_its_stream_gets_unary_batches() {
+    let nodes = fakes(1).await;
+    let (leader, addr) = &nodes[0];
+    leader.no_stream_batch.store(true, Ordering::SeqCst);
+    let client = Client::new(std::slice::from_ref(addr), quick()).unwrap();
+    let r = client
+        .send_batch(vec![msg("t"); 2])
+        .await
+        .expect("falls back");
+    assert_eq!(r.len(), 2);
+    client
+        .send_batch(vec![msg("t")])
+        .await
+        .expect("and stays there");
+    client
+        .send(msg("t"))
+        .await
+        .expect("single sends keep the stream");
+    assert_eq!(leader.batch_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(leader.stream_calls.load(Ordering::SeqCst), 1);
 }

@@ -1,9 +1,10 @@
-//! [`SendMux`]: the concurrent single sends of a [`Client`](crate::Client) to one node share
-//! one `SendStream` call, each message a frame with its own answer (matched by `seq`).
+//! [`SendMux`]: the concurrent sends of a [`Client`](crate::Client) to one node share one
+//! `SendStream` call, each message (or batch) a frame with its own answer (matched by `seq`).
 //!
-//! A unary `Send` opens an HTTP/2 stream per message; with many sends in flight that cost,
-//! on the client and on the node, bounds a producer. Semantics do not change: each message is
-//! answered as `Send` answers it, and the client's retry rules see the same statuses.
+//! A unary `Send` or `SendBatch` opens an HTTP/2 stream per call; with many sends in flight
+//! that cost, on the client and on the node, bounds a producer. Semantics do not change: each
+//! message is answered as `Send` answers it, each batch as `SendBatch` does, and the
+//! client's retry rules see the same statuses.
 //!
 //! What a caller gets when the stream breaks:
 //! - its message was handed to the stream (it may have reached the node): UNAVAILABLE without
@@ -24,6 +25,7 @@ use raftmq_proto::v1::send_stream_reply::Outcome;
 use raftmq_proto::v1::ErrorDetail;
 use raftmq_proto::v1::ErrorReason;
 use raftmq_proto::v1::Message;
+use raftmq_proto::v1::SendBatchRequest;
 use raftmq_proto::v1::SendResult;
 use raftmq_proto::v1::SendStreamReply;
 use tokio::sync::mpsc;
@@ -33,10 +35,20 @@ use tonic::Status;
 /// A send's result and, when the node forwarded it, the leader's client address.
 pub(crate) type Sent = (SendResult, Option<String>);
 
-type Answer = oneshot::Sender<Result<Sent, Status>>;
+/// A batch's results and, when the node forwarded it, the leader's client address.
+pub(crate) type SentBatch = (Vec<SendResult>, Option<String>);
+
+/// A request's answer as it came: its outcome and the leader's address.
+type Answer = oneshot::Sender<Result<(Outcome, Option<String>), Status>>;
+
+/// What one request carries.
+enum Item {
+    One(Shared<Message>),
+    Batch(Shared<SendBatchRequest>),
+}
 
 struct Queued {
-    message: Shared<Message>,
+    item: Item,
     reply: Answer,
 }
 
@@ -92,8 +104,33 @@ impl SendMux {
         message: Shared<Message>,
         timeout: Duration,
     ) -> Result<Sent, Status> {
+        match self.request(Item::One(message), timeout).await? {
+            (Outcome::Result(r), leader) => Ok((r, leader)),
+            _ => Err(Status::internal("a send's answer holds a batch's results")),
+        }
+    }
+
+    /// Sends `batch` (one entry) and waits up to `timeout` for its answer.
+    pub(crate) async fn send_batch(
+        &self,
+        batch: Shared<SendBatchRequest>,
+        timeout: Duration,
+    ) -> Result<SentBatch, Status> {
+        match self.request(Item::Batch(batch), timeout).await? {
+            (Outcome::Batch(b), leader) => Ok((b.results, leader)),
+            _ => Err(Status::internal("a batch's answer holds a single result")),
+        }
+    }
+
+    /// Puts `item` on the stream and waits up to `timeout` for its answer (an error answer
+    /// as the status it stands for).
+    async fn request(
+        &self,
+        item: Item,
+        timeout: Duration,
+    ) -> Result<(Outcome, Option<String>), Status> {
         let (reply, answer) = oneshot::channel();
-        if self.tx.send(Queued { message, reply }).is_err() {
+        if self.tx.send(Queued { item, reply }).is_err() {
             return Err(self.closed_reason());
         }
         match tokio::time::timeout(timeout, answer).await {
@@ -114,6 +151,12 @@ impl SendMux {
             None => not_sent("the send stream is closed"),
         }
     }
+}
+
+/// True for what a node from before batches on `SendStream` answers a batch: it saw no
+/// `message` (INVALID_ARGUMENT, nothing stored), so the batch can go as a unary `SendBatch`.
+pub(crate) fn batch_unsupported(s: &Status) -> bool {
+    s.code() == tonic::Code::InvalidArgument && s.message().ends_with(": message is missing")
 }
 
 /// The answer for a message that did not reach the node because the stream failed with `s`.
@@ -147,9 +190,14 @@ fn requests(
                 }
                 p.answers.insert(seq, q.reply);
             }
+            let (message, batch) = match q.item {
+                Item::One(m) => (Some(m), None),
+                Item::Batch(b) => (None, Some(b)),
+            };
             let req = SharedSendStreamRequest {
                 seq,
-                message: Some(q.message),
+                message,
+                batch,
             };
             Some((req, (rx, pending, seq)))
         },
@@ -204,8 +252,8 @@ fn deliver(pending: &Mutex<Pending>, reply: SendStreamReply) {
     };
     let leader = Some(reply.leader_addr).filter(|a| !a.is_empty());
     let r = match reply.outcome {
-        Some(Outcome::Result(r)) => Ok((r, leader)),
         Some(Outcome::Error(e)) => Err(raftmq_proto::send_error_status(e)),
+        Some(outcome) => Ok((outcome, leader)),
         None => Err(Status::internal("send stream answer without an outcome")),
     };
     // The caller may have timed out and gone.

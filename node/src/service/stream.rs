@@ -1,8 +1,9 @@
-//! `SendStream`: pipelined single sends on one gRPC stream.
+//! `SendStream`: pipelined sends on one gRPC stream.
 //!
-//! A unary `Send` costs an HTTP/2 stream of its own (headers both ways, a server task, a
-//! client-side buffer hop); with many sends in flight that per-call cost, not Raft, bounds a
-//! producer. On a stream each message is one frame, answered on its own by `seq`.
+//! A unary `Send` or `SendBatch` costs an HTTP/2 stream of its own (headers both ways, a
+//! server task, a client-side buffer hop); with many sends in flight that per-call cost, not
+//! Raft, bounds a producer. On a stream each message, or each batch, is one frame, answered
+//! on its own by `seq`.
 //!
 //! The response stream drives the work: polling it takes in requests while fewer than
 //! [`MAX_IN_FLIGHT`] are unanswered (a request refused as invalid counts until its answer
@@ -28,9 +29,14 @@
 //! - a group whose outcome is unknown (proposed, then a timeout or a leader change) answers
 //!   that to each of its messages: the entry commits for all of them or for none.
 //!
-//! On a follower every message is relayed to the leader as a unary `Send` ([`forward`]); the
-//! answer then names the leader (`leader_addr`), so the client moves its sends there. A
-//! follower elected while a message waited for a new leader stores it itself.
+//! **Batches.** A request with `batch` is a `SendBatch`: one entry of its own (merged with
+//! others' only as unary batches are, [`Pipeline::submit_shared`]), all or nothing, one
+//! answer; every message's topic is authorized before it starts.
+//!
+//! On a follower every message (every batch) is relayed to the leader as a unary `Send`
+//! (`SendBatch`) ([`forward`]); the answer then names the leader (`leader_addr`), so the
+//! client moves its sends there. A follower elected while a request waited for a new leader
+//! stores it itself.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -68,6 +74,7 @@ mod submit;
 use submit::error_reply;
 use submit::missing_message;
 use submit::same_topic;
+use submit::send_batch;
 use submit::send_group;
 use submit::send_one;
 
@@ -173,10 +180,11 @@ impl SendStreamDriver {
         }
         let mut out = Vec::with_capacity(requests.len());
         for req in requests {
-            let topic = req.message.as_ref().map_or("", |m| m.topic.as_str());
-            match authorize(&self.principal, Action::Send { topic }) {
-                Ok(()) => out.push(req),
-                Err(e) => self
+            let denied = topics(&req)
+                .find_map(|topic| authorize(&self.principal, Action::Send { topic }).err());
+            match denied {
+                None => out.push(req),
+                Some(e) => self
                     .ready
                     .push_back(error_reply(req.seq, &client_status(e, node_id))),
             }
@@ -184,10 +192,32 @@ impl SendStreamDriver {
         out
     }
 
+    /// Starts a batch request (`batch` set): one entry of its own, one answer.
+    fn start_batch(&mut self, req: pb::SendStreamRequest, arrived: Instant) {
+        let bytes = request_bytes(&req);
+        self.unanswered += 1;
+        self.bytes_in_flight += bytes;
+        let (pipeline, source, principal) =
+            (self.pipeline.clone(), self.source, self.principal.clone());
+        self.in_flight.push(
+            async move {
+                let reply = send_batch(pipeline, source, req, arrived, &principal).await;
+                (vec![reply], bytes)
+            }
+            .boxed(),
+        );
+    }
+
     /// Starts the sends of requests that arrived together (see the module docs).
     fn dispatch(&mut self, requests: Vec<pb::SendStreamRequest>) {
         let arrived = Instant::now();
-        let requests = self.permitted(requests);
+        let (batches, requests): (Vec<_>, Vec<_>) = self
+            .permitted(requests)
+            .into_iter()
+            .partition(|r| r.batch.is_some());
+        for req in batches {
+            self.start_batch(req, arrived);
+        }
         if requests.is_empty() {
             return;
         }
@@ -276,6 +306,17 @@ fn may_take(held_requests: usize, held_bytes: u64, max_bytes: u64) -> bool {
     held_requests < MAX_IN_FLIGHT && (held_bytes < max_bytes || held_bytes == 0)
 }
 
+/// The topics a request sends to (`""` for a request without a message, refused later).
+fn topics(req: &pb::SendStreamRequest) -> impl Iterator<Item = &str> {
+    let batch = req.batch.iter().flat_map(|b| &b.messages);
+    let message = match (&req.message, &req.batch) {
+        (Some(m), _) => Some(m.topic.as_str()),
+        (None, None) => Some(""),
+        (None, Some(_)) => None,
+    };
+    message.into_iter().chain(batch.map(|m| m.topic.as_str()))
+}
+
 /// Bytes a request holds while it is in flight (its encoded size).
 fn request_bytes(req: &pb::SendStreamRequest) -> u64 {
     prost::Message::encoded_len(req) as u64
@@ -349,6 +390,7 @@ mod tests {
         assert!(may_take(0, 0, 0), "one request always passes");
         let big = pb::SendStreamRequest {
             seq: 1,
+            batch: None,
             message: Some(pb::Message {
                 body: vec![0; 4096].into(),
                 ..Default::default()
@@ -358,6 +400,7 @@ mod tests {
         let invalid = pb::SendStreamRequest {
             seq: 2,
             message: None,
+            batch: None,
         };
         assert!(
             request_bytes(&invalid) > 0,

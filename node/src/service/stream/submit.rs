@@ -42,6 +42,16 @@ pub(super) fn error_reply(seq: u64, status: &Status) -> pb::SendStreamReply {
     }
 }
 
+fn batch_reply(seq: u64, results: Vec<pb::SendResult>) -> pb::SendStreamReply {
+    pb::SendStreamReply {
+        seq,
+        outcome: Some(pb::send_stream_reply::Outcome::Batch(pb::SendBatchReply {
+            results,
+        })),
+        leader_addr: String::new(),
+    }
+}
+
 pub(super) fn result_reply(seq: u64, r: pb::SendResult) -> pb::SendStreamReply {
     pb::SendStreamReply {
         seq,
@@ -90,7 +100,75 @@ pub(super) async fn send_one(
     single_reply(req.seq, res, core.node_id)
 }
 
-/// True for NOT_LEADER with `not_applied`: the message was stored nowhere.
+/// A batch request (`batch` set), answered as `SendBatch` answers it: one entry on the leader,
+/// from this stream as its `source` of groups; relayed as a unary `SendBatch` by a follower.
+pub(super) async fn send_batch(
+    pipeline: Pipeline,
+    source: Source,
+    req: pb::SendStreamRequest,
+    arrived: Instant,
+    principal: &Principal,
+) -> pb::SendStreamReply {
+    let core = pipeline.core();
+    let seq = req.seq;
+    let batch = match (req.message, req.batch) {
+        (None, Some(batch)) => batch,
+        _ => {
+            let e = NodeError::InvalidArgument(
+                "a send stream request carries either `message` or `batch`, not both".into(),
+            );
+            return error_reply(seq, &client_status(e, core.node_id));
+        }
+    };
+    if !core.is_leader() {
+        // Kept for the case below (as `send_one` keeps a single message).
+        let mut fwd = Request::new(batch.clone());
+        // The leader authorizes the stream's caller again (see `crate::auth`).
+        fwd.extensions_mut().insert(principal.clone());
+        match forward(core, fwd, |mut c, r| async move { c.send_batch(r).await }).await {
+            Ok(r) => {
+                let leader = leader_addr(&r);
+                return pb::SendStreamReply {
+                    leader_addr: leader,
+                    ..batch_reply(seq, r.into_inner().results)
+                };
+            }
+            Err(status)
+                if core.is_leader() && crate::service::forward::not_leader_unsent(&status) => {}
+            Err(status) => return error_reply(seq, &status),
+        }
+        // This node was elected while the batch waited for a new leader; nothing was sent.
+    }
+    stored_batch(pipeline, source, seq, batch, arrived).await
+}
+
+/// A batch stored by this node, the leader.
+async fn stored_batch(
+    pipeline: Pipeline,
+    source: Source,
+    seq: u64,
+    batch: pb::SendBatchRequest,
+    arrived: Instant,
+) -> pb::SendStreamReply {
+    let res = match send::batch_in(&pipeline, batch.messages, arrived) {
+        Ok(b) => pipeline.submit_shared(source, b).await,
+        Err(e) => Err(e),
+    };
+    match res {
+        Ok(sent) => batch_reply(seq, send::results_out(&sent)),
+        Err(e) => error_reply(seq, &client_status(e, pipeline.core().node_id)),
+    }
+}
+
+/// The leader's client address a forwarded call's answer names.
+fn leader_addr<T>(r: &tonic::Response<T>) -> String {
+    r.metadata()
+        .get(raftmq_proto::LEADER_ADDR_KEY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
 /// node became the leader meanwhile and the message was sent nowhere (submit it here).
 pub(super) async fn relayed(
@@ -106,12 +184,7 @@ pub(super) async fn relayed(
     fwd.extensions_mut().insert(principal.clone());
     match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
         Ok(r) => {
-            let leader = r
-                .metadata()
-                .get(raftmq_proto::LEADER_ADDR_KEY)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
+            let leader = leader_addr(&r);
             Some(match r.into_inner().result {
                 Some(result) => pb::SendStreamReply {
                     leader_addr: leader,
