@@ -25,8 +25,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use std::time::Instant;
 
-/// No append for this long: the next one is flushed inline.
-pub const QUIET: Duration = Duration::from_micros(200);
+/// No append for this long: the next one is flushed inline. Shorter than the gap between a
+/// lone producer's entries (its next send waits for this one's ack: about 190 us from an
+/// inline flush's end to the next append on a VM with a 50 us fdatasync, where 200 us sent
+/// every other append to the flusher), longer than the gaps within a pipelined burst.
+pub const QUIET: Duration = Duration::from_micros(60);
 /// An inline flush slower than this turns inline flushing off for [`BACKOFF`]. Far above the
 /// occasional 2-5 ms fdatasync of a busy disk (each of which would otherwise turn it off),
 /// far below an election timeout.
