@@ -172,6 +172,7 @@ pub fn client_request(data: &[u8]) {
         2 => {
             if let Some(r) = proto::<pb::SendStreamRequest>(bytes) {
                 send_path(r.message.into_iter().collect());
+                send_path(r.batch.map(|b| b.messages).unwrap_or_default());
             }
         }
         3 => {
