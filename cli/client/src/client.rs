@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -294,18 +295,9 @@ impl Client {
                 .ok_or_else(|| Status::internal("server sent no SendResult"))?;
             Ok((result, None))
         };
-        let Some(mux) = self.send_mux(addr)? else {
-            return unary().await;
-        };
-        let timeout = self.opts.request_timeout + Duration::from_millis(500);
-        match mux.send(message.clone(), timeout).await {
-            Err(s) if s.code() == Code::Unimplemented => {
-                tracing::debug!(addr, "node has no SendStream; using unary Send");
-                self.routing().no_send_stream.insert(addr.to_string());
-                unary().await
-            }
-            r => r,
-        }
+        let streamed =
+            |mux: Arc<SendMux>, timeout| async move { mux.send(message.clone(), timeout).await };
+        self.on_send_stream(addr, false, streamed, unary).await
     }
 
     /// One batch at `addr`, on the node's shared `SendStream` (unary `SendBatch` for a node
@@ -327,20 +319,42 @@ impl Client {
                 .await?;
             Ok((reply.results, None))
         };
-        if self.routing().no_stream_batch.contains(addr) {
+        let streamed = |mux: Arc<SendMux>, timeout| async move {
+            mux.send_batch(batch.clone(), timeout).await
+        };
+        self.on_send_stream(addr, true, streamed, unary).await
+    }
+
+    /// One attempt at `addr` on the node's shared `SendStream` (`streamed`, given the stream
+    /// and the answer's timeout), or as a unary call (`unary`) for a node without one, or, for
+    /// a `batch`, for a node whose stream takes no batches (older nodes; remembered).
+    async fn on_send_stream<T, S, SF, U, UF>(
+        &self,
+        addr: &str,
+        batch: bool,
+        streamed: S,
+        unary: U,
+    ) -> Result<T, Status>
+    where
+        S: FnOnce(Arc<SendMux>, Duration) -> SF,
+        SF: Future<Output = Result<T, Status>>,
+        U: FnOnce() -> UF,
+        UF: Future<Output = Result<T, Status>>,
+    {
+        if batch && self.routing().no_stream_batch.contains(addr) {
             return unary().await;
         }
         let Some(mux) = self.send_mux(addr)? else {
             return unary().await;
         };
         let timeout = self.opts.request_timeout + Duration::from_millis(500);
-        match mux.send_batch(batch.clone(), timeout).await {
+        match streamed(mux, timeout).await {
             Err(s) if s.code() == Code::Unimplemented => {
-                tracing::debug!(addr, "node has no SendStream; using unary SendBatch");
+                tracing::debug!(addr, "node has no SendStream; using unary calls");
                 self.routing().no_send_stream.insert(addr.to_string());
                 unary().await
             }
-            Err(s) if batch_unsupported(&s) => {
+            Err(s) if batch && batch_unsupported(&s) => {
                 tracing::debug!(addr, "node takes no batches on SendStream; using SendBatch");
                 self.routing().no_stream_batch.insert(addr.to_string());
                 unary().await

@@ -17,13 +17,10 @@ use tokio::sync::Notify;
 use super::append_request::Body;
 use super::client::Ctx;
 use super::codec;
+use super::lock;
 use super::session_input::InputGuard;
 use super::split;
 use super::PeerNetworkOptions;
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The requests of a StreamAppend call sent and not yet answered.
 #[derive(Debug, Default)]

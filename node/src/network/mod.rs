@@ -83,6 +83,12 @@ pub const MAX_APPEND_PART_BYTES: usize = 8 << 20;
 /// ([`PeerNetworkOptions::open_timeout`]: at most 8 × the base).
 pub const MAX_OPEN_TIMEOUT_DOUBLINGS: u32 = 3;
 
+/// A mutex's guard, also after a panic while it was held (the guarded state stays usable: each
+/// holder leaves it consistent between its steps).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Settings of the peer transport (client and server side).
 #[derive(Clone, Debug)]
 pub struct PeerNetworkOptions {

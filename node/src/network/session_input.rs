@@ -21,6 +21,8 @@ use std::task::Poll;
 use futures::task::AtomicWaker;
 use futures::Stream;
 
+use super::lock;
+
 /// The request stream as tonic polls it (see the module docs).
 pub(super) struct SessionInput<S> {
     shared: Arc<Shared<S>>,
@@ -81,10 +83,6 @@ impl<S: Stream + Unpin> Stream for SessionInput<S> {
             Some(s) => Pin::new(s).poll_next(cx),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

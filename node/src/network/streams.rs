@@ -30,7 +30,6 @@ use raftmq_raft_log::types::NodeId;
 use raftmq_raft_log::types::PeerNode;
 use raftmq_raft_log::types::Vote;
 
-use super::append_replies::lock;
 use super::append_replies::AppendReplies;
 use super::append_replies::Pending;
 use super::append_request::AppendRequest;
@@ -39,6 +38,7 @@ use super::client::PeerNetwork;
 use super::codec;
 use super::commit_gate::GateCommits;
 use super::commit_hold::HoldCommits;
+use super::lock;
 use super::session_input::session_input;
 use super::snapshot::SnapshotSource;
 use super::split;
@@ -227,10 +227,7 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             closed = cancel => return Err(StreamingError::Closed(closed)),
             _ = watchdog => return Err(StreamingError::Timeout(self.ctx.timeout(RPCTypes::InstallSnapshot, ttl))),
         };
-        let local_err = read_error
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let local_err = lock(&read_error).take();
         if let Some(io_err) = local_err {
             return Err(StreamingError::StorageError(StorageError::from_io_error(
                 ErrorSubject::Snapshot(Some(signature)),
@@ -258,8 +255,8 @@ const INLINE_ENCODE_MAX_BYTES: usize = super::MAX_APPEND_PART_BYTES;
 
 /// Cuts one request of a stream into its parts. One that fits a part (the live sends, and a
 /// catch-up's requests up to 8 MiB) is measured here and encoded as its gRPC frame is built
-/// ([`Body::Later`]): its large entries shared, not copied ([`AppendRequest::frame`]). A larger one (a catch-up's many
-/// MiB) is cut and encoded on the blocking pool: hyper polls a new stream's body once inside
+/// ([`Body::Later`]): its large entries shared, not copied ([`AppendRequest::frame`]). A
+/// larger one (a catch-up's many MiB) is cut and encoded on the blocking pool: hyper polls a new stream's body once inside
 /// its connection task before it spawns the body's own task, so encoding tens of MiB there
 /// held up every frame of the connection, the stream's own response headers included; on a
 /// node short of CPU the open then timed out and each new session began the same work again.
@@ -317,9 +314,7 @@ fn chunk_stream<SD: SnapshotSource>(
             let data = match st.data.read_chunk(st.offset, chunk_bytes).await {
                 Ok(d) => d,
                 Err(e) => {
-                    *read_error
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(e);
+                    *lock(&read_error) = Some(e);
                     return None;
                 }
             };

@@ -1,8 +1,12 @@
 //! What a SendStream does with each request or group it took: submit through the pipeline
 //! (a single message relayed to the leader when this node is not it) and build the replies.
 
+use std::future::Future;
+
 use raftmq_proto::v1 as pb;
+use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tokio::time::Instant;
+use tonic::transport::Channel;
 use tonic::Request;
 use tonic::Status;
 
@@ -101,12 +105,12 @@ pub(super) async fn send_one(
 }
 
 /// A batch request (`batch` set), answered as `SendBatch` answers it: one entry on the leader,
-/// from this stream as its `source` of groups; relayed as a unary `SendBatch` by a follower.
+/// from this stream as its `source` of groups (as a unary `SendBatch` from its connection);
+/// relayed as a unary `SendBatch` by a follower.
 pub(super) async fn send_batch(
     pipeline: Pipeline,
     source: Source,
     req: pb::SendStreamRequest,
-    arrived: Instant,
     principal: &Principal,
 ) -> pb::SendStreamReply {
     let core = pipeline.core();
@@ -121,52 +125,58 @@ pub(super) async fn send_batch(
         }
     };
     if !core.is_leader() {
-        // Kept for the case below (as `send_one` keeps a single message).
-        let mut fwd = Request::new(batch.clone());
-        // The leader authorizes the stream's caller again (see `crate::auth`).
-        fwd.extensions_mut().insert(principal.clone());
-        match forward(core, fwd, |mut c, r| async move { c.send_batch(r).await }).await {
-            Ok(r) => {
-                let leader = leader_addr(&r);
+        // The batch is kept for the case below (as `send_one` keeps a single message).
+        let call = |mut c: RaftMqClient<Channel>, r| async move { c.send_batch(r).await };
+        match relay(core, batch.clone(), principal, call).await {
+            Some(Ok((reply, leader))) => {
                 return pb::SendStreamReply {
                     leader_addr: leader,
-                    ..batch_reply(seq, r.into_inner().results)
-                };
+                    ..batch_reply(seq, reply.results)
+                }
             }
-            Err(status)
-                if core.is_leader() && crate::service::forward::not_leader_unsent(&status) => {}
-            Err(status) => return error_reply(seq, &status),
+            Some(Err(status)) => return error_reply(seq, &status),
+            // This node was elected while the batch waited for a new leader; nothing was sent.
+            None => {}
         }
-        // This node was elected while the batch waited for a new leader; nothing was sent.
     }
-    stored_batch(pipeline, source, seq, batch, arrived).await
-}
-
-/// A batch stored by this node, the leader.
-async fn stored_batch(
-    pipeline: Pipeline,
-    source: Source,
-    seq: u64,
-    batch: pb::SendBatchRequest,
-    arrived: Instant,
-) -> pb::SendStreamReply {
-    let res = match send::batch_in(&pipeline, batch.messages, arrived) {
-        Ok(b) => pipeline.submit_shared(source, b).await,
-        Err(e) => Err(e),
-    };
-    match res {
-        Ok(sent) => batch_reply(seq, send::results_out(&sent)),
-        Err(e) => error_reply(seq, &client_status(e, pipeline.core().node_id)),
+    match send::send_messages(&pipeline, source, batch.messages).await {
+        Ok(results) => batch_reply(seq, results),
+        Err(e) => error_reply(seq, &client_status(e, core.node_id)),
     }
 }
 
-/// The leader's client address a forwarded call's answer names.
-fn leader_addr<T>(r: &tonic::Response<T>) -> String {
-    r.metadata()
-        .get(raftmq_proto::LEADER_ADDR_KEY)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
+/// Relays `req` to the leader with `call`, on behalf of the stream's caller: the leader's
+/// answer with its client address, or the failure; `None` when this node became the leader
+/// meanwhile and the request was sent nowhere (store it here).
+async fn relay<Req, Resp, F, Fut>(
+    core: &NodeCore,
+    req: Req,
+    principal: &Principal,
+    call: F,
+) -> Option<Result<(Resp, String), Status>>
+where
+    Req: Clone,
+    F: Fn(RaftMqClient<Channel>, Request<Req>) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+{
+    let mut fwd = Request::new(req);
+    // The leader authorizes the stream's caller again (see `crate::auth`).
+    fwd.extensions_mut().insert(principal.clone());
+    match forward(core, fwd, call).await {
+        Ok(r) => {
+            let leader = r
+                .metadata()
+                .get(raftmq_proto::LEADER_ADDR_KEY)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            Some(Ok((r.into_inner(), leader)))
+        }
+        Err(status) if core.is_leader() && crate::service::forward::not_leader_unsent(&status) => {
+            None
+        }
+        Err(status) => Some(Err(status)),
+    }
 }
 
 /// A follower's answer: the message relayed to the leader as a unary `Send`; `None` when this
@@ -177,27 +187,23 @@ pub(super) async fn relayed(
     principal: &Principal,
 ) -> Option<pb::SendStreamReply> {
     let seq = req.seq;
-    let mut fwd = Request::new(pb::SendRequest {
+    let single = pb::SendRequest {
         message: req.message,
-    });
-    // The leader authorizes the stream's caller again (see `crate::auth`).
-    fwd.extensions_mut().insert(principal.clone());
-    match forward(core, fwd, |mut c, r| async move { c.send(r).await }).await {
-        Ok(r) => {
-            let leader = leader_addr(&r);
-            Some(match r.into_inner().result {
-                Some(result) => pb::SendStreamReply {
-                    leader_addr: leader,
-                    ..result_reply(seq, result)
-                },
-                None => error_reply(seq, &Status::internal("the send produced no result")),
-            })
-        }
-        Err(status) if core.is_leader() && crate::service::forward::not_leader_unsent(&status) => {
-            None
-        }
-        Err(status) => Some(error_reply(seq, &status)),
-    }
+    };
+    let call = |mut c: RaftMqClient<Channel>, r| async move { c.send(r).await };
+    Some(match relay(core, single, principal, call).await? {
+        Ok((
+            pb::SendReply {
+                result: Some(result),
+            },
+            leader,
+        )) => pb::SendStreamReply {
+            leader_addr: leader,
+            ..result_reply(seq, result)
+        },
+        Ok(_) => error_reply(seq, &Status::internal("the send produced no result")),
+        Err(status) => error_reply(seq, &status),
+    })
 }
 
 /// A group as one entry; one answer per message.
