@@ -91,25 +91,35 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    #[cold]
     pub(crate) fn corrupt(&self, at: usize, reason: impl Into<String>) -> StoreError {
         StoreError::corruption(self.source, at as u64, reason)
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        if self.remaining() < n {
-            return Err(self.corrupt(
-                self.pos,
-                format!(
-                    "truncated {what}: need {n} bytes, {} left",
-                    self.remaining()
-                ),
-            ));
+        match self.buf.get(self.pos..).and_then(|rest| rest.get(..n)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => Err(self.truncated(n, what)),
         }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
     }
 
+    /// The error of a read past the end: built out of line, so that the reads themselves stay
+    /// small enough to inline (apply parses every record of every entry with them).
+    #[cold]
+    #[inline(never)]
+    fn truncated(&self, n: usize, what: &str) -> StoreError {
+        let left = self.remaining();
+        self.corrupt(
+            self.pos,
+            format!("truncated {what}: need {n} bytes, {left} left"),
+        )
+    }
+
+    #[inline]
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         let s = self.take(N, what)?;
         let mut a = [0u8; N];
@@ -117,32 +127,46 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.array::<1>(what)?[0])
     }
 
+    #[inline]
     pub(crate) fn u16(&mut self, what: &str) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
+    #[inline]
     pub(crate) fn u64(&mut self, what: &str) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
     /// A `u16`-length-prefixed UTF-8 string, borrowed.
+    #[inline]
     pub(crate) fn str16(&mut self, what: &str) -> Result<&'a str> {
         let len = self.u16(what)? as usize;
         let at = self.pos;
         let bytes = self.take(len, what)?;
-        std::str::from_utf8(bytes)
-            .map_err(|e| self.corrupt(at, format!("{what} is not UTF-8: {e}")))
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s),
+            Err(e) => Err(self.not_utf8(at, what, e)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_utf8(&self, at: usize, what: &str, e: std::str::Utf8Error) -> StoreError {
+        self.corrupt(at, format!("{what} is not UTF-8: {e}"))
     }
 
     /// A `u32`-length-prefixed blob, borrowed.
+    #[inline]
     pub(crate) fn blob32(&mut self, what: &str) -> Result<&'a [u8]> {
         let len = self.u32(what)? as usize;
         self.take(len, what)

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::Message;
+use crate::message::Properties;
 use crate::message::SendIdentity;
 
 /// Property holding the producer id of an idempotent send: 1..=[`MAX_PRODUCER_ID_BYTES`] bytes
@@ -52,6 +53,12 @@ impl<'a> Identity<'a> {
     /// The identity in `properties` (sorted by name, as records hold them), if any.
     pub fn of(properties: &'a [(&'a str, &'a str)]) -> Option<Self> {
         let (kind, producer, id) = parts(sorted_get(properties))?;
+        Some(Identity { kind, producer, id })
+    }
+
+    /// The identity in a record's properties, if any.
+    pub fn of_record(properties: &Properties<'a>) -> Option<Self> {
+        let (kind, producer, id) = parts(|name| properties.get(name))?;
         Some(Identity { kind, producer, id })
     }
 

@@ -30,6 +30,9 @@ use crate::codec::Writer;
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::owned::Message;
+use crate::message::strings::Properties;
+use crate::message::strings::Strings;
+use crate::message::strings::Text;
 use crate::types::QueueId;
 use crate::types::TimestampMs;
 
@@ -49,7 +52,7 @@ const _: () = assert!(MESSAGE_MIN_LEN == 54);
 
 const SRC: &str = "message record";
 
-/// A decoded record borrowing from the buffer it was parsed from (no body copy).
+/// A decoded record borrowing from the buffer it was parsed from: no allocation, no copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageView<'a> {
     /// Length of the whole record.
@@ -69,9 +72,9 @@ pub struct MessageView<'a> {
     /// Tags (empty = none).
     pub tags: &'a str,
     /// Keys in record order.
-    pub keys: Vec<&'a str>,
+    pub keys: Strings<'a>,
     /// Properties, sorted by name.
-    pub properties: Vec<(&'a str, &'a str)>,
+    pub properties: Properties<'a>,
     /// Body.
     pub body: &'a [u8],
 }
@@ -235,38 +238,57 @@ impl<'a> MessageView<'a> {
         Self::parse_inner(buf, false)
     }
 
+    /// Two walks over the variable part: the first finds every string (bounds only), then its
+    /// UTF-8 is checked in one pass over all of it (see [`Text`]), and the second checks each
+    /// list's strings against that and the properties' order.
     fn parse_inner(buf: &'a [u8], check_crc: bool) -> Result<Self> {
         let rec = check_frame(buf, check_crc)?;
         let mut r = Reader::new(rec, SRC);
         r.take(16, "header")?;
-        let mut v = MessageView {
-            record_len: rec.len() as u32,
-            flags: r.u32("flags")?,
-            queue_id: QueueId::new(r.u32("queue id")?),
-            born_timestamp_ms: r.u64("born timestamp")?,
-            store_timestamp_ms: r.u64("store timestamp")?,
-            born_host: r.str16("born host")?,
-            topic: r.str16("topic")?,
-            tags: r.str16("tags")?,
-            keys: Vec::new(),
-            properties: Vec::new(),
-            body: &[],
-        };
-        let n = r.u16("key count")?;
-        for _ in 0..n {
-            v.keys.push(r.str16("key")?);
+        let flags = r.u32("flags")?;
+        let queue_id = QueueId::new(r.u32("queue id")?);
+        let born_timestamp_ms = r.u64("born timestamp")?;
+        let store_timestamp_ms = r.u64("store timestamp")?;
+        let born_host = span16(&mut r, "born host")?;
+        let topic = span16(&mut r, "topic")?;
+        let tags = span16(&mut r, "tags")?;
+        let key_count = r.u16("key count")?;
+        let keys_at = r.pos();
+        for _ in 0..key_count {
+            span16(&mut r, "key")?;
         }
-        let n = r.u16("property count")?;
-        for _ in 0..n {
-            let at = r.pos();
-            let name = r.str16("property name")?;
-            if v.properties.last().is_some_and(|(prev, _)| *prev >= name) {
-                return Err(r.corrupt(at, "property names not strictly increasing"));
-            }
-            v.properties.push((name, r.str16("property value")?));
+        let property_count = r.u16("property count")?;
+        let properties_at = r.pos();
+        for _ in 0..property_count {
+            span16(&mut r, "property name")?;
+            span16(&mut r, "property value")?;
         }
-        v.body = r.blob32("body")?;
+        let text_end = r.pos();
+        let body = r.blob32("body")?;
         r.finish("body")?;
+        let var = &rec[MESSAGE_HEADER_LEN..text_end];
+        let text = match std::str::from_utf8(var) {
+            Ok(s) => Text::Utf8(s),
+            Err(_) => Text::Bytes(var),
+        };
+        let string = |(at, len): (usize, usize), what: &str| {
+            text.str_at(at - MESSAGE_HEADER_LEN, len)
+                .ok_or_else(|| not_utf8(at, what))
+        };
+        let v = MessageView {
+            record_len: rec.len() as u32,
+            flags,
+            queue_id,
+            born_timestamp_ms,
+            store_timestamp_ms,
+            born_host: string(born_host, "born host")?,
+            topic: string(topic, "topic")?,
+            tags: string(tags, "tags")?,
+            keys: Strings::new(text, keys_at - MESSAGE_HEADER_LEN, u32::from(key_count)),
+            properties: Properties::new(text, properties_at - MESSAGE_HEADER_LEN, property_count),
+            body,
+        };
+        check_strings(&v, keys_at, properties_at)?;
         Ok(v)
     }
 
@@ -297,16 +319,68 @@ impl<'a> MessageView<'a> {
             store_timestamp_ms: self.store_timestamp_ms,
             born_host: self.born_host.to_owned(),
             tags: self.tags.to_owned(),
-            keys: self.keys.iter().map(|k| (*k).to_owned()).collect(),
+            keys: self.keys.iter().map(str::to_owned).collect(),
             properties: self
                 .properties
                 .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
             body,
             identity: None,
         }
     }
+}
+
+/// The offset and length of the next `u16`-length-prefixed string; its bytes are not read.
+fn span16(r: &mut Reader<'_>, what: &str) -> Result<(usize, usize)> {
+    let len = usize::from(r.u16(what)?);
+    let at = r.pos();
+    r.take(len, what)?;
+    Ok((at, len))
+}
+
+#[cold]
+fn not_utf8(at: usize, what: &str) -> StoreError {
+    let reason = format!("{what} is not UTF-8");
+    StoreError::corruption(SRC, at as u64, reason)
+}
+
+/// Checks that every key and property of `v` is a UTF-8 string and that property names
+/// strictly increase. `keys_at` and `properties_at` are the lists' offsets in the record, for
+/// the errors: each string's offset is found again by walking its list.
+fn check_strings(v: &MessageView<'_>, keys_at: usize, properties_at: usize) -> Result<()> {
+    let check = |list: &Strings<'_>, mut at: usize, what: &dyn Fn(usize) -> &'static str| {
+        let mut n = 0;
+        for s in list {
+            at += 2 + s.len();
+            n += 1;
+        }
+        match n == list.len() {
+            true => Ok(()),
+            // The first string the walk could not read: its offset is where the walk stopped.
+            false => Err(not_utf8(at + 2, what(n))),
+        }
+    };
+    check(&v.keys, keys_at, &|_| "key")?;
+    let names = |i: usize| match i % 2 {
+        0 => "property name",
+        _ => "property value",
+    };
+    check(&v.properties.strings(), properties_at, &names)?;
+    let mut prev: Option<&str> = None;
+    let mut at = properties_at;
+    for (name, value) in v.properties.iter() {
+        if prev.is_some_and(|p| p >= name) {
+            return Err(StoreError::corruption(
+                SRC,
+                at as u64,
+                "property names not strictly increasing",
+            ));
+        }
+        prev = Some(name);
+        at += 4 + name.len() + value.len();
+    }
+    Ok(())
 }
 
 /// Encodes `m` into a fresh buffer.

@@ -30,8 +30,14 @@ fn round_trip() {
     assert_eq!(decode(&bytes).expect("decode"), m);
     let v = MessageView::parse(&bytes).expect("view");
     assert_eq!(v.topic, "orders");
-    assert_eq!(v.keys, vec!["k1", "order-42"]);
-    assert_eq!(v.properties, vec![("a", "1"), ("b", "2")]);
+    assert_eq!(v.keys.iter().collect::<Vec<_>>(), vec!["k1", "order-42"]);
+    assert_eq!(v.keys.len(), 2);
+    let props: Vec<_> = v.properties.iter().collect();
+    assert_eq!(props, vec![("a", "1"), ("b", "2")]);
+    assert_eq!(v.properties.len(), 2);
+    assert_eq!(v.properties.get("b"), Some("2"));
+    assert_eq!(v.properties.get("c"), None);
+    assert_eq!(v.properties.get(""), None);
     assert_eq!(v.body, b"hello body");
     let empty = Message::default();
     let bytes = encode(&empty).expect("encode");
@@ -153,6 +159,81 @@ fn unsorted_properties_rejected() {
     assert!(e.to_string().contains("strictly increasing"), "{e}");
 }
 
+/// A record of `keys` with its CRC made valid again after `patch` changed its bytes.
+fn patched(keys: &[&str], patch: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let m = Message {
+        keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        ..Message::default()
+    };
+    let mut bytes = encode(&m).expect("encode");
+    patch(&mut bytes);
+    let crc = crc32fast::hash(&bytes[MESSAGE_CRC_START..]);
+    bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Where the first key's bytes start in a record of [`Message::default`]'s empty strings:
+/// header, three empty strings, the key count, the key's length.
+const FIRST_KEY_AT: usize = MESSAGE_HEADER_LEN + 3 * 2 + 2 + 2;
+
+#[test]
+fn strings_of_128_to_255_bytes_parse_too() {
+    // Their length prefix is not UTF-8, so the strings are checked one by one.
+    let mut m = sample();
+    m.keys = vec!["k".repeat(128), "é".repeat(100), "x".into()];
+    m.properties.insert("p".repeat(200), "v".repeat(255));
+    let bytes = encode(&m).expect("encode");
+    let v = MessageView::parse(&bytes).expect("view");
+    let keys: Vec<_> = v.keys.iter().collect();
+    assert_eq!(keys, m.keys.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        v.properties.get(&"p".repeat(200)),
+        Some("v".repeat(255).as_str())
+    );
+    assert_eq!(decode(&bytes).expect("decode"), m);
+}
+
+#[test]
+fn a_key_that_is_not_utf8_is_corruption_at_the_key() {
+    let bytes = patched(&["ab"], |b| b[FIRST_KEY_AT] = 0xff);
+    let e = MessageView::parse(&bytes).expect_err("not UTF-8");
+    let s = e.to_string();
+    assert!(
+        s.contains(&format!("offset {FIRST_KEY_AT}: key is not UTF-8")),
+        "{s}"
+    );
+    assert!(MessageView::parse_trusted(&bytes).is_err());
+}
+
+#[test]
+fn a_character_split_by_a_length_prefix_is_corruption() {
+    // The first key ends in 0xc3 and the second key's length is 169 (0xa9 0x00): read as one
+    // text, 0xc3 0xa9 is "é", but the first key alone is not UTF-8.
+    let second = "y".repeat(169);
+    let bytes = patched(&["ab", &second], |b| b[FIRST_KEY_AT + 1] = 0xc3);
+    assert_eq!(bytes[FIRST_KEY_AT + 2], 0xa9, "the second key's length");
+    let e = MessageView::parse(&bytes).expect_err("split");
+    let s = e.to_string();
+    assert!(
+        s.contains(&format!("offset {FIRST_KEY_AT}: key is not UTF-8")),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_property_value_that_is_not_utf8_is_corruption() {
+    let mut m = Message::default();
+    m.properties.insert("a".into(), "bc".into());
+    let mut bytes = encode(&m).expect("encode");
+    let at = bytes.len() - 4 - 1; // body length, then the value's last byte
+    assert_eq!(bytes[at], b'c');
+    bytes[at] = 0x80;
+    let crc = crc32fast::hash(&bytes[MESSAGE_CRC_START..]);
+    bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+    let e = decode(&bytes).expect_err("value");
+    assert!(e.to_string().contains("property value is not UTF-8"), "{e}");
+}
+
 fn arb_message() -> impl Strategy<Value = Message> {
     (
         "[a-z%|_-]{0,20}",
@@ -223,6 +304,20 @@ proptest! {
 
     #[test]
     fn prop_round_trip(m in arb_message()) {
+        let bytes = encode(&m).expect("encode");
+        prop_assert_eq!(decode(&bytes).expect("decode"), m);
+    }
+
+    #[test]
+    fn prop_long_strings_round_trip(
+        m in arb_message(),
+        keys in prop::collection::vec(".{0,90}", 0..3),
+        value in ".{0,150}",
+    ) {
+        // Up to about 360 bytes a string: length prefixes of every kind, UTF-8 or not.
+        let mut m = m;
+        m.keys = keys;
+        m.properties.insert("long".into(), value);
         let bytes = encode(&m).expect("encode");
         prop_assert_eq!(decode(&bytes).expect("decode"), m);
     }

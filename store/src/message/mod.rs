@@ -5,8 +5,12 @@
 pub mod format;
 mod id;
 mod owned;
+mod strings;
 
 pub use format::MessageView;
 pub use id::message_id;
 pub use owned::Message;
 pub use owned::SendIdentity;
+pub use strings::Properties;
+pub use strings::Strings;
+pub use strings::StringsIter;

@@ -16,12 +16,7 @@ pub const DELIVER_MS_PROPERTY: &str = "TIMER_DELIVER_MS";
 
 /// The delivery time of a parsed record, if it carries a valid one.
 pub fn deliver_ms(view: &MessageView<'_>) -> Option<TimestampMs> {
-    // Property names are strictly increasing in a record (format invariant).
-    let i = view
-        .properties
-        .binary_search_by(|(name, _)| (*name).cmp(DELIVER_MS_PROPERTY))
-        .ok()?;
-    view.properties[i].1.parse().ok()
+    view.properties.get(DELIVER_MS_PROPERTY)?.parse().ok()
 }
 
 /// The delivery time of `view` if it is later than `now_ms` (the message is not due yet).

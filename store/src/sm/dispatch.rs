@@ -222,7 +222,7 @@ fn dedup_keys<'a>(
     let keyed: Vec<Option<(Identity<'a>, u64)>> = messages
         .iter()
         .map(|m| {
-            let identity = Identity::of(&m.view.properties)?;
+            let identity = Identity::of_record(&m.view.properties)?;
             let write = |keys: &mut String| identity.write_key(keys, m.view.topic);
             Some((identity, st.dedup.hash_with(&mut scratch, write)))
         })
