@@ -198,6 +198,15 @@ fn identity_fields_are_checked_like_the_properties() {
         let e = check_identity(&fields(bad)).expect_err("bad producer id");
         assert!(e.to_string().contains("producer id"), "{e}");
     }
+    // Every byte value: exactly [A-Za-z0-9._:-] allowed.
+    for b in 0..=255u8 {
+        let mut m = fields("a");
+        if let Some(id) = m.identity.as_mut() {
+            id.producer = Bytes::copy_from_slice(&[b'a', b]);
+        }
+        let allowed = b.is_ascii_alphanumeric() || b"._:-".contains(&b);
+        assert_eq!(check_identity(&m).is_ok(), allowed, "byte {b:#04x}");
+    }
     // Fields and either property: given twice, refused (the record could hold only one).
     for name in [PRODUCER_ID_PROPERTY, SEQUENCE_PROPERTY] {
         let mut m = fields("a");

@@ -286,6 +286,19 @@ fn identity_fields_go_between_the_properties_in_name_order() {
     assert!(out.is_empty(), "nothing appended");
 }
 
+#[test]
+fn encoded_len_counts_every_sequence_length() {
+    for sequence in [0, 1, 9, 10, 99, 100, 999_999, 1_000_000, u64::MAX] {
+        let mut m = sample();
+        m.identity = Some(SendIdentity {
+            producer: "p".into(),
+            sequence,
+        });
+        let bytes = encode(&m).expect("encode");
+        assert_eq!(bytes.len(), encoded_len(&m), "sequence {sequence}");
+    }
+}
+
 proptest! {
     #[test]
     fn prop_identity_fields_give_the_bytes_of_the_properties(
