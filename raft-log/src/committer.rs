@@ -189,6 +189,16 @@ impl Committer {
         st.vote.is_some_and(|v| v.leader_id.voted_for != *id)
     }
 
+    /// Whether this node's vote is its own (a candidate or the leader; false until the node
+    /// id is set).
+    pub(crate) fn votes_for_itself(&self) -> bool {
+        let Some(id) = self.node_id.get() else {
+            return false;
+        };
+        let st = self.shared.state.lock();
+        st.vote.is_some_and(|v| v.leader_id.voted_for == *id)
+    }
+
     /// Records the committed log id and hands it to the thread (see
     /// `LogStore::save_committed_deferred` for when that is safe).
     pub fn save_deferred(&self, committed: Option<LogId>) -> LogResult<()> {

@@ -20,7 +20,8 @@ pub enum FlushPolicy {
     #[default]
     Sync,
     /// The callback completes once the bytes are in the page cache; a flush runs every
-    /// `flush-interval-ms`, on segment roll and on shutdown.
+    /// `flush-interval-ms`, on segment roll and on shutdown, and on a leader (or candidate)
+    /// after each append, which nothing waits for.
     Async,
 }
 
@@ -35,7 +36,8 @@ impl FlushPolicy {
         (
             FlushPolicy::Async,
             "async",
-            "Acknowledge once the bytes are in the mapping; fsync every flush-interval-ms",
+            "Acknowledge once the bytes are in the mapping; fsync every flush-interval-ms \
+             (a leader also after each append, not awaited)",
         ),
     ];
 

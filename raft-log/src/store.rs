@@ -220,6 +220,18 @@ impl<C> LogStore<C> {
             }
         };
         inner.inline.record_done();
+        // An `async` leader (or candidate) starts a flush of what it appended at once, without
+        // waiting for it: by the time a quorum answers, the flush has usually covered the
+        // entry, so its commit needs no fdatasync of the committed id in openraft's core loop
+        // (`Committer::save`), and apply and the ack wait for this flush instead, which ran
+        // beside replication (the `sync` leader's overlap). Followers still flush only every
+        // `flush-interval-ms`.
+        if inner.writer.config().flush == FlushPolicy::Async
+            && end.is_ok()
+            && inner.committer.votes_for_itself()
+        {
+            inner.shared.waiters.wake();
+        }
         end.map(PhysOffset::new)
     }
 

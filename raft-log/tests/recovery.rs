@@ -7,6 +7,8 @@ use raftmq_raft_log::types::LogIndex;
 use raftmq_raft_log::types::PhysOffset;
 use raftmq_raft_log::EntryLocation;
 use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
 
 use common::util::entry;
 use common::util::ignore;
@@ -51,6 +53,14 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_time()
         .build()
         .unwrap()
+}
+
+/// Stops `s` without a flush, loses every unsynced byte and opens the log again.
+fn power_loss(s: Store, dir: &tempfile::TempDir, env: &MemEnv) -> Store {
+    s.halt_without_flush();
+    drop(s);
+    env.crash(CrashMode::DropUnsynced);
+    open(dir, env, lazy()).unwrap()
 }
 
 fn fill(s: &Store, from: u64, to: u64, size: usize) {
@@ -329,10 +339,7 @@ fn entries_appended_after_a_truncation_are_not_flushed_by_the_cut_ones() {
     s.append_entries(entries, ignore()).unwrap();
     let c = Some(LogId::new_term_index(2, 8));
     s.save_committed(c).unwrap();
-    s.halt_without_flush();
-    drop(s);
-    env.crash(CrashMode::DropUnsynced);
-    let s = open(&dir, &env, lazy()).unwrap();
+    let s = power_loss(s, &dir, &env);
     assert_eq!(indexes(&s), (1..=5).collect::<Vec<_>>());
     assert_eq!(s.lost_commit_floor(), c);
 }
@@ -347,10 +354,11 @@ fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
         let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
         let s = open(&dir, &env, lazy()).unwrap();
         s.set_node_id(1);
-        s.save_vote(&Vote::new_committed(1, vote_for)).unwrap();
         fill(&s, 1, 4, 100);
         s.flush().unwrap();
         fill(&s, 5, 8, 100);
+        // Voted after the appends: a node with its own vote flushes its appends at once.
+        s.save_vote(&Vote::new_committed(1, vote_for)).unwrap();
         // The thread has just written an id, so one written behind now waits its interval.
         s.save_committed_deferred(Some(LogId::new_term_index(1, 5)))
             .unwrap();
@@ -369,6 +377,36 @@ fn async_follower_writes_its_committed_id_behind_and_apply_waits_for_it() {
     }
 }
 
+/// An `async` node with its own vote (a candidate or the leader) flushes what it appends at
+/// once, long before its flush interval, so that the commit's save finds the entries durable
+/// and needs no fsync of its own; one that follows another node waits for its interval.
+#[test]
+fn async_leader_flushes_its_appends_at_once_a_follower_at_its_interval() {
+    for (vote_for, eager) in [(1, true), (2, false)] {
+        let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
+        let s = open(&dir, &env, lazy()).unwrap();
+        s.set_node_id(1);
+        s.save_vote(&Vote::new_committed(1, vote_for)).unwrap();
+        fill(&s, 1, 4, 100);
+        let flushed = |s: &Store| s.watermarks().flushed.map(|f| f.index);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while eager && flushed(&s) != Some(4) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if !eager {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let want = if eager { Some(4) } else { None };
+        assert_eq!(flushed(&s), want, "vote for {vote_for}");
+        // A crash keeps what the log flushed: the leader's appends, none of the follower's.
+        s.save_committed_async(Some(LogId::new_term_index(1, 4)))
+            .unwrap();
+        let s = power_loss(s, &dir, &env);
+        let kept = if eager { 4 } else { 0 };
+        assert_eq!(indexes(&s).len(), kept, "vote for {vote_for}");
+    }
+}
+
 /// The commit gate of an `async` leader tells peers a commit index only once a crash cannot
 /// forget it: clamped to the durable id before, whole once `admit` returned (and `admit`
 /// waits for a commit the leader has not even saved yet); a crash then leaves the floor over
@@ -381,11 +419,13 @@ fn gated_async_leader_tells_peers_only_durable_commits() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
     let s = open(&dir, &env, lazy()).unwrap();
     s.set_node_id(1);
-    s.save_vote(&Vote::new_committed(1, 1)).unwrap();
     let gate = s.commit_gate();
     fill(&s, 1, 4, 100);
     s.flush().unwrap();
     fill(&s, 5, 8, 100);
+    // Voted after the appends, which a leader would have flushed at once: here nothing but
+    // the save covers entries 5..=8.
+    s.save_vote(&Vote::new_committed(1, 1)).unwrap();
     let (c4, c7, c8) = (
         Some(LogId::new_term_index(1, 4)),
         Some(LogId::new_term_index(1, 7)),
