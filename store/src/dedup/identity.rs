@@ -1,8 +1,6 @@
 //! The identity of a send: which reserved properties name it, the dedup key apply derives
 //! from them, and the leader's check that a message's identity is well formed.
 
-use std::hash::Hasher;
-
 use crate::error::Result;
 use crate::error::StoreError;
 use crate::message::Message;
@@ -77,23 +75,6 @@ impl<'a> Identity<'a> {
         out.push(':');
         out.push_str(self.producer);
         out.push_str(self.id);
-    }
-}
-
-impl Identity<'_> {
-    /// Gives `h` the bytes of [`write_key`](Self::write_key)'s key for a message of `topic`,
-    /// in pieces, without building it: apply hashes each identified message's key before it
-    /// looks any of them up ([`DedupWindow::hash_parts`](super::DedupWindow::hash_parts)).
-    pub fn hash_key(&self, h: &mut impl Hasher, topic: &str) {
-        let mut kind = [0; 4];
-        h.write(self.kind.encode_utf8(&mut kind).as_bytes());
-        h.write(decimal(topic.len() as u64, &mut [0; 20]).as_bytes());
-        h.write(b":");
-        h.write(topic.as_bytes());
-        h.write(decimal(self.producer.len() as u64, &mut [0; 20]).as_bytes());
-        h.write(b":");
-        h.write(self.producer.as_bytes());
-        h.write(self.id.as_bytes());
     }
 }
 

@@ -3,8 +3,6 @@
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::hash::DefaultHasher;
-use std::hash::Hasher;
 use std::hash::RandomState;
 
 use raftmq_raft_log::types::LogId;
@@ -133,7 +131,7 @@ impl DedupWindow {
 
     /// The original result of the send with `key`, if remembered.
     pub fn get(&self, key: &str) -> Option<&StoredSend> {
-        let at = self.position(self.hash_key(key), key)?;
+        let at = self.position(self.hasher.hash_one(key), key)?;
         Some(&self.order[at].send)
     }
 
@@ -150,23 +148,12 @@ impl DedupWindow {
         self.lookup_hashed(None, write)
     }
 
-    /// The hash of `key` in this window, for [`prefetch`](Self::prefetch) and
-    /// [`lookup_hashed`](Self::lookup_hashed).
-    pub fn hash_key(&self, key: &str) -> u64 {
-        self.hash_parts(|h| h.write(key.as_bytes()))
-    }
-
-    /// [`hash_key`](Self::hash_key) of the key whose bytes `write` gives the hasher in pieces:
-    /// apply hashes a message's key from its parts ([`Identity::hash_key`]) without building
-    /// it first. Every hash of the window is this one (SipHash takes bytes as a stream, so
-    /// the pieces hash as the whole key does), ended by `0xff` as `str`'s `Hash` ends it.
-    ///
-    /// [`Identity::hash_key`]: super::Identity::hash_key
-    pub fn hash_parts(&self, write: impl FnOnce(&mut DefaultHasher)) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        write(&mut h);
-        h.write_u8(0xff);
-        h.finish()
+    /// The hash of the key `write` appends to `scratch` (cleared first), for
+    /// [`prefetch`](Self::prefetch) and [`lookup_hashed`](Self::lookup_hashed).
+    pub fn hash_with(&self, scratch: &mut String, write: impl FnOnce(&mut String)) -> u64 {
+        scratch.clear();
+        write(scratch);
+        self.hasher.hash_one(scratch.as_str())
     }
 
     /// Loads the table's home slot of each of `hashes` into the cache. Apply calls it for
@@ -180,8 +167,7 @@ impl DedupWindow {
     }
 
     /// [`lookup_with`](Self::lookup_with) with the key's hash computed already by
-    /// [`hash_key`](Self::hash_key) or [`hash_parts`](Self::hash_parts) of this window
-    /// (`None`: hashed here).
+    /// [`hash_with`](Self::hash_with) of this window (`None`: hashed here).
     pub fn lookup_hashed(
         &mut self,
         hash: Option<u64>,
@@ -200,10 +186,10 @@ impl DedupWindow {
         let key = &self.keys[end..];
         let hash = match hash {
             Some(h) => {
-                debug_assert_eq!(h, self.hash_key(key), "hashed by this window");
+                debug_assert_eq!(h, self.hasher.hash_one(key), "hashed by this window");
                 h
             }
-            None => self.hash_key(key),
+            None => self.hasher.hash_one(key),
         };
         match self.position(hash, key) {
             Some(at) => Ok(&self.order[at].send),
@@ -316,7 +302,7 @@ impl DedupWindow {
     fn check_positions(&self, at: impl Iterator<Item = usize>) -> crate::error::Result<()> {
         for i in at {
             let key = self.key(i);
-            if self.position(self.hash_key(key), key) != Some(i) {
+            if self.position(self.hasher.hash_one(key), key) != Some(i) {
                 return Err(crate::error::StoreError::invalid(format!(
                     "dedup window: key {key} is not at position {i}"
                 )));

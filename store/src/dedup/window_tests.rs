@@ -432,44 +432,18 @@ mod model {
     }
 }
 
-/// An identity's key hashed from its pieces is the hash of the key built whole, for both
-/// kinds of identity and parts of every length the key's decimal lengths change at.
-#[test]
-fn an_identity_hashes_as_its_key() {
-    let w = DedupWindow::default();
-    let long = "x".repeat(1000);
-    for topic in ["t", "orders", &"q".repeat(10), &long] {
-        for (name, value) in [
-            (PRODUCER_ID_PROPERTY, "p"),
-            (PRODUCER_ID_PROPERTY, "4f1c2a9e8b7d6c5e4f3a2b1c0d9e8f7a"),
-            (PRODUCER_ID_PROPERTY, &long),
-            (CLIENT_MESSAGE_ID_PROPERTY, "7F0000017A2B18B4AAC2"),
-            (CLIENT_MESSAGE_ID_PROPERTY, &long),
-        ] {
-            let props = [(name, value), (SEQUENCE_PROPERTY, "18446744073709551615")];
-            let mut props = props.to_vec();
-            props.sort();
-            if name == CLIENT_MESSAGE_ID_PROPERTY {
-                props.retain(|(n, _)| *n == name);
-            }
-            let id = Identity::of(&props).expect("identity");
-            let mut key = String::new();
-            id.write_key(&mut key, topic);
-            let whole = w.hash_key(&key);
-            assert_eq!(whole, w.hash_parts(|h| id.hash_key(h, topic)), "{key}");
-            assert_eq!(Some(key), dedup_key(topic, &props));
-        }
-    }
-}
-
 /// A batch's path: its keys hashed and prefetched first, then looked up with those hashes;
 /// a key twice in one batch is a hit the second time, as with `lookup`.
 #[test]
 fn lookups_with_prefetched_hashes_are_lookups() {
     let mut w = DedupWindow::default();
     w.insert(&key(1), send(1, 0));
+    let mut scratch = String::new();
     let batch = [key(1), key(2), key(2)];
-    let hashes: Vec<u64> = batch.iter().map(|k| w.hash_key(k)).collect();
+    let hashes: Vec<u64> = batch
+        .iter()
+        .map(|k| w.hash_with(&mut scratch, |s| s.push_str(k)))
+        .collect();
     assert_eq!(hashes[1], hashes[2]);
     w.prefetch(hashes.iter().copied());
     let hit = w.lookup_hashed(Some(hashes[0]), |s| s.push_str(&batch[0]));

@@ -218,12 +218,13 @@ fn dedup_keys<'a>(
     if params.is_none() {
         return Vec::new();
     }
+    let mut scratch = String::new();
     let keyed: Vec<Option<(Identity<'a>, u64)>> = messages
         .iter()
         .map(|m| {
             let identity = Identity::of_record(&m.view.properties)?;
-            let hash = st.dedup.hash_parts(|h| identity.hash_key(h, m.view.topic));
-            Some((identity, hash))
+            let write = |keys: &mut String| identity.write_key(keys, m.view.topic);
+            Some((identity, st.dedup.hash_with(&mut scratch, write)))
         })
         .collect();
     st.dedup
