@@ -182,21 +182,20 @@ impl Committer {
 
     /// Whether this node's vote is for another node (known only once the node id is set).
     fn follows_another(&self) -> bool {
-        let Some(id) = self.node_id.get() else {
-            return false;
-        };
-        let st = self.shared.state.lock();
-        st.vote.is_some_and(|v| v.leader_id.voted_for != *id)
+        self.vote_is_own() == Some(false)
     }
 
     /// Whether this node's vote is its own (a candidate or the leader; false until the node
     /// id is set).
     pub(crate) fn votes_for_itself(&self) -> bool {
-        let Some(id) = self.node_id.get() else {
-            return false;
-        };
+        self.vote_is_own() == Some(true)
+    }
+
+    /// Whether this node voted for itself: `None` before the node id is set or with no vote.
+    fn vote_is_own(&self) -> Option<bool> {
+        let id = self.node_id.get()?;
         let st = self.shared.state.lock();
-        st.vote.is_some_and(|v| v.leader_id.voted_for == *id)
+        st.vote.map(|v| v.leader_id.voted_for == *id)
     }
 
     /// Records the committed log id and hands it to the thread (see
