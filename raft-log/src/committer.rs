@@ -4,10 +4,11 @@
 //! sled flush there stalls every other Raft step (appends, replication, votes) for one fsync
 //! per commit advance. On a `sync` node, [`LogStore::save_committed_deferred`] instead
 //! records the id in memory, hands it to this thread and returns; the thread makes the newest
-//! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An `async` node
-//! keeps the durable-before-return `save_committed` (see there why) while it is a candidate
-//! or the leader, unless its own log's flush already covers the id; one following another
-//! node writes it behind too, and its apply waits for it (`Committer::save_async`). What
+//! id durable (`meta/committed-id`), coalescing the ids that arrive while a write runs. An
+//! `async` node keeps the durable-before-return `save_committed` (see there why) while it is a
+//! candidate or the leader, unless its own log's flush already covers the id (an `async`
+//! leader starts a flush after each append, so it usually does); one following another node
+//! writes it behind too, and its apply waits for it (`Committer::save_async`). What
 //! keeps a leader's peers from learning a commit index before it is durable is the
 //! [`CommitGate`] its transport takes.
 //!

@@ -256,10 +256,11 @@ const INLINE_ENCODE_MAX_BYTES: usize = super::MAX_APPEND_PART_BYTES;
 /// Cuts one request of a stream into its parts. One that fits a part (the live sends, and a
 /// catch-up's requests up to 8 MiB) is measured here and encoded as its gRPC frame is built
 /// ([`Body::Later`]): its large entries shared, not copied ([`AppendRequest::frame`]). A
-/// larger one (a catch-up's many MiB) is cut and encoded on the blocking pool: hyper polls a new stream's body once inside
-/// its connection task before it spawns the body's own task, so encoding tens of MiB there
-/// held up every frame of the connection, the stream's own response headers included; on a
-/// node short of CPU the open then timed out and each new session began the same work again.
+/// larger one (a catch-up's many MiB) is cut and encoded on the blocking pool: hyper polls a
+/// new stream's body once inside its connection task before it spawns the body's own task, so
+/// encoding tens of MiB there held up every frame of the connection, the stream's own response
+/// headers included; on a node short of CPU the open then timed out and each new session began
+/// the same work again.
 /// A deferred part costs at most one part's small pieces copied in such a poll (the body
 /// yields each request's chunks as soon as it is framed).
 async fn encode_off_hyper<C: LogTypes>(

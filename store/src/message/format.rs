@@ -353,39 +353,42 @@ fn not_utf8(at: usize, what: &str) -> StoreError {
 }
 
 /// Checks that every key and property of `v` is a UTF-8 string and that property names
-/// strictly increase. `keys_at` and `properties_at` are the lists' offsets in the record, for
-/// the errors: each string's offset is found again by walking its list.
+/// strictly increase, in one walk over each list. `keys_at` and `properties_at` are the lists'
+/// offsets in the record, for the errors.
 fn check_strings(v: &MessageView<'_>, keys_at: usize, properties_at: usize) -> Result<()> {
-    let check = |list: &Strings<'_>, mut at: usize, what: &dyn Fn(usize) -> &'static str| {
-        let mut n = 0;
-        for s in list {
-            at += 2 + s.len();
-            n += 1;
-        }
-        match n == list.len() {
-            true => Ok(()),
-            // The first string the walk could not read: its offset is where the walk stopped.
-            false => Err(not_utf8(at + 2, what(n))),
-        }
-    };
-    check(&v.keys, keys_at, &|_| "key")?;
-    let names = |i: usize| match i % 2 {
+    walk(v.keys, keys_at, |_| "key", |_, _, _| Ok(()))?;
+    let what = |i: usize| match i % 2 {
         0 => "property name",
         _ => "property value",
     };
-    check(&v.properties.strings(), properties_at, &names)?;
     let mut prev: Option<&str> = None;
-    let mut at = properties_at;
-    for (name, value) in v.properties.iter() {
-        if prev.is_some_and(|p| p >= name) {
-            return Err(StoreError::corruption(
-                SRC,
-                at as u64,
-                "property names not strictly increasing",
-            ));
+    walk(v.properties.strings(), properties_at, what, |i, at, s| {
+        if i % 2 == 1 {
+            return Ok(());
         }
-        prev = Some(name);
-        at += 4 + name.len() + value.len();
+        if prev.is_some_and(|p| p >= s) {
+            let reason = "property names not strictly increasing";
+            return Err(StoreError::corruption(SRC, at as u64, reason));
+        }
+        prev = Some(s);
+        Ok(())
+    })
+}
+
+/// Reads every string of `list`, whose first length prefix is at record offset `at`, and hands
+/// `each` its index, offset and text; fails at the first one that is not UTF-8 (`what` names
+/// it by index).
+fn walk<'a>(
+    list: Strings<'a>,
+    mut at: usize,
+    what: impl Fn(usize) -> &'static str,
+    mut each: impl FnMut(usize, usize, &'a str) -> Result<()>,
+) -> Result<()> {
+    let mut strings = list.iter();
+    for i in 0..list.len() {
+        let s = strings.next().ok_or_else(|| not_utf8(at + 2, what(i)))?;
+        each(i, at, s)?;
+        at += 2 + s.len();
     }
     Ok(())
 }
