@@ -85,7 +85,8 @@ impl Checker {
         req: &RaftRequest,
     ) -> Result<T, Status> {
         self.check(&req.cluster_id, req.from_node_id, req.to_node_id, req.codec)?;
-        codec::decode(what, &req.payload).map_err(|e| Status::invalid_argument(e.to_string()))
+        codec::decode_shared(what, &req.payload)
+            .map_err(|e| Status::invalid_argument(e.to_string()))
     }
 }
 

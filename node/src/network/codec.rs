@@ -136,6 +136,15 @@ pub fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T
     Ok(value)
 }
 
+/// [`decode`] from a shared buffer: the entry payloads in it come out as slices of `bytes`
+/// rather than copies ([`raftmq_raft_log::types::decode_sharing`]).
+pub fn decode_shared<T: DeserializeOwned>(
+    what: &'static str,
+    bytes: &tonic::codegen::Bytes,
+) -> Result<T, CodecError> {
+    raftmq_raft_log::types::decode_sharing(bytes, || decode(what, bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +192,43 @@ mod tests {
         longer.push(0);
         assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &longer).is_err());
         assert!(decode::<(u64, Option<String>, Vec<u8>)>("t", &bytes[..2]).is_err());
+    }
+
+    /// A shared decode hands out the payloads as slices of the buffer (the same bytes); a plain
+    /// one copies them, and the source is forgotten after the shared decode.
+    #[test]
+    fn shared_decode_takes_payloads_as_slices_of_the_buffer() {
+        use raftmq_raft_log::types::AppPayload;
+        let v = (
+            7u64,
+            vec![
+                AppPayload::from(vec![1u8; 3000]),
+                AppPayload::from(Vec::new()),
+                AppPayload::from((0..=255u8).collect::<Vec<_>>()),
+            ],
+        );
+        let buf = tonic::codegen::Bytes::from(encode("p", &v).expect("encodes"));
+        let within = |p: &AppPayload| {
+            let (at, start) = (p.0.as_ptr() as usize, buf.as_ptr() as usize);
+            at >= start && at + p.0.len() <= start + buf.len()
+        };
+        let shared: (u64, Vec<AppPayload>) = decode_shared("p", &buf).expect("decodes");
+        assert_eq!(shared, v);
+        assert!(
+            within(&shared.1[0]) && within(&shared.1[2]),
+            "slices of the buffer"
+        );
+        let copied: (u64, Vec<AppPayload>) = decode("p", &buf).expect("decodes");
+        assert_eq!(copied, v);
+        assert!(!within(&copied.1[0]), "a plain decode copies");
+        // A payload the shared decode does not read from its source is copied.
+        let other = tonic::codegen::Bytes::from_static(b"elsewhere");
+        let from_elsewhere: (u64, Vec<AppPayload>) =
+            raftmq_raft_log::types::decode_sharing(&other, || decode("p", &buf)).expect("decodes");
+        assert_eq!(from_elsewhere, v);
+        assert!(!within(&from_elsewhere.1[0]));
+        let truncated = buf.slice(..buf.len() - 1);
+        assert!(decode_shared::<(u64, Vec<AppPayload>)>("p", &truncated).is_err());
     }
 
     /// `AppPayload` goes on the wire as a byte string; in postcard that must stay the same
