@@ -5,6 +5,8 @@
 # the followers and the load generator (utime+stime from /proc and getrusage), messages per
 # Raft entry (the leader's appended index over the load), the machine's idle CPU time, and how
 # much of it the host stole meanwhile (steal above ~5%: the host was busy, rerun).
+# The VM's speed swings by a fifth within minutes; a change to one process shows best as its
+# CPU per message over that of a process the change leaves alone, in the same run.
 #
 #   P=4 F=64 B=1 T=10s cli/perf/cpu.sh            # 4 producers x 64 in flight, single sends
 #   PERF=1 cli/perf/cpu.sh                         # + perf record of the leader (5 s)
@@ -74,9 +76,9 @@ ds = [b - a for a, b in zip(s0, s1)]
 steal = 100 * ds[7] / max(sum(ds[:8]), 1) if len(ds) > 7 else 0.0
 idle = 100 * (ds[3] + ds[4]) / max(sum(ds[:8]), 1)
 entries = max(int(open(d + '/a1').read()) - int(open(d + '/a0').read()), 1)
-fol = ' '.join('%.1f' % v for p, v in per.items() if p != lpid)
+fol = ' '.join('%.2f' % v for p, v in per.items() if p != lpid)
 print(f"{r['messages_per_s']:.0f} msg/s p50 {lat['p50_us'] / 1000:.2f} ms "
-      f"p99 {lat['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.1f}, "
-      f"followers {fol}, load generator {(u + s) * 1e6 / n:.1f}; {n / entries:.1f} msg/entry; "
+      f"p99 {lat['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.2f}, "
+      f"followers {fol}, load generator {(u + s) * 1e6 / n:.2f}; {n / entries:.1f} msg/entry; "
       f"idle {idle:.0f}%, steal {steal:.0f}%")
 PY
