@@ -45,7 +45,6 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handover;
-mod header_cut;
 pub mod long_poll;
 pub mod metrics;
 pub mod network;

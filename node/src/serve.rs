@@ -13,7 +13,6 @@ use tonic::service::Routes;
 use tracing::Instrument;
 
 use crate::core::NodeCore;
-use crate::header_cut::HeaderCutLayer;
 use crate::network::PeerService;
 use crate::rocketmq::RocketMqService;
 use crate::server::NodeListeners;
@@ -117,7 +116,7 @@ where
             let r = tonic::transport::Server::builder()
                 .max_concurrent_streams(Some(streams))
                 .max_frame_size(Some(raftmq_proto::MAX_FRAME_BYTES))
-                .layer(HeaderCutLayer)
+                .layer(raftmq_proto::header_cut::HeaderCutLayer)
                 .trace_fn(move |r| {
                     tracing::debug_span!(parent: &parent, "grpc", listener = name, path = %r.uri().path())
                 })

@@ -26,6 +26,7 @@
 
 pub mod call_client;
 pub mod codec;
+pub mod header_cut;
 pub mod shared;
 pub mod signature;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use raftmq_proto::header_cut::CutResponses;
 use raftmq_proto::shared::Shared;
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use raftmq_proto::v1::*;
@@ -221,16 +222,18 @@ impl Client {
     }
 
     pub(crate) fn grpc(&self, addr: &str) -> Result<Grpc, ClientError> {
-        Ok(
-            RaftMqClient::with_interceptor(self.channel(addr)?, self.signer.clone())
-                .max_decoding_message_size(self.opts.max_message_bytes)
-                .max_encoding_message_size(self.opts.max_message_bytes),
+        Ok(RaftMqClient::with_interceptor(
+            CutResponses::new(self.channel(addr)?),
+            self.signer.clone(),
         )
+        .max_decoding_message_size(self.opts.max_message_bytes)
+        .max_encoding_message_size(self.opts.max_message_bytes))
     }
 
     /// [`grpc`](Self::grpc)'s channel and limits, for the sends of shared messages.
     pub(crate) fn sender(&self, addr: &str) -> Result<Sender, ClientError> {
-        let service = InterceptedService::new(self.channel(addr)?, self.signer.clone());
+        let service =
+            InterceptedService::new(CutResponses::new(self.channel(addr)?), self.signer.clone());
         Ok(Sender::new(service)
             .max_decoding_message_size(self.opts.max_message_bytes)
             .max_encoding_message_size(self.opts.max_message_bytes))

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use raftmq_proto::call_client::CallClient;
+use raftmq_proto::header_cut::CutResponses;
 use raftmq_proto::signature;
 use raftmq_proto::v1::raft_mq_client::RaftMqClient;
 use tonic::service::interceptor::InterceptedService;
@@ -75,9 +76,10 @@ impl Interceptor for Signer {
     }
 }
 
-/// The gRPC client of one node, signing its calls.
-pub type Grpc = RaftMqClient<InterceptedService<Channel, Signer>>;
+/// The gRPC client of one node, signing its calls; its answers are cut after each large
+/// message's prefix ([`CutResponses`]), which spares tonic's decoder a copy of them.
+pub type Grpc = RaftMqClient<InterceptedService<CutResponses<Channel>, Signer>>;
 
 /// `SendBatch` and `SendStream` with shared messages (no copy per attempt), over the same
 /// channel and signer as [`Grpc`].
-pub type Sender = CallClient<InterceptedService<Channel, Signer>>;
+pub type Sender = CallClient<InterceptedService<CutResponses<Channel>, Signer>>;

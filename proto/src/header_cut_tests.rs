@@ -1,9 +1,9 @@
 use std::collections::VecDeque;
 
+use crate::codec::StrictProstCodec;
+use crate::v1::RaftRequest;
 use futures::StreamExt;
 use http_body::Body as _;
-use raftmq_proto::codec::StrictProstCodec;
-use raftmq_proto::v1::RaftRequest;
 use tonic::codec::Codec;
 
 use super::*;
