@@ -172,11 +172,13 @@ async fn produce_worker(
             Some(c) => batch.min(c - first),
             None => batch,
         };
+        // A batch is born at once: one clock read for all of it.
+        let born = now_ms();
         let messages: Vec<Message> = (0..n)
             .map(|i| Message {
                 topic: a.topic.clone(),
                 body: filler(a.size, first + i).into(),
-                born_timestamp_ms: now_ms(),
+                born_timestamp_ms: born,
                 ..Message::default()
             })
             .collect();
