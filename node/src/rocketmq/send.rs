@@ -70,12 +70,16 @@ impl RocketMqService {
             return failed(s, &ids);
         }
         let arrived = Instant::now();
+        // `local` runs at most once, and last: it takes the messages; `remote` copies the
+        // request for each forwarding attempt before that.
+        let req = std::sync::Mutex::new(req);
+        let held = || req.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let local = |svc: RocketMqService| {
-            let msgs = req.messages.clone();
+            let msgs = std::mem::take(&mut held().messages);
             async move { Ok(svc.store_messages(source, msgs, arrived).await) }
         };
         let remote = |mut c: forward::LeaderClient| {
-            let r = forward::request(&self.core, req.clone());
+            let r = forward::request(&self.core, held().clone());
             async move { c.send_message(r).await.map(|r| r.into_inner()) }
         };
         match forward::on_leader(self, local, remote).await {
