@@ -78,6 +78,7 @@ pub struct CutResponses<S> {
 }
 
 impl<S> CutResponses<S> {
+    /// `inner`, its answers re-cut.
     pub fn new(inner: S) -> Self {
         CutResponses { inner }
     }
@@ -162,6 +163,7 @@ pub struct HeaderCut {
 }
 
 impl HeaderCut {
+    /// `inner`, re-cut.
     pub fn new(inner: Body) -> Self {
         HeaderCut {
             inner,
