@@ -279,13 +279,10 @@ pub fn decode_sharing<R>(source: &bytes::Bytes, decode: impl FnOnce() -> R) -> R
 
 /// `part` as a slice of `source` if it lies within it (an empty `part` anywhere).
 fn slice_of(source: &bytes::Bytes, part: &[u8]) -> Option<bytes::Bytes> {
-    let start = source.as_ptr() as usize;
-    let at = part.as_ptr() as usize;
-    if part.is_empty() {
-        return Some(bytes::Bytes::new());
-    }
-    let within = at >= start && at - start + part.len() <= source.len();
-    within.then(|| source.slice(at - start..at - start + part.len()))
+    let (start, at) = (source.as_ptr() as usize, part.as_ptr() as usize);
+    // `slice_ref` panics on a part from elsewhere (and takes an empty one from anywhere).
+    let within = part.is_empty() || (at >= start && at - start + part.len() <= source.len());
+    within.then(|| source.slice_ref(part))
 }
 
 impl fmt::Debug for AppPayload {
