@@ -42,11 +42,21 @@ pub const COMMIT_HOLD: Duration = Duration::from_millis(1);
 
 /// An AppendEntries request stream whose commit-only requests wait for the next request (see
 /// the module docs).
+///
+/// One timer serves every hold of the stream, and it is moved, never dropped, between them.
+/// tokio wakes its driver (a write to its eventfd, and a turn of the loop that finds nothing)
+/// whenever a timer is registered earlier than every deadline it knew when it last parked;
+/// a new timer per hold, dropped when the next entries came, was such a timer each time (1.2
+/// eventfd writes per send on the leader at one send in flight). Moved later, the one timer
+/// is never earlier than what the driver knows. When it fires with nothing held, the stream
+/// is polled once for nothing.
 pub(super) struct HoldCommits<C: RaftTypeConfig, S> {
     input: S,
     hold: Duration,
-    /// The held request and when it goes out anyway.
-    held: Option<(AppendEntriesRequest<C>, Pin<Box<Sleep>>)>,
+    /// The held request (it goes out anyway at `deadline`).
+    held: Option<AppendEntriesRequest<C>>,
+    /// The timer of the current hold, or of the last one (created on the first hold).
+    deadline: Option<Pin<Box<Sleep>>>,
     /// A request with entries went out on this stream.
     carried_entries: bool,
 }
@@ -57,6 +67,7 @@ impl<C: RaftTypeConfig, S> HoldCommits<C, S> {
             input,
             hold,
             held: None,
+            deadline: None,
             carried_entries: false,
         }
     }
@@ -80,11 +91,15 @@ where
                     if req.entries.is_empty() && this.carried_entries && !this.hold.is_zero() {
                         // A newer commit-only request replaces the held one (its commit index
                         // is at least as new) but keeps its deadline.
-                        let deadline = match this.held.take() {
-                            Some((_, sleep)) => sleep,
-                            None => Box::pin(tokio::time::sleep_until(Instant::now() + this.hold)),
-                        };
-                        this.held = Some((req, deadline));
+                        if this.held.replace(req).is_none() {
+                            let at = Instant::now() + this.hold;
+                            match this.deadline.as_mut() {
+                                Some(d) => d.as_mut().reset(at),
+                                None => {
+                                    this.deadline = Some(Box::pin(tokio::time::sleep_until(at)))
+                                }
+                            }
+                        }
                         continue;
                     }
                     this.carried_entries |= !req.entries.is_empty();
@@ -99,13 +114,13 @@ where
                     return Poll::Ready(None);
                 }
                 Poll::Pending => {
-                    let Some((_, deadline)) = this.held.as_mut() else {
+                    let (Some(_), Some(deadline)) = (&this.held, this.deadline.as_mut()) else {
                         return Poll::Pending;
                     };
                     if deadline.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    return Poll::Ready(this.held.take().map(|(req, _)| req));
+                    return Poll::Ready(this.held.take());
                 }
             }
         }
@@ -156,6 +171,23 @@ mod tests {
         (tx, HoldCommits::new(rx, hold))
     }
 
+    /// A stream (held for [`HOLD`]) whose first request, entry 10 with commit 9, went out.
+    async fn after_entries() -> (Input, Output) {
+        let (tx, mut out) = pair(HOLD);
+        tx.unbounded_send(req(9, 1, 9)).unwrap();
+        assert_eq!(next_within(&mut out, HOLD).await, Some((10, 9)));
+        (tx, out)
+    }
+
+    /// Asserts that a request held at `since` went out after [`HOLD`], and not much later.
+    fn went_out_after_one_hold(since: std::time::Instant) {
+        let waited = since.elapsed();
+        assert!(
+            waited >= HOLD && waited < 2 * HOLD,
+            "went out after {waited:?}"
+        );
+    }
+
     async fn next_within(out: &mut Output, d: Duration) -> Option<(u64, u64)> {
         match tokio::time::timeout(d, out.next()).await {
             Ok(Some(r)) => Some(seen(&r)),
@@ -166,9 +198,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_commit_followed_by_entries_travels_with_them() {
-        let (tx, mut out) = pair(HOLD);
-        tx.unbounded_send(req(9, 1, 9)).unwrap();
-        assert_eq!(next_within(&mut out, HOLD).await, Some((10, 9)));
+        let (tx, mut out) = after_entries().await;
         tx.unbounded_send(req(10, 0, 10)).unwrap();
         assert_eq!(
             next_within(&mut out, Duration::from_millis(30)).await,
@@ -184,23 +214,38 @@ mod tests {
 
     #[tokio::test]
     async fn a_commit_alone_goes_out_after_the_hold() {
-        let (tx, mut out) = pair(HOLD);
-        tx.unbounded_send(req(9, 1, 9)).unwrap();
-        assert_eq!(next_within(&mut out, HOLD).await, Some((10, 9)));
+        let (tx, mut out) = after_entries().await;
         let sent = std::time::Instant::now();
         tx.unbounded_send(req(10, 0, 10)).unwrap();
         assert_eq!(next_within(&mut out, HOLD / 2).await, None, "held");
         // A newer commit replaces the held one but not its deadline.
         tx.unbounded_send(req(10, 0, 11)).unwrap();
         assert_eq!(next_within(&mut out, 4 * HOLD).await, Some((10, 11)));
-        let waited = sent.elapsed();
-        assert!(
-            waited >= HOLD && waited < 2 * HOLD,
-            "went out after {waited:?}"
-        );
+        went_out_after_one_hold(sent);
         assert_eq!(next_within(&mut out, Duration::from_millis(30)).await, None);
         drop(tx);
         assert!(out.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn each_hold_waits_its_own_time_on_the_one_timer() {
+        let (tx, mut out) = after_entries().await;
+        // A hold ended by the next entries: its timer stays, and fires with nothing held.
+        tx.unbounded_send(req(10, 0, 10)).unwrap();
+        tx.unbounded_send(req(10, 1, 10)).unwrap();
+        assert_eq!(next_within(&mut out, HOLD).await, Some((11, 10)));
+        tokio::time::sleep(HOLD / 2).await;
+        // The next hold starts after half the first one's time: it goes out a whole hold
+        // after it starts, not when the first hold would have ended.
+        let started = std::time::Instant::now();
+        tx.unbounded_send(req(11, 0, 11)).unwrap();
+        assert_eq!(next_within(&mut out, 4 * HOLD).await, Some((11, 11)));
+        went_out_after_one_hold(started);
+        // And once more after the timer fired.
+        let started = std::time::Instant::now();
+        tx.unbounded_send(req(11, 0, 12)).unwrap();
+        assert_eq!(next_within(&mut out, 4 * HOLD).await, Some((11, 12)));
+        went_out_after_one_hold(started);
     }
 
     #[tokio::test]
