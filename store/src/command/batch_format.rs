@@ -55,6 +55,25 @@ fn dedup_trailer(t: &[u8], pos: u64) -> Result<DedupParams> {
     })
 }
 
+/// How many records ahead [`batch_offsets`] asks for.
+const PREFETCH_RECORDS: usize = 8;
+
+/// A hint to load the cache line of `body[at]` (nothing when `at` is past the end): it reads
+/// nothing the program sees and never faults.
+#[inline]
+fn prefetch(body: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = body.get(at) {
+        use std::arch::x86_64::_mm_prefetch;
+        use std::arch::x86_64::_MM_HINT_T0;
+        // SAFETY: a prefetch of an address inside `body`; the instruction changes no state
+        // the program can observe and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (body, at);
+}
+
 /// Record offsets (inside the payload), the `auto_create_queues` field and the dedup trailer
 /// of a batch body that starts at payload offset `header_len`.
 pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<BatchLayout> {
@@ -86,6 +105,11 @@ pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<BatchLayou
         let pos32 = u32::try_from(pos)
             .map_err(|_| StoreError::corruption(SRC, pos, "record offset does not fit a u32"))?;
         offsets.push(pos32);
+        // Each length read waits for the one before it, and on a follower the payload has
+        // left the cache by apply (3.3% of a follower's samples at batch-32, in this loop).
+        // A batch's records are mostly of one size: ask for the line the same stride
+        // further on, so that the loads of the records ahead overlap.
+        prefetch(body, at + PREFETCH_RECORDS * len);
         at += len;
     }
     let dedup = match at == body.len() {
