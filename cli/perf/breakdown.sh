@@ -8,11 +8,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 D=${D:-/var/tmp/raftmq-breakdown}
-rm -rf "$D"; mkdir -p "$D"
 export RUST_LOG=${RUST_LOG:-warn,raftmq_raft_log::writer=trace,raftmq_raft_log::flusher=trace,raftmq_store::sm::machine=trace,raftmq_store::sm::dispatch=debug,raftmq_node::pipeline=debug,raftmq_node::network::server=trace,raftmq_node::network::streams=trace,raftmq_node::network::append_replies=trace}
-raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 67108864 ${UPARGS:-} >/dev/null
-trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
-raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
+. "$here/cluster.sh"
+up_cluster 67108864
 sleep 1
 raftmq bench produce --cluster "$D/cluster.toml" --producers "${P:-1}" --in-flight "${F:-1}" --count "${N:-3000}"
 raftmq cluster down --cluster "$D/cluster.toml" >/dev/null

@@ -20,13 +20,8 @@
 #     # tasks of one send in flight each over CLIENTS client instances (connections)
 set -euo pipefail
 D=${D:-/var/tmp/raftmq-cpu}
-rm -rf "$D"; mkdir -p "$D"
-raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 268435456 ${UPARGS:-} >/dev/null
-trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
-raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
-LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
-import json, sys
-print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))')
+. "$(dirname "$0")/cluster.sh"
+up_cluster
 TCK=$(getconf CLK_TCK)
 pids=$(pgrep -f "raftmq-node --config $D/")
 ticks() { for p in $pids; do awk -v p="$p" '{print p, $14 + $15}' "/proc/$p/stat"; done; }
@@ -36,9 +31,9 @@ print(next(n.get("appended") or 0 for n in json.load(sys.stdin)["nodes"] if n["r
 appended > "$D/a0"
 ticks > "$D/t0"
 head -1 /proc/stat > "$D/s0"
-lpid=$(pgrep -f "raftmq-node --config $D/node-$LP/")
+lpid=$(node_pid "$LP")
 ppid=$lpid
-if [ -n "${FOLLOWER:-}" ]; then ppid=$(pgrep -f "raftmq-node --config $D/node-$((LP % 3 + 1))/"); fi
+if [ -n "${FOLLOWER:-}" ]; then ppid=$(node_pid $((LP % 3 + 1))); fi
 if [ -n "${PERF:-}" ]; then
   (sleep 2; perf record -F 999 ${PERF_ARGS:--g} -p "$ppid" -o "$D/perf.data" -- sleep 5 >/dev/null 2>&1) &
 fi

@@ -9,15 +9,10 @@
 #   P=1 F=64 B=32 cli/perf/syscalls.sh         # the load's shape as in cpu.sh
 set -euo pipefail
 D=${D:-/var/tmp/raftmq-syscalls}
-rm -rf "$D"; mkdir -p "$D"
-raftmq cluster up --dir "$D" --base-port 0 --segment-bytes 268435456 ${UPARGS:-} >/dev/null
-trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
-raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
-LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
-import json, sys
-print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))')
-lpid=$(pgrep -f "raftmq-node --config $D/node-$LP/")
-fpid=$(pgrep -f "raftmq-node --config $D/node-$((LP % 3 + 1))/")
+. "$(dirname "$0")/cluster.sh"
+up_cluster
+lpid=$(node_pid "$LP")
+fpid=$(node_pid $((LP % 3 + 1)))
 for who in leader:$lpid follower:$fpid; do
   (sleep 2; perf record -e raw_syscalls:sys_enter -c 1 -p "${who#*:}" -o "$D/${who%%:*}.data" \
     -- sleep 3 >/dev/null 2>&1) &
@@ -26,7 +21,7 @@ raftmq bench produce --cluster "$D/cluster.toml" --producers "${P:-1}" --in-flig
   --batch "${B:-1}" --duration 6s --json > "$D/r.json"
 wait
 for who in leader follower; do
-  perf script -i "$D/$who.data" -F comm,trace 2>/dev/null > "$D/$who.txt"
+  perf script -i "$D/$who.data" -F comm,time,trace 2>/dev/null > "$D/$who.txt"
 done
 python3 - "$D" <<'PY'
 import collections, json, re, sys
@@ -41,15 +36,20 @@ try:
             names[m.group(2)] = m.group(1)
 except OSError:
     pass
-print(f"{rate:.0f} msg/s; system calls per message over 3 s of the load:")
+print(f"{rate:.0f} msg/s; system calls per message over about 3 s of the load:")
 for who in ('leader', 'follower'):
-    c = collections.Counter()
+    c, times = collections.Counter(), []
     for line in open(f'{d}/{who}.txt'):
         f = line.split()
-        if len(f) >= 3 and f[1] == 'NR':  # comm NR number (args)
-            c[(f[0], f[2])] += 1
+        if len(f) >= 4 and f[2] == 'NR':  # comm time: NR number (args)
+            c[(f[0], f[3])] += 1
+            times.append(float(f[1].rstrip(':')))
     total = sum(c.values())
-    msgs = rate * 3
+    # The messages of the recorded span (from its first call to its last) at the load's rate.
+    msgs = rate * (max(times) - min(times)) if len(times) > 1 else 0
+    if msgs == 0:
+        print(f"{who}: no system calls recorded")
+        continue
     print(f"{who}: {total / msgs:.2f} per message")
     for (thread, nr), n in c.most_common(12):
         print(f"  {n / msgs:7.3f}  {thread:16s} {names.get(nr, nr)}")

@@ -9,14 +9,10 @@
 #   P=1 F=1 T=6s cli/perf/wakeups.sh      UPARGS="--flush async" P=4 F=64 cli/perf/wakeups.sh
 #   P=1 F=64 B=32 T=8s cli/perf/wakeups.sh
 set -u
-D=${D:-/var/tmp/raftmq-wakeups}; rm -rf "$D"
+D=${D:-/var/tmp/raftmq-wakeups}
 S=${S:-4}
-raftmq cluster up --dir $D --base-port 0 --segment-bytes 268435456 ${UPARGS:-} >/dev/null
-trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
-raftmq topic create --cluster $D/cluster.toml bench >/dev/null
-LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
-import json, sys
-print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))')
+. "$(dirname "$0")/cluster.sh"
+up_cluster
 snap() { for p in $(pgrep -f "raftmq-node --config $D/"); do n=$(tr '\0' ' ' < /proc/$p/cmdline | grep -o "node-[0-9]"); for t in /proc/$p/task/*; do echo "$n $(cat $t/comm | tr ' ' _) ${t##*/} $(awk '/voluntary_ctxt_switches/{printf "%s ", $2}' $t/status) $(awk '{print $14+$15}' $t/stat)"; done; done; }
 # name comm tid run_ns wait_ns slices, for the nodes and the load generator
 sched() {

@@ -1,0 +1,23 @@
+# Sourced by the profiling scripts (not run): the fresh local 3-node cluster each of them
+# measures, with the `raftmq` and `raftmq-node` found on PATH.
+#
+#   up_cluster [SEGMENT_BYTES]   # in $D (emptied first; segments of 256 MiB unless given;
+#                                # $UPARGS goes to `raftmq cluster up`), topic `bench`
+#                                # created, taken down when the script exits; sets LP to
+#                                # the leader's node id
+#   node_pid N                   # the pid of node N's raftmq-node
+
+up_cluster() {
+  rm -rf "$D"; mkdir -p "$D"
+  raftmq cluster up --dir "$D" --base-port 0 --segment-bytes "${1:-268435456}" ${UPARGS:-} \
+    >/dev/null
+  trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
+  raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
+  LP=$(raftmq cluster status --cluster "$D/cluster.toml" --json | python3 -c '
+import json, sys
+print(next(n["id"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "leader"))')
+}
+
+node_pid() {
+  pgrep -f "raftmq-node --config $D/node-$1/"
+}
