@@ -11,6 +11,8 @@ use serde::Serialize;
 
 use crate::error::LogError;
 use crate::format::ENTRY_HEADER_LEN;
+use crate::stage::MAX_STAGE_BYTES;
+use crate::stage::MIN_STAGE_BYTES;
 
 /// When appended entries are reported durable to openraft.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,8 +107,16 @@ pub struct LogConfig {
     /// pages are dropped from it once durable, so appends reuse warm pages and the log's
     /// cache stays this size instead of filling the free memory (see `drop_behind.rs`).
     /// Reads of older bytes (a consumer lagging further) go to the disk. 0: the cache is
-    /// left to the kernel. Per node. Default 268435456 (256 MiB).
+    /// left to the kernel. Per node. Default 268435456 (256 MiB). With a write stage the
+    /// appends leave no pages behind: reads more than half the stage behind (or this, if
+    /// less) go around the page cache.
     pub log_cache_bytes: u64,
+    /// Bytes of memory the newest appends are copied into, and written from to the segment
+    /// around the OS page cache (`O_DIRECT`) by the flush that makes them durable; reads of
+    /// them come from it (see `stage.rs`). 0: appends go through the page cache (also where
+    /// `O_DIRECT` is refused, e.g. tmpfs). Per node. Default 16777216 (16 MiB); 0, or
+    /// 1048576..=1073741824 in multiples of 4096.
+    pub write_stage_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -120,6 +130,7 @@ impl Default for LogConfig {
             zero_ahead: true,
             accept_lost_commits: false,
             log_cache_bytes: 256 << 20,
+            write_stage_bytes: 16 << 20,
         }
     }
 }
@@ -147,7 +158,28 @@ impl LogConfig {
                 reason: format!("{} is outside 1..=60000", self.flush_interval_ms),
             });
         }
+        let stage = self.write_stage_bytes;
+        if stage != 0 && (!(MIN_STAGE_BYTES..=MAX_STAGE_BYTES).contains(&stage) || stage % 4096 != 0)
+        {
+            return Err(LogError::Config {
+                field: "write-stage-bytes",
+                reason: format!(
+                    "{stage} is not 0 or a multiple of 4096 in {MIN_STAGE_BYTES}..={MAX_STAGE_BYTES}"
+                ),
+            });
+        }
         Ok(())
+    }
+
+    /// Bytes behind the flushed end whose reads go through the segments' mappings rather than
+    /// around the page cache (see `drop_behind.rs`): `log-cache-bytes`, or less with a write
+    /// stage, whose appends leave no pages to read (then what it holds, half of it).
+    pub fn cached_read_bytes(&self) -> u64 {
+        match self.write_stage_bytes {
+            0 => self.log_cache_bytes,
+            stage if self.log_cache_bytes > 0 => self.log_cache_bytes.min(stage / 2),
+            _ => 0,
+        }
     }
 
     /// The largest payload one entry can carry.

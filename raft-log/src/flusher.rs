@@ -58,7 +58,8 @@ pub struct Flusher {
 
 impl Flusher {
     /// Starts the thread; `interval` is the `async` flush interval (`None`: `sync`, flush when
-    /// an append waits); `cache_bytes` is `log-cache-bytes` (see `drop_behind.rs`).
+    /// an append waits); `cache_bytes` is [`crate::config::LogConfig::cached_read_bytes`] (see
+    /// `drop_behind.rs`).
     pub fn start(
         shared: Arc<Shared>,
         index_dir: PathBuf,

@@ -14,12 +14,13 @@ use crate::env::Env;
 use crate::env::PlainFile;
 use crate::env::SegmentFile;
 use crate::fs_segment::map_segment;
+use crate::stage::Stage;
 
 /// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
 pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
 
 /// The real environment: `std::fs` and memmap2.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct FsEnv {
     /// Write segments by storing into the mapping and flush with msync; else (the default for
     /// both policies) pwrite + fdatasync. See the `MmapSegment` docs in `fs_segment.rs`.
@@ -27,6 +28,29 @@ pub struct FsEnv {
     /// How much [`Env::remove_large`] shrinks a file per step. Default [`REMOVE_STEP_BYTES`];
     /// tests lower it to exercise the shrinking on small segments.
     pub remove_step_bytes: u64,
+    /// The write stage its segments share (`write-stage-bytes`; see `stage.rs`): `None`,
+    /// appends through the page cache.
+    pub stage: Option<Arc<Stage>>,
+}
+
+impl std::fmt::Debug for FsEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FsEnv")
+            .field("mapped_writes", &self.mapped_writes)
+            .field("remove_step_bytes", &self.remove_step_bytes)
+            .field("stage", &self.stage.is_some())
+            .finish()
+    }
+}
+
+impl FsEnv {
+    /// The default environment with a write stage of `bytes` (0: none).
+    pub fn with_stage(bytes: u64) -> FsEnv {
+        FsEnv {
+            stage: (bytes > 0).then(|| Arc::new(Stage::new(bytes))),
+            ..FsEnv::default()
+        }
+    }
 }
 
 impl Default for FsEnv {
@@ -34,6 +58,7 @@ impl Default for FsEnv {
         FsEnv {
             mapped_writes: false,
             remove_step_bytes: REMOVE_STEP_BYTES,
+            stage: None,
         }
     }
 }
@@ -124,12 +149,17 @@ impl Env for FsEnv {
         // Prefault only when appends store into the mapping. With pwrite, a populated shared
         // mapping makes every write slower (measured: 1 KiB pwrite into a populated segment
         // ≈ 3x slower than into an unmapped-so-far page).
-        map_segment(file, self.mapped_writes, self.mapped_writes)
+        map_segment(
+            file,
+            self.mapped_writes,
+            self.mapped_writes,
+            self.stage.as_ref(),
+        )
     }
 
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        map_segment(file, false, self.mapped_writes)
+        map_segment(file, false, self.mapped_writes, self.stage.as_ref())
     }
 
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {

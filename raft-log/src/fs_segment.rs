@@ -1,11 +1,14 @@
 //! `MmapSegment`: the real [`SegmentFile`], a preallocated file read through a shared
 //! mapping and written with pwrite (or stores into the mapping), with the page-cache calls
-//! of the log (writeback, drops) and its `O_DIRECT` cold reads ([`crate::cold_read`]).
-//! Created and opened by [`crate::fs_env::FsEnv`].
+//! of the log (writeback, drops) and its `O_DIRECT` cold reads ([`crate::cold_read`]); with a
+//! write stage ([`crate::stage`]) its appends are copied into memory and written around the
+//! page cache instead. Created and opened by [`crate::fs_env::FsEnv`].
 
 use std::fs::File;
 use std::fs::OpenOptions;
 use std::io;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -18,6 +21,9 @@ use crate::env::write_each;
 use crate::env::SegmentFile;
 use crate::env::PAGE_BYTES;
 use crate::env::ZEROS;
+use crate::stage::Files;
+use crate::stage::Stage;
+use crate::stage::BLOCK;
 
 /// A segment file, always read through a shared mapping and written with pwrite (unless
 /// [`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4, 2 cores):
@@ -33,14 +39,24 @@ use crate::env::ZEROS;
 ///   36% for stores into the mapping (`cargo bench -p raftmq-raft-log`).
 ///
 /// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
+///
+/// With a write stage (the default, not with mapped writes nor where `O_DIRECT` is refused),
+/// writes go to the stage and reads of what it holds come from it (`stage.rs`).
 struct MmapSegment {
     map: MmapRaw,
     len: u64,
-    file: File,
+    file: Arc<File>,
     mapped_writes: bool,
     /// The `O_DIRECT` descriptor of cold reads (`None`: refused), opened on first use.
-    direct: OnceLock<Option<File>>,
+    direct: OnceLock<Option<Arc<File>>>,
+    /// The log's write stage and this segment's descriptors for it.
+    stage: Option<(Arc<Stage>, Files)>,
+    /// This segment's name in the stage.
+    id: u64,
 }
+
+/// Ids of segments in their stage.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn out_of_range(offset: u64, len: usize, cap: u64) -> io::Error {
     io::Error::new(
@@ -63,8 +79,11 @@ impl SegmentFile for MmapSegment {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(offset, data.len(), self.len)?;
+        if self.staged(offset, &[data])? {
+            return Ok(());
+        }
         if !self.mapped_writes {
-            return std::os::unix::fs::FileExt::write_all_at(&self.file, data, offset);
+            return std::os::unix::fs::FileExt::write_all_at(&*self.file, data, offset);
         }
         // SAFETY: the range is inside the mapping (checked above), the file is preallocated
         // (no SIGBUS on a full disk) and, by the trait's contract, no other thread reads or
@@ -84,27 +103,36 @@ impl SegmentFile for MmapSegment {
             return write_each(self, offset, parts);
         }
         check_range(offset, parts.iter().map(|p| p.len()).sum(), self.len)?;
+        if self.staged(offset, parts)? {
+            return Ok(());
+        }
         crate::vectored::write_all_vectored_at(&self.file, offset, parts)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.len)?;
-        // SAFETY: the range is inside the mapping (checked above) and the file is never
-        // shortened while mapped, so the pages exist; concurrent writers only touch ranges
-        // above the log's published append position, which readers do not read.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.map.as_ptr().add(offset as usize),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        Ok(())
+        match &self.stage {
+            Some((stage, _)) => stage.read(self.id, offset, buf, &|o, b| {
+                self.map_read(o, b);
+                Ok(())
+            }),
+            None => {
+                self.map_read(offset, buf);
+                Ok(())
+            }
+        }
     }
 
     fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
         check_range(offset, len, self.len)?;
-        // SAFETY: as in `read_at`: the range is inside the mapping and below the published
+        if let Some((stage, _)) = &self.stage {
+            if stage.holds(self.id, offset, len) {
+                let mut buf = vec![0u8; len];
+                self.read_at(offset, &mut buf)?;
+                return Ok(buf);
+            }
+        }
+        // SAFETY: as in `map_read`: the range is inside the mapping and below the published
         // append position, so the pages exist and no writer touches them.
         let src =
             unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) };
@@ -114,6 +142,9 @@ impl SegmentFile for MmapSegment {
     fn sync_range(&self, offset: u64, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
+        }
+        if let Some((stage, _)) = &self.stage {
+            stage.flush(self.id)?;
         }
         if self.mapped_writes {
             return self.map.flush_range(offset as usize, len as usize);
@@ -129,6 +160,18 @@ impl SegmentFile for MmapSegment {
         let n = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "zero range"))?;
         check_range(offset, n, self.len)?;
+        // With a stage, the block holding the last write's end is the stage's: its next
+        // write-out rewrites it whole, which a page written back later would undo.
+        let (offset, len, n) = match &self.stage {
+            Some(_) => {
+                let from = offset.next_multiple_of(BLOCK).min(offset + len);
+                (from, offset + len - from, (offset + len - from) as usize)
+            }
+            None => (offset, len, n),
+        };
+        if n == 0 {
+            return Ok(());
+        }
         let mut parts = Vec::with_capacity(n.div_ceil(ZEROS.len()));
         let mut left = n;
         while left > 0 {
@@ -146,8 +189,12 @@ impl SegmentFile for MmapSegment {
         )
     }
 
-    /// `sync_file_range` with only SYNC_FILE_RANGE_WRITE: queues the range's dirty pages.
+    /// `sync_file_range` with only SYNC_FILE_RANGE_WRITE: queues the range's dirty pages;
+    /// with a stage, its bytes written out (no wait for the device's cache).
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        if let Some((stage, _)) = &self.stage {
+            return stage.flush(self.id);
+        }
         self.sync_file_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
     }
 
@@ -195,7 +242,7 @@ impl SegmentFile for MmapSegment {
         let aligned = offset % ALIGN as u64 == 0
             && buf.len() % ALIGN == 0
             && (buf.as_ptr() as usize) % ALIGN == 0;
-        let direct = match self.direct.get_or_init(|| self.open_direct()) {
+        let direct = match self.direct.get_or_init(|| open_direct(&self.file, false)) {
             Some(f) if aligned && !self.mapped_writes => f,
             _ => return copy_uncached(self, offset, buf),
         };
@@ -217,23 +264,30 @@ impl SegmentFile for MmapSegment {
 }
 
 impl MmapSegment {
-    /// The file again, opened with `O_DIRECT` (through `/proc/self/fd`, so a rename since
-    /// does not matter); `None` where that is refused.
-    fn open_direct(&self) -> Option<File> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
-        match OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&path)
-        {
-            Ok(f) => Some(f),
-            Err(e) => {
-                tracing::debug!(error = %e, "no O_DIRECT reads of the log here; reading the mapping");
-                None
-            }
-        }
+    /// Copies `[offset, offset + ...)` from the mapping into `buf`; the range is checked.
+    fn map_read(&self, offset: u64, buf: &mut [u8]) {
+        // SAFETY: the range is inside the mapping (checked by the callers) and the file is
+        // never shortened while mapped, so the pages exist; concurrent writers only touch
+        // ranges above the log's published append position, which readers do not read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(offset as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+    }
+
+    /// Writes `parts` at `offset` (checked) into the stage; `false`: there is none, or it
+    /// gave the write back, for the page cache.
+    fn staged(&self, offset: u64, parts: &[&[u8]]) -> io::Result<bool> {
+        let Some((stage, files)) = &self.stage else {
+            return Ok(false);
+        };
+        stage.write(self.id, files, offset, parts, &|o, b| {
+            self.map_read(o, b);
+            Ok(())
+        })
     }
 
     /// `[offset, offset + len)` checked to lie inside the segment, as the (offset, length)
@@ -264,11 +318,41 @@ impl MmapSegment {
     }
 }
 
-/// Maps `file` as a segment (`populate`: prefault the mapping, for mapped writes).
+/// The file again, opened with `O_DIRECT` (through `/proc/self/fd`, so a rename since does
+/// not matter), for reading (and writing, with `write`); `None` where that is refused.
+fn open_direct(file: &File, write: bool) -> Option<Arc<File>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+    {
+        Ok(f) => Some(Arc::new(f)),
+        Err(e) => {
+            tracing::debug!(error = %e, write, "no O_DIRECT here; using the page cache");
+            None
+        }
+    }
+}
+
+impl Drop for MmapSegment {
+    fn drop(&mut self) {
+        if let Some((stage, _)) = &self.stage {
+            stage.forget(self.id);
+        }
+    }
+}
+
+/// Maps `file` as a segment (`populate`: prefault the mapping, for mapped writes), written
+/// through `stage` where there is one, writes are not mapped and `O_DIRECT` is allowed.
 pub(crate) fn map_segment(
     file: File,
     populate: bool,
     mapped_writes: bool,
+    stage: Option<&Arc<Stage>>,
 ) -> io::Result<Arc<dyn SegmentFile>> {
     let len = file.metadata()?.len();
     let mut opts = MmapOptions::new();
@@ -283,11 +367,26 @@ pub(crate) fn map_segment(
     if let Err(e) = map.advise(memmap2::Advice::Sequential) {
         tracing::debug!(error = %e, "madvise(SEQUENTIAL) of a segment failed");
     }
+    let file = Arc::new(file);
+    let direct = OnceLock::new();
+    let stage = match stage {
+        Some(stage) if !mapped_writes => open_direct(&file, true).map(|d| {
+            let _ = direct.set(Some(d.clone()));
+            let files = Files {
+                direct: d,
+                plain: file.clone(),
+            };
+            (stage.clone(), files)
+        }),
+        _ => None,
+    };
     Ok(Arc::new(MmapSegment {
         map,
         len,
         file,
         mapped_writes,
-        direct: OnceLock::new(),
+        direct,
+        stage,
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
     }))
 }

@@ -73,7 +73,7 @@ impl Inner {
             FlushPolicy::Sync => None,
             FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
         };
-        let cache_bytes = config.log_cache_bytes;
+        let cache_bytes = config.cached_read_bytes();
         let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
         let index_dir = dir.join("raft-index");
         let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval, cache_bytes)?;

@@ -126,6 +126,7 @@ pub mod format;
 pub mod fuzzing;
 pub mod mem_env;
 pub mod raft_index;
+pub mod stage;
 pub mod store;
 pub mod types;
 

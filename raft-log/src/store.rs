@@ -71,8 +71,9 @@ impl<C> LogStore<C> {
     /// Opens (or creates) the log under `dir` on the real file system; recovery runs here.
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
         // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
-        // zero-fill and two faults per page.
-        Self::open_with_env(dir, config, Arc::new(FsEnv::default()))
+        // zero-fill and two faults per page; into the write stage where there is one.
+        let env = FsEnv::with_stage(config.write_stage_bytes);
+        Self::open_with_env(dir, config, Arc::new(env))
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always

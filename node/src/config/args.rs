@@ -180,6 +180,11 @@ pub struct NodeArgs {
     /// to the disk). 0 = leave the cache to the kernel. [default 268435456 (256 MiB)]
     #[arg(long)]
     pub log_cache_bytes: Option<u64>,
+    /// Bytes of memory the newest CommitLog appends are copied into and written from around
+    /// the page cache (`O_DIRECT`) by the flush; 0 = append through the page cache. [default
+    /// 16777216 (16 MiB); 0 or 1048576..=1073741824, a multiple of 4096]
+    #[arg(long)]
+    pub write_stage_bytes: Option<u64>,
     /// After a whole-cluster power loss with `async` flush: forget the committed entries this
     /// node lost so a leader can be elected without them (they are gone). [default false]
     #[arg(long)]
@@ -261,7 +266,7 @@ impl NodeArgs {
             rocketmq_listen_addr, rocketmq_advertised_addr);
         override_fields!(self => cfg.log;
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits,
-            zero_ahead, log_cache_bytes);
+            zero_ahead, log_cache_bytes, write_stage_bytes);
         override_fields!(self => cfg.store;
             file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);

@@ -1,0 +1,484 @@
+//! [`Stage`]: the newest bytes of the segment being appended to, held in memory and written to
+//! the file around the OS page cache (`O_DIRECT`) by the flush that makes them durable.
+//!
+//! Why: an append through the page cache cost each node about 8% of its CPU at batches of
+//! 32 × 1 KiB (BENCHMARKS, thirtieth sitting): the kernel's copy into the page cache, ext4's
+//! delayed allocation per page, the page allocations, and the writeback inside the fdatasync
+//! (77% of a follower's log append was kernel work). Here an append is a copy into a ring of
+//! reused memory, and the flush writes whole blocks from it with one `pwritev` before its
+//! fdatasync; the runtime thread waits for no device.
+//!
+//! The ring holds the bytes `[low, high)` of one segment (its owner), each at its file offset
+//! modulo the ring's size; `[low, clean_end)` is on disk as in the ring, `[clean_end, high)`
+//! only here. Reads of `[low, high)` come from the ring; below `low` the file is the truth (the
+//! ring wrote it out before `low` passed it), and so it is at and above `high`, where nothing
+//! was written through the stage. `high` is the end of the owner's latest write, which the
+//! zero-ahead thread keeps below (`zero_ahead.rs`; with a stage it zeroes whole blocks only).
+//!
+//! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
+//! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the
+//! next append being copied meanwhile). The next write-out writes that block again, with what
+//! followed it: a durable block rewritten, as the page cache's writeback of a partial page
+//! does too.
+//!
+//! Concurrency, on the [`crate::env::SegmentFile`] contract (one writer, under the log lock;
+//! readers only below the published append position):
+//! - readers copy out of the ring under `meta`'s read lock; the writer moves `low` under its
+//!   write lock, so no slot is reused while a reader copies from it;
+//! - `io` serializes write-outs and the change of owner;
+//! - the writer copies into the slots of `[offset, end)`, which alias file bytes below `low`
+//!   (no reader or write-out touches those); a write-out reads the slots of whole blocks below
+//!   `high`, which an append does not touch (a truncation's rewrite may: see `rewrite_min`).
+//!
+//! Handing the ring to another segment (a roll) writes the old owner's bytes out first, so its
+//! next `sync_range` only has to fdatasync. A write that does not continue the ring (below
+//! `low`, past `high`, or over half the ring: recovery's and a truncation's zeros) writes the
+//! owner's bytes out, releases the ring, and goes through the page cache as before.
+
+use std::alloc::Layout;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+use parking_lot::RwLock;
+
+/// Alignment and unit of a write-out (`O_DIRECT` wants the device's logical block).
+pub(crate) const BLOCK: u64 = 4096;
+/// Smallest stage accepted (`write-stage-bytes`).
+pub const MIN_STAGE_BYTES: u64 = 1 << 20;
+/// Largest stage accepted.
+pub const MAX_STAGE_BYTES: u64 = 1 << 30;
+
+/// Memory of `len` bytes aligned to [`BLOCK`], read and written through raw pointers.
+struct Ring {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the ring is plain memory; who touches which bytes when is the stage's protocol
+// (module docs), enforced by its locks.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new(len: usize) -> io::Result<Ring> {
+        let layout = Layout::from_size_align(len, BLOCK as usize)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: `len` is nonzero (the stage's size, or BLOCK) and the layout valid.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        NonNull::new(ptr)
+            .map(|ptr| Ring { ptr, len })
+            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "write stage"))
+    }
+
+    /// The ring's two pieces (the second empty unless it wraps) of file bytes `[at, at+len)`,
+    /// as (slot, length); `len` is at most the ring's length.
+    fn pieces(&self, at: u64, len: usize) -> [(usize, usize); 2] {
+        let slot = (at % self.len as u64) as usize;
+        let first = len.min(self.len - slot);
+        [(slot, first), (0, len - first)]
+    }
+
+    /// Copies `data` into the slots of `[at, at + data.len())`.
+    ///
+    /// # Safety
+    /// No one else reads or writes those slots meanwhile.
+    unsafe fn copy_in(&self, at: u64, data: &[u8]) {
+        let mut done = 0;
+        for (slot, n) in self.pieces(at, data.len()) {
+            // SAFETY: slot + n <= len (pieces), and the caller owns the slots.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr().add(done),
+                    self.ptr.as_ptr().add(slot),
+                    n,
+                )
+            };
+            done += n;
+        }
+    }
+
+    /// Copies the slots of `[at, at + buf.len())` into `buf`.
+    ///
+    /// # Safety
+    /// No one writes those slots meanwhile.
+    unsafe fn copy_out(&self, at: u64, buf: &mut [u8]) {
+        let mut done = 0;
+        for (slot, n) in self.pieces(at, buf.len()) {
+            // SAFETY: slot + n <= len (pieces); no writer, per the caller.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.ptr.as_ptr().add(slot),
+                    buf.as_mut_ptr().add(done),
+                    n,
+                )
+            };
+            done += n;
+        }
+    }
+
+    /// The iovecs of the slots of `[at, at + len)`, for the kernel to read.
+    fn iovecs(&self, at: u64, len: usize) -> impl Iterator<Item = libc::iovec> + '_ {
+        self.pieces(at, len)
+            .into_iter()
+            .filter(|p| p.1 > 0)
+            .map(|(slot, n)| libc::iovec {
+                // SAFETY: slot < len: inside the allocation.
+                iov_base: unsafe { self.ptr.as_ptr().add(slot) }.cast(),
+                iov_len: n,
+            })
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout (valid then, so valid now).
+        unsafe {
+            std::alloc::dealloc(
+                self.ptr.as_ptr(),
+                Layout::from_size_align_unchecked(self.len, BLOCK as usize),
+            )
+        };
+    }
+}
+
+/// Where the ring stands (module docs).
+#[derive(Default)]
+struct Meta {
+    /// The owning segment: its id and its descriptors (`O_DIRECT`, and plain for a file
+    /// system that refuses a direct write).
+    owner: Option<(u64, Files)>,
+    low: u64,
+    high: u64,
+    clean_end: u64,
+    /// The lowest offset written since the running write-out took its range (`u64::MAX`:
+    /// none): what it wrote from there on may predate that write, so it is not clean.
+    rewrite_min: u64,
+}
+
+impl Meta {
+    fn owned_by(&self, id: u64) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.0 == id)
+    }
+}
+
+/// A segment's descriptors for write-outs.
+#[derive(Clone)]
+pub(crate) struct Files {
+    /// Opened with `O_DIRECT`.
+    pub direct: Arc<File>,
+    /// The segment's ordinary descriptor.
+    pub plain: Arc<File>,
+}
+
+/// The write stage of one log (shared by its segments; one owns it at a time).
+pub struct Stage {
+    bytes: u64,
+    ring: OnceLock<Ring>,
+    meta: RwLock<Meta>,
+    /// One write-out at a time; holds the block `high` falls in, padded (taken on first use).
+    io: Mutex<Option<Ring>>,
+    /// Bytes written out (for tests and figures).
+    written: std::sync::atomic::AtomicU64,
+}
+
+impl Stage {
+    /// A stage of `bytes` (a multiple of [`BLOCK`], at least two blocks), its memory taken
+    /// when a segment first writes.
+    pub fn new(bytes: u64) -> Stage {
+        Stage {
+            bytes: bytes.next_multiple_of(BLOCK).max(2 * BLOCK),
+            ring: OnceLock::new(),
+            meta: RwLock::new(Meta::default()),
+            io: Mutex::new(None),
+            written: Default::default(),
+        }
+    }
+
+    /// Bytes written to files so far.
+    pub fn written_bytes(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Copies `parts`, back to back, to `offset` of segment `id` (whose descriptors are
+    /// `files`; `seed` reads its bytes, for the start of `offset`'s block when
+    /// the ring is handed to it). `Ok(false)`: the write does not continue the ring, which was
+    /// released; the caller writes through the page cache instead.
+    pub(crate) fn write(
+        &self,
+        id: u64,
+        files: &Files,
+        offset: u64,
+        parts: &[&[u8]],
+        seed: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
+    ) -> io::Result<bool> {
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if len == 0 {
+            return Ok(true);
+        }
+        if len > self.bytes / 2 {
+            self.release(id)?;
+            return Ok(false);
+        }
+        let end = offset + len;
+        if !self.meta.read().owned_by(id) {
+            self.take(id, files, offset, seed)?;
+        }
+        let (low, high, clean) = {
+            let m = self.meta.read();
+            (m.low, m.high, m.clean_end)
+        };
+        if offset < low || offset > high {
+            self.release(id)?;
+            return Ok(false);
+        }
+        if offset < high && clean < high {
+            // A rewrite (after a truncation) ends the ring's bytes at its own end: what lies
+            // above goes to the file first.
+            self.flush(id)?;
+        }
+        let clean = self.meta.read().clean_end;
+        // Room: the slots of [offset, end) hold [offset - bytes, end - bytes) now.
+        let need = end.saturating_sub(self.bytes).next_multiple_of(BLOCK);
+        if need > low {
+            if clean < need {
+                self.flush(id)?;
+            }
+            let mut m = self.meta.write();
+            if m.clean_end < need {
+                return Err(io::Error::other("write stage: bytes not written out"));
+            }
+            m.low = need;
+        }
+        let ring = self.ring()?;
+        let mut at = offset;
+        for p in parts {
+            // SAFETY: these slots alias file bytes below `low` (made so above), which no
+            // reader and no write-out touches; the one writer is this call (module docs).
+            unsafe { ring.copy_in(at, p) };
+            at += p.len() as u64;
+        }
+        let mut m = self.meta.write();
+        m.high = end;
+        m.clean_end = m.clean_end.min(offset);
+        m.rewrite_min = m.rewrite_min.min(offset);
+        Ok(true)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of segment `id`: what the ring holds from it, the
+    /// rest with `file_read`.
+    pub(crate) fn read(
+        &self,
+        id: u64,
+        offset: u64,
+        buf: &mut [u8],
+        file_read: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = {
+            let m = self.meta.read();
+            if !m.owned_by(id) || offset >= m.high || end <= m.low {
+                drop(m);
+                return file_read(offset, buf);
+            }
+            let (a, b) = (offset.max(m.low), end.min(m.high));
+            let ring = self.ring()?;
+            let part = &mut buf[(a - offset) as usize..(b - offset) as usize];
+            // SAFETY: [a, b) lies in [low, high), whose slots no one writes while the read
+            // lock keeps `low` where it is (module docs).
+            unsafe { ring.copy_out(a, part) };
+            (a, b)
+        };
+        if a > offset {
+            file_read(offset, &mut buf[..(a - offset) as usize])?;
+        }
+        if end > b {
+            file_read(b, &mut buf[(b - offset) as usize..])?;
+        }
+        Ok(())
+    }
+
+    /// Whether a read of `[offset, offset + len)` of segment `id` touches the ring.
+    pub(crate) fn holds(&self, id: u64, offset: u64, len: usize) -> bool {
+        let m = self.meta.read();
+        m.owned_by(id) && offset < m.high && offset + len as u64 > m.low
+    }
+
+    /// Writes segment `id`'s bytes that are only in the ring to its file (no fdatasync).
+    pub(crate) fn flush(&self, id: u64) -> io::Result<()> {
+        let mut block = self.io.lock();
+        if !self.meta.read().owned_by(id) {
+            return Ok(());
+        }
+        self.write_out(&mut block)
+    }
+
+    /// Writes segment `id`'s bytes out and gives the ring up, if `id` owns it.
+    pub(crate) fn release(&self, id: u64) -> io::Result<()> {
+        let mut block = self.io.lock();
+        if !self.meta.read().owned_by(id) {
+            return Ok(());
+        }
+        self.write_out(&mut block)?;
+        self.meta.write().owner = None;
+        Ok(())
+    }
+
+    /// Gives the ring up without writing anything (segment `id` is gone).
+    pub(crate) fn forget(&self, id: u64) {
+        let _io = self.io.lock();
+        let mut m = self.meta.write();
+        if m.owned_by(id) {
+            m.owner = None;
+        }
+    }
+
+    fn ring(&self) -> io::Result<&Ring> {
+        self.ring
+            .get()
+            .ok_or_else(|| io::Error::other("write stage used before its memory was taken"))
+    }
+
+    /// Hands the ring to segment `id` at `offset`: the owner's bytes written out, then the
+    /// ring holding `offset`'s block up to `offset`, read from the file.
+    fn take(
+        &self,
+        id: u64,
+        files: &Files,
+        offset: u64,
+        seed: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut block = self.io.lock();
+        self.write_out(&mut block)?;
+        self.meta.write().owner = None;
+        if self.ring.get().is_none() {
+            let _ = self.ring.set(Ring::new(self.bytes as usize)?);
+        }
+        let ring = self.ring()?;
+        let low = offset / BLOCK * BLOCK;
+        let mut head = [0u8; BLOCK as usize];
+        let head = &mut head[..(offset - low) as usize];
+        seed(low, head)?;
+        // SAFETY: no segment owns the ring, so no reader or write-out uses it, and the writer
+        // is this call.
+        unsafe { ring.copy_in(low, head) };
+        *self.meta.write() = Meta {
+            owner: Some((id, files.clone())),
+            low,
+            high: offset,
+            clean_end: low,
+            rewrite_min: u64::MAX,
+        };
+        Ok(())
+    }
+
+    /// Writes the owner's `[clean_end's block, high)` out; `block` is `io`'s, held.
+    fn write_out(&self, block: &mut Option<Ring>) -> io::Result<()> {
+        let (files, start, high) = {
+            let mut m = self.meta.write();
+            let Some((_, files)) = &m.owner else {
+                return Ok(());
+            };
+            if m.clean_end >= m.high {
+                return Ok(());
+            }
+            let files = files.clone();
+            m.rewrite_min = u64::MAX;
+            (files, m.clean_end / BLOCK * BLOCK, m.high)
+        };
+        let ring = self.ring()?;
+        let full = high / BLOCK * BLOCK;
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(3);
+        if full > start {
+            iov.extend(ring.iovecs(start, (full - start) as usize));
+        }
+        if high > full {
+            if block.is_none() {
+                *block = Some(Ring::new(BLOCK as usize)?);
+            }
+            let Some(b) = block.as_ref() else {
+                return Err(io::Error::other("write stage block"));
+            };
+            // SAFETY: `b` is this call's (under `io`), BLOCK bytes long.
+            let tail = unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), BLOCK as usize) };
+            let n = (high - full) as usize;
+            // SAFETY: [full, high) is below `high`, which no append touches (module docs).
+            unsafe { ring.copy_out(full, &mut tail[..n]) };
+            tail[n..].fill(0);
+            iov.push(libc::iovec {
+                iov_base: b.ptr.as_ptr().cast(),
+                iov_len: BLOCK as usize,
+            });
+        }
+        let bytes = match write_iovecs(&files.direct, start, &mut iov.clone()) {
+            // A file system that opens with O_DIRECT but refuses this write: the same bytes
+            // through the page cache (the fdatasync after covers them either way).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::debug!(error = %e, "direct write refused; writing through the page cache");
+                write_iovecs(&files.plain, start, &mut iov)?
+            }
+            r => r?,
+        };
+        self.written
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        let mut m = self.meta.write();
+        m.clean_end = high.min(m.rewrite_min);
+        Ok(())
+    }
+}
+
+/// `pwritev` of all of `iov` at `offset` (continuing after short writes and `EINTR`);
+/// returns the bytes written.
+fn write_iovecs(file: &File, offset: u64, iov: &mut [libc::iovec]) -> io::Result<u64> {
+    let mut at = offset;
+    let mut first = 0;
+    while first < iov.len() {
+        let off = libc::off64_t::try_from(at)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write offset too large"))?;
+        let rest = &iov[first..];
+        // SAFETY: every iovec points into memory of the stage that stays allocated and that no
+        // one frees meanwhile; the kernel only reads it. The descriptor is owned by `file`.
+        let n = unsafe {
+            libc::pwritev64(
+                file.as_raw_fd(),
+                rest.as_ptr(),
+                rest.len() as libc::c_int,
+                off,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote nothing"));
+        }
+        let mut left = n as usize;
+        at += left as u64;
+        while left > 0 {
+            let v = &mut iov[first];
+            if left >= v.iov_len {
+                left -= v.iov_len;
+                first += 1;
+            } else {
+                // SAFETY: advancing inside the same piece of memory.
+                v.iov_base = unsafe { v.iov_base.cast::<u8>().add(left) }.cast();
+                v.iov_len -= left;
+                left = 0;
+            }
+        }
+    }
+    Ok(at - offset)
+}
+
+#[cfg(test)]
+#[path = "stage_tests.rs"]
+mod tests;
