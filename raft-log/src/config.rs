@@ -113,8 +113,8 @@ pub struct LogConfig {
     pub log_cache_bytes: u64,
     /// Bytes of memory the newest appends are copied into, and written from to the segment
     /// around the OS page cache (`O_DIRECT`) by the flush that makes them durable; reads of
-    /// them come from it (see `stage.rs`). 0: appends go through the page cache (also where
-    /// `O_DIRECT` is refused, e.g. tmpfs). Per node. Default 16777216 (16 MiB); 0, or
+    /// them come from it (see `stage.rs`). 0: appends go through the page cache (so they do
+    /// where `O_DIRECT` is refused, e.g. tmpfs, and under `async` flush). Per node. Default 16777216 (16 MiB); 0, or
     /// 1048576..=1073741824 in multiples of 4096.
     pub write_stage_bytes: u64,
 }
@@ -159,7 +159,8 @@ impl LogConfig {
             });
         }
         let stage = self.write_stage_bytes;
-        if stage != 0 && (!(MIN_STAGE_BYTES..=MAX_STAGE_BYTES).contains(&stage) || stage % 4096 != 0)
+        if stage != 0
+            && (!(MIN_STAGE_BYTES..=MAX_STAGE_BYTES).contains(&stage) || stage % 4096 != 0)
         {
             return Err(LogError::Config {
                 field: "write-stage-bytes",
@@ -171,11 +172,21 @@ impl LogConfig {
         Ok(())
     }
 
+    /// The write stage in use: `write-stage-bytes` on a `sync` node, none on an `async` one,
+    /// whose appends are acknowledged before their fsync and must survive the process (a
+    /// kill -9) in the page cache.
+    pub fn stage_bytes(&self) -> u64 {
+        match self.flush {
+            FlushPolicy::Sync => self.write_stage_bytes,
+            FlushPolicy::Async => 0,
+        }
+    }
+
     /// Bytes behind the flushed end whose reads go through the segments' mappings rather than
     /// around the page cache (see `drop_behind.rs`): `log-cache-bytes`, or less with a write
     /// stage, whose appends leave no pages to read (then what it holds, half of it).
     pub fn cached_read_bytes(&self) -> u64 {
-        match self.write_stage_bytes {
+        match self.stage_bytes() {
             0 => self.log_cache_bytes,
             stage if self.log_cache_bytes > 0 => self.log_cache_bytes.min(stage / 2),
             _ => 0,
@@ -213,7 +224,38 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("flush-interval-ms"));
+        for bad in [5000, 4096, (1 << 20) + 1, 2 << 30] {
+            let c = LogConfig {
+                write_stage_bytes: bad,
+                ..LogConfig::default()
+            };
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("write-stage-bytes"), "{bad}: {e}");
+        }
         LogConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn the_stage_is_a_sync_nodes_and_shortens_the_cached_reads() {
+        let c = LogConfig::default();
+        assert_eq!(c.stage_bytes(), 16 << 20);
+        assert_eq!(c.cached_read_bytes(), 8 << 20);
+        let c = LogConfig {
+            flush: FlushPolicy::Async,
+            ..LogConfig::default()
+        };
+        assert_eq!(c.stage_bytes(), 0);
+        assert_eq!(c.cached_read_bytes(), 256 << 20);
+        let c = LogConfig {
+            write_stage_bytes: 0,
+            ..LogConfig::default()
+        };
+        assert_eq!(c.cached_read_bytes(), 256 << 20);
+        let c = LogConfig {
+            log_cache_bytes: 0,
+            ..LogConfig::default()
+        };
+        assert_eq!(c.cached_read_bytes(), 0);
     }
 
     #[test]

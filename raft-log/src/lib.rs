@@ -46,7 +46,9 @@
 //!   for a snapshot being built or sent, so retention cannot change what it reads.
 //!
 //! **Parts** (each its own type; the import graph between files has no cycle):
-//! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned), `prealloc`, `zero_ahead` (zeros ahead of the appends), [`mod@format`], `recovery`; the
+//! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned),
+//!   `prealloc`, `zero_ahead` (zeros ahead of the appends), `stage` (a `sync` node's appends
+//!   in memory until the flush writes them with `O_DIRECT`), [`mod@format`], `recovery`; the
 //!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
 //!   either end `trim` (`Trimmer`), the snapshot swap `install`.
 //! - [`raft_index`]: log index → location; `meta`: the sled db, and beside it

@@ -188,7 +188,7 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// A stage of `bytes` (a multiple of [`BLOCK`], at least two blocks), its memory taken
+    /// A stage of `bytes` (rounded up to whole 4 KiB blocks, at least two), its memory taken
     /// when a segment first writes.
     pub fn new(bytes: u64) -> Stage {
         Stage {
@@ -459,7 +459,10 @@ fn write_iovecs(file: &File, offset: u64, iov: &mut [libc::iovec]) -> io::Result
             return Err(e);
         }
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote nothing"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwritev wrote nothing",
+            ));
         }
         let mut left = n as usize;
         at += left as u64;

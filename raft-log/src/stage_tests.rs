@@ -63,13 +63,17 @@ impl Seg {
         let mut buf = vec![0u8; len];
         let plain = self.files.plain.clone();
         let file_read = move |o: u64, b: &mut [u8]| plain.read_exact_at(b, o);
-        self.stage.read(self.id, offset, &mut buf, &file_read).unwrap();
+        self.stage
+            .read(self.id, offset, &mut buf, &file_read)
+            .unwrap();
         buf
     }
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    (0..len as u64).map(|i| ((seed * 31 + i) % 251) as u8).collect()
+    (0..len as u64)
+        .map(|i| ((seed * 31 + i) % 251) as u8)
+        .collect()
 }
 
 #[test]
@@ -263,7 +267,8 @@ fn a_segment_with_a_stage_writes_reads_and_syncs_through_it() {
     let path = d.path().join("seg");
     let seg = env.create_segment(&path, CAP).unwrap();
     let a = pattern(1, 3000);
-    seg.write_vectored_at(10, &[&a[..1000], &a[1000..]]).unwrap();
+    seg.write_vectored_at(10, &[&a[..1000], &a[1000..]])
+        .unwrap();
     assert_eq!(seg.read_vec(10, 3000).unwrap(), a);
     let mut buf = vec![0u8; 3000];
     seg.read_at(10, &mut buf).unwrap();

@@ -72,7 +72,7 @@ impl<C> LogStore<C> {
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
         // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
         // zero-fill and two faults per page; into the write stage where there is one.
-        let env = FsEnv::with_stage(config.write_stage_bytes);
+        let env = FsEnv::with_stage(config.stage_bytes());
         Self::open_with_env(dir, config, Arc::new(env))
     }
 

@@ -323,6 +323,8 @@ fn flags_override_file() {
         "false",
         "--log-cache-bytes",
         "0",
+        "--write-stage-bytes",
+        "2097152",
         "--cq-units-per-file",
         "64",
         "--index-units-per-file",
@@ -343,6 +345,7 @@ fn flags_override_file() {
     assert_eq!(cfg.log.flush_interval_ms, 7);
     assert!(!cfg.log.zero_ahead);
     assert_eq!(cfg.log.log_cache_bytes, 0);
+    assert_eq!(cfg.log.write_stage_bytes, 2 << 20);
     assert_eq!(cfg.store.consume_queue.units_per_file, 64);
     assert_eq!(cfg.store.index.max_units_per_file, 65);
     assert_eq!(cfg.store.file_reserved_hours, 2);
