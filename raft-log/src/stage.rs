@@ -40,6 +40,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -184,7 +186,7 @@ pub struct Stage {
     /// One write-out at a time; holds the block `high` falls in, padded (taken on first use).
     io: Mutex<Option<Ring>>,
     /// Bytes written out (for tests and figures).
-    written: std::sync::atomic::AtomicU64,
+    written: AtomicU64,
 }
 
 impl Stage {
@@ -202,7 +204,7 @@ impl Stage {
 
     /// Bytes written to files so far.
     pub fn written_bytes(&self) -> u64 {
-        self.written.load(std::sync::atomic::Ordering::Relaxed)
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Copies `parts`, back to back, to `offset` of segment `id` (whose descriptors are
@@ -424,8 +426,7 @@ impl Stage {
             }
             r => r?,
         };
-        self.written
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.written.fetch_add(bytes, Ordering::Relaxed);
         let mut m = self.meta.write();
         m.clean_end = high.min(m.rewrite_min);
         Ok(())
