@@ -40,8 +40,9 @@ use crate::stage::BLOCK;
 ///
 /// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
 ///
-/// With a write stage (the default, not with mapped writes nor where `O_DIRECT` is refused),
-/// writes go to the stage and reads of what it holds come from it (`stage.rs`).
+/// With a write stage ([`FsEnv::with_stage`], which `LogStore::open` uses on `sync` nodes;
+/// never with mapped writes nor where `O_DIRECT` is refused), writes go to the stage and reads
+/// of what it holds come from it (`stage.rs`).
 struct MmapSegment {
     map: MmapRaw,
     len: u64,
@@ -110,16 +111,9 @@ impl SegmentFile for MmapSegment {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        check_range(offset, buf.len(), self.len)?;
         match &self.stage {
-            Some((stage, _)) => stage.read(self.id, offset, buf, &|o, b| {
-                self.map_read(o, b);
-                Ok(())
-            }),
-            None => {
-                self.map_read(offset, buf);
-                Ok(())
-            }
+            Some((stage, _)) => stage.read(self.id, offset, buf, &|o, b| self.map_read(o, b)),
+            None => self.map_read(offset, buf),
         }
     }
 
@@ -264,11 +258,12 @@ impl SegmentFile for MmapSegment {
 }
 
 impl MmapSegment {
-    /// Copies `[offset, offset + ...)` from the mapping into `buf`; the range is checked.
-    fn map_read(&self, offset: u64, buf: &mut [u8]) {
-        // SAFETY: the range is inside the mapping (checked by the callers) and the file is
-        // never shortened while mapped, so the pages exist; concurrent writers only touch
-        // ranges above the log's published append position, which readers do not read.
+    /// Copies the `buf.len()` bytes at `offset` from the mapping into `buf`.
+    fn map_read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(offset, buf.len(), self.len)?;
+        // SAFETY: the range is inside the mapping (checked above) and the file is never
+        // shortened while mapped, so the pages exist; concurrent writers only touch ranges
+        // above the log's published append position, which readers do not read.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.map.as_ptr().add(offset as usize),
@@ -276,6 +271,7 @@ impl MmapSegment {
                 buf.len(),
             )
         };
+        Ok(())
     }
 
     /// Writes `parts` at `offset` (checked) into the stage; `false`: there is none, or it
@@ -284,10 +280,7 @@ impl MmapSegment {
         let Some((stage, files)) = &self.stage else {
             return Ok(false);
         };
-        stage.write(self.id, files, offset, parts, &|o, b| {
-            self.map_read(o, b);
-            Ok(())
-        })
+        stage.write(self.id, files, offset, parts, &|o, b| self.map_read(o, b))
     }
 
     /// `[offset, offset + len)` checked to lie inside the segment, as the (offset, length)

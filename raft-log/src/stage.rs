@@ -260,8 +260,11 @@ impl Stage {
         let ring = self.ring()?;
         let mut at = offset;
         for p in parts {
-            // SAFETY: these slots alias file bytes below `low` (made so above), which no
-            // reader and no write-out touches; the one writer is this call (module docs).
+            // SAFETY: past `high` these slots alias file bytes below `low` (made so above),
+            // which no reader and no write-out touches; the one writer is this call (module
+            // docs). Below `high` (a rewrite after a truncation) they hold bytes past the
+            // log's append position, which readers do not read, and a write-out reading them
+            // meanwhile leaves them dirty (`rewrite_min`).
             unsafe { ring.copy_in(at, p) };
             at += p.len() as u64;
         }
