@@ -290,3 +290,18 @@ fn a_segment_with_a_stage_writes_reads_and_syncs_through_it() {
     assert_eq!(std::fs::read(&path).unwrap()[3010..3020], [9; 10]);
     assert_eq!(std::fs::read(&path).unwrap()[10..3010], a);
 }
+
+#[test]
+fn the_streaming_copy_copies_every_byte_at_any_alignment() {
+    let src = pattern(3, 70_000);
+    for n in [0, 1, 4095, 4096, 4097, 5000, 8191, 65_549] {
+        for skew in [0, 1, 7, 15, 16, 63] {
+            let mut dst = vec![0xEEu8; n + 128];
+            // SAFETY: both ranges are inside their vectors and do not overlap.
+            unsafe { stream_copy(src[skew..].as_ptr(), dst[skew + 1..].as_mut_ptr(), n) };
+            assert!(dst[skew + 1..skew + 1 + n] == src[skew..skew + n], "{n} at {skew}");
+            assert!(dst[..skew + 1].iter().all(|b| *b == 0xEE), "{n} at {skew}: before");
+            assert!(dst[skew + 1 + n..].iter().all(|b| *b == 0xEE), "{n} at {skew}: after");
+        }
+    }
+}
