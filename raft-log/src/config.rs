@@ -114,8 +114,8 @@ pub struct LogConfig {
     /// Bytes of memory the newest appends are copied into, and written from to the segment
     /// around the OS page cache (`O_DIRECT`) by the flush that makes them durable; reads of
     /// them come from it (see `stage.rs`). 0: appends go through the page cache (so they do
-    /// where `O_DIRECT` is refused, e.g. tmpfs, and under `async` flush). Per node. Default 16777216 (16 MiB); 0, or
-    /// 1048576..=1073741824 in multiples of 4096.
+    /// where `O_DIRECT` is refused, e.g. tmpfs, and under `async` flush). Per node. Default
+    /// 16777216 (16 MiB); 0, or 1048576..=1073741824 in multiples of 4096.
     pub write_stage_bytes: u64,
 }
 
