@@ -299,9 +299,18 @@ fn the_streaming_copy_copies_every_byte_at_any_alignment() {
             let mut dst = vec![0xEEu8; n + 128];
             // SAFETY: both ranges are inside their vectors and do not overlap.
             unsafe { stream_copy(src[skew..].as_ptr(), dst[skew + 1..].as_mut_ptr(), n) };
-            assert!(dst[skew + 1..skew + 1 + n] == src[skew..skew + n], "{n} at {skew}");
-            assert!(dst[..skew + 1].iter().all(|b| *b == 0xEE), "{n} at {skew}: before");
-            assert!(dst[skew + 1 + n..].iter().all(|b| *b == 0xEE), "{n} at {skew}: after");
+            assert!(
+                dst[skew + 1..skew + 1 + n] == src[skew..skew + n],
+                "{n} at {skew}"
+            );
+            assert!(
+                dst[..skew + 1].iter().all(|b| *b == 0xEE),
+                "{n} at {skew}: before"
+            );
+            assert!(
+                dst[skew + 1 + n..].iter().all(|b| *b == 0xEE),
+                "{n} at {skew}: after"
+            );
         }
     }
 }
