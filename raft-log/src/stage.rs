@@ -12,8 +12,9 @@
 //! modulo the ring's size; `[low, clean_end)` is on disk as in the ring, `[clean_end, high)`
 //! only here. Reads of `[low, high)` come from the ring; below `low` the file is the truth (the
 //! ring wrote it out before `low` passed it), and so it is at and above `high`, where nothing
-//! was written through the stage. `high` is the end of the owner's latest write, which the
-//! zero-ahead thread keeps below (`zero_ahead.rs`; with a stage it zeroes whole blocks only).
+//! was written through the stage. `high` is the end of the owner's latest write; the zero-ahead
+//! thread writes only past it (`zero_ahead.rs`), and with a stage only from the next whole
+//! block on. `LogStore::open` gives a stage to `sync` nodes only (see `write-stage-bytes`).
 //!
 //! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
 //! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the
