@@ -1,4 +1,6 @@
-//! [`DropBehind`]: keeps the page cache of the CommitLog to its newest `log-cache-bytes`.
+//! [`DropBehind`]: keeps the page cache of the CommitLog to its newest `log-cache-bytes` (with a
+//! write stage, whose appends leave no pages, to half the stage if less:
+//! [`crate::config::LogConfig::cached_read_bytes`]).
 //!
 //! Every byte a node appends goes into a page-cache page. Left alone, the kernel keeps those
 //! pages until memory runs short, so the log's cache grows to fill the free memory, and each

@@ -23,7 +23,6 @@ use crate::env::PAGE_BYTES;
 use crate::env::ZEROS;
 use crate::stage::Files;
 use crate::stage::Stage;
-use crate::stage::BLOCK;
 
 /// A segment file, always read through a shared mapping and written with pwrite (unless
 /// [`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4, 2 cores):
@@ -154,18 +153,6 @@ impl SegmentFile for MmapSegment {
         let n = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "zero range"))?;
         check_range(offset, n, self.len)?;
-        // With a stage, the block holding the last write's end is the stage's: its next
-        // write-out rewrites it whole, which a page written back later would undo.
-        let (offset, len, n) = match &self.stage {
-            Some(_) => {
-                let from = offset.next_multiple_of(BLOCK).min(offset + len);
-                (from, offset + len - from, (offset + len - from) as usize)
-            }
-            None => (offset, len, n),
-        };
-        if n == 0 {
-            return Ok(());
-        }
         let mut parts = Vec::with_capacity(n.div_ceil(ZEROS.len()));
         let mut left = n;
         while left > 0 {

@@ -106,11 +106,14 @@
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
-//! **Write method** (measured on ext4, see `fs_segment.rs`): under both policies the records of one
+//! **Write method** (measured on ext4, see `fs_segment.rs`): under `async` the records of one
 //! append call are written with one `pwrite` and flushed with `fdatasync` (storing into fresh
-//! mapped pages costs a zero-fill and two faults per page). Readers read through the
+//! mapped pages costs a zero-fill and two faults per page); under `sync` they are copied into
+//! the write stage (`stage.rs`, a ring in memory, `ring.rs`), which the flush writes out with
+//! `O_DIRECT` before its `fdatasync`. Readers read the stage for what it holds, else the
 //! mapping (one page cache), except bytes below the end of the pages dropped behind the
-//! flushed end (`log-cache-bytes`), which `cold_read.rs` reads with `O_DIRECT` in 2 MiB chunks.
+//! flushed end (`log-cache-bytes`, or half the stage if less), which `cold_read.rs` reads with
+//! `O_DIRECT` in 2 MiB chunks.
 //!
 //! **Known limits.** Open validates (CRCs included) only the records past the flush checkpoint
 //! and those below the first record the `raft-index` file holds; below the checkpoint the
@@ -154,6 +157,7 @@ mod pinned;
 mod prealloc;
 mod recent;
 mod recovery;
+mod ring;
 mod segments;
 mod shared;
 mod state;

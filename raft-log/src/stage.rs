@@ -13,8 +13,7 @@
 //! only here. Reads of `[low, high)` come from the ring; below `low` the file is the truth (the
 //! ring wrote it out before `low` passed it), and so it is at and above `high`, where nothing
 //! was written through the stage. `high` is the end of the owner's latest write; the zero-ahead
-//! thread writes only past it (`zero_ahead.rs`), and with a stage only from the next whole
-//! block on. `LogStore::open` gives a stage to `sync` nodes only (see `write-stage-bytes`).
+//! thread writes only past it, from the next whole page on (`zero_ahead.rs`). `LogStore::open` gives a stage to `sync` nodes only (see `write-stage-bytes`).
 //!
 //! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
 //! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the
@@ -36,11 +35,8 @@
 //! `low`, past `high`, or over half the ring: recovery's and a truncation's zeros) writes the
 //! owner's bytes out, releases the ring, and goes through the page cache as before.
 
-use std::alloc::Layout;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,150 +45,14 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 use parking_lot::RwLock;
 
-/// Alignment and unit of a write-out (`O_DIRECT` wants the device's logical block).
-pub(crate) const BLOCK: u64 = 4096;
+use crate::ring::Ring;
+use crate::ring::BLOCK;
+use crate::vectored::write_all_iovecs;
+
 /// Smallest stage accepted (`write-stage-bytes`).
 pub const MIN_STAGE_BYTES: u64 = 1 << 20;
 /// Largest stage accepted.
 pub const MAX_STAGE_BYTES: u64 = 1 << 30;
-
-/// Memory of `len` bytes aligned to [`BLOCK`], read and written through raw pointers.
-struct Ring {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the ring is plain memory; who touches which bytes when is the stage's protocol
-// (module docs), enforced by its locks.
-unsafe impl Send for Ring {}
-// SAFETY: as above.
-unsafe impl Sync for Ring {}
-
-impl Ring {
-    fn new(len: usize) -> io::Result<Ring> {
-        let layout = Layout::from_size_align(len, BLOCK as usize)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: `len` is nonzero (the stage's size, or BLOCK) and the layout valid.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        NonNull::new(ptr)
-            .map(|ptr| Ring { ptr, len })
-            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "write stage"))
-    }
-
-    /// The ring's two pieces (the second empty unless it wraps) of file bytes `[at, at+len)`,
-    /// as (slot, length); `len` is at most the ring's length.
-    fn pieces(&self, at: u64, len: usize) -> [(usize, usize); 2] {
-        let slot = (at % self.len as u64) as usize;
-        let first = len.min(self.len - slot);
-        [(slot, first), (0, len - first)]
-    }
-
-    /// Copies `data` into the slots of `[at, at + data.len())`.
-    ///
-    /// # Safety
-    /// No one else reads or writes those slots meanwhile.
-    unsafe fn copy_in(&self, at: u64, data: &[u8]) {
-        let mut done = 0;
-        for (slot, n) in self.pieces(at, data.len()) {
-            // SAFETY: slot + n <= len (pieces), and the caller owns the slots.
-            unsafe { stream_copy(data.as_ptr().add(done), self.ptr.as_ptr().add(slot), n) };
-            done += n;
-        }
-    }
-
-    /// Copies the slots of `[at, at + buf.len())` into `buf`.
-    ///
-    /// # Safety
-    /// No one writes those slots meanwhile.
-    unsafe fn copy_out(&self, at: u64, buf: &mut [u8]) {
-        let mut done = 0;
-        for (slot, n) in self.pieces(at, buf.len()) {
-            // SAFETY: slot + n <= len (pieces); no writer, per the caller.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    self.ptr.as_ptr().add(slot),
-                    buf.as_mut_ptr().add(done),
-                    n,
-                )
-            };
-            done += n;
-        }
-    }
-
-    /// The iovecs of the slots of `[at, at + len)`, for the kernel to read.
-    fn iovecs(&self, at: u64, len: usize) -> impl Iterator<Item = libc::iovec> + '_ {
-        self.pieces(at, len)
-            .into_iter()
-            .filter(|p| p.1 > 0)
-            .map(|(slot, n)| libc::iovec {
-                // SAFETY: slot < len: inside the allocation.
-                iov_base: unsafe { self.ptr.as_ptr().add(slot) }.cast(),
-                iov_len: n,
-            })
-    }
-}
-
-/// Copies below this many bytes go through the cache as usual.
-const STREAM_MIN: usize = 4096;
-
-/// `copy_nonoverlapping` of `n` bytes, with non-temporal stores (around the CPU's caches) on
-/// x86-64 from [`STREAM_MIN`] bytes on. What the ring holds is next read by the disk's DMA
-/// (the write-out), not by the CPU: filling cache lines for it first (a read for ownership
-/// per line, and the lines evicted later) made the copy 9% of a follower's samples at
-/// batch-32 (BENCHMARKS, thirty-first sitting).
-///
-/// # Safety
-/// As `copy_nonoverlapping`: `src` readable and `dst` writable for `n` bytes, not overlapping.
-unsafe fn stream_copy(src: *const u8, dst: *mut u8, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if n >= STREAM_MIN {
-        use std::arch::x86_64::__m128i;
-        use std::arch::x86_64::_mm_loadu_si128;
-        use std::arch::x86_64::_mm_sfence;
-        use std::arch::x86_64::_mm_stream_si128;
-        let head = dst.align_offset(16).min(n);
-        // SAFETY: the caller's contract; `head <= n`.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
-        let mut i = head;
-        while i + 64 <= n {
-            // SAFETY: [i, i + 64) lies within both ranges; `dst + i` is 16-byte aligned (i
-            // starts at the aligning offset and grows by 64); unaligned loads are allowed.
-            // SSE2 is part of x86-64.
-            unsafe {
-                let s = src.add(i) as *const __m128i;
-                let d = dst.add(i) as *mut __m128i;
-                let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
-                let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
-                _mm_stream_si128(d, a);
-                _mm_stream_si128(d.add(1), b);
-                _mm_stream_si128(d.add(2), c);
-                _mm_stream_si128(d.add(3), e);
-            }
-            i += 64;
-        }
-        // SAFETY: the rest of both ranges. The fence orders the streamed stores before every
-        // later store (the lock release that publishes them).
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i);
-            _mm_sfence();
-        }
-        return;
-    }
-    // SAFETY: the caller's contract.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout (valid then, so valid now).
-        unsafe {
-            std::alloc::dealloc(
-                self.ptr.as_ptr(),
-                Layout::from_size_align_unchecked(self.len, BLOCK as usize),
-            )
-        };
-    }
-}
 
 /// Where the ring stands (module docs).
 #[derive(Default)]
@@ -289,11 +149,10 @@ impl Stage {
             // above goes to the file first.
             self.flush(id)?;
         }
-        let clean = self.meta.read().clean_end;
         // Room: the slots of [offset, end) hold [offset - bytes, end - bytes) now.
         let need = end.saturating_sub(self.bytes).next_multiple_of(BLOCK);
         if need > low {
-            if clean < need {
+            if self.meta.read().clean_end < need {
                 self.flush(id)?;
             }
             let mut m = self.meta.write();
@@ -451,26 +310,24 @@ impl Stage {
             if block.is_none() {
                 *block = Some(Ring::new(BLOCK as usize)?);
             }
-            let Some(b) = block.as_ref() else {
+            let Some(b) = block.as_mut() else {
                 return Err(io::Error::other("write stage block"));
             };
-            // SAFETY: `b` is this call's (under `io`), BLOCK bytes long.
-            let tail = unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), BLOCK as usize) };
+            let tail = b.bytes_mut();
             let n = (high - full) as usize;
             // SAFETY: [full, high) is below `high`, which no append touches (module docs).
             unsafe { ring.copy_out(full, &mut tail[..n]) };
             tail[n..].fill(0);
-            iov.push(libc::iovec {
-                iov_base: b.ptr.as_ptr().cast(),
-                iov_len: BLOCK as usize,
-            });
+            iov.extend(b.iovecs(0, BLOCK as usize));
         }
-        let bytes = match write_iovecs(&files.direct, start, &mut iov.clone()) {
+        // SAFETY (both calls): the iovecs point into the ring, or into `block`, which this
+        // call holds; neither is freed meanwhile, and the kernel only reads them.
+        let bytes = match unsafe { write_all_iovecs(&files.direct, start, &mut iov.clone()) } {
             // A file system that opens with O_DIRECT but refuses this write: the same bytes
             // through the page cache (the fdatasync after covers them either way).
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 tracing::debug!(error = %e, "direct write refused; writing through the page cache");
-                write_iovecs(&files.plain, start, &mut iov)?
+                unsafe { write_all_iovecs(&files.plain, start, &mut iov) }?
             }
             r => r?,
         };
@@ -479,56 +336,6 @@ impl Stage {
         m.clean_end = high.min(m.rewrite_min);
         Ok(())
     }
-}
-
-/// `pwritev` of all of `iov` at `offset` (continuing after short writes and `EINTR`);
-/// returns the bytes written.
-fn write_iovecs(file: &File, offset: u64, iov: &mut [libc::iovec]) -> io::Result<u64> {
-    let mut at = offset;
-    let mut first = 0;
-    while first < iov.len() {
-        let off = libc::off64_t::try_from(at)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write offset too large"))?;
-        let rest = &iov[first..];
-        // SAFETY: every iovec points into memory of the stage that stays allocated and that no
-        // one frees meanwhile; the kernel only reads it. The descriptor is owned by `file`.
-        let n = unsafe {
-            libc::pwritev64(
-                file.as_raw_fd(),
-                rest.as_ptr(),
-                rest.len() as libc::c_int,
-                off,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "pwritev wrote nothing",
-            ));
-        }
-        let mut left = n as usize;
-        at += left as u64;
-        while left > 0 {
-            let v = &mut iov[first];
-            if left >= v.iov_len {
-                left -= v.iov_len;
-                first += 1;
-            } else {
-                // SAFETY: advancing inside the same piece of memory.
-                v.iov_base = unsafe { v.iov_base.cast::<u8>().add(left) }.cast();
-                v.iov_len -= left;
-                left = 0;
-            }
-        }
-    }
-    Ok(at - offset)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::path::Path;
 use super::*;
 use crate::env::Env;
 use crate::fs_env::FsEnv;
+use crate::ring::stream_copy;
 
 const CAP: u64 = 1 << 20;
 
@@ -46,6 +47,15 @@ struct Seg {
 }
 
 impl Seg {
+    /// Segment `id` of `stage`, a new file at `path`.
+    fn new(stage: &Arc<Stage>, id: u64, path: &Path) -> Seg {
+        Seg {
+            stage: stage.clone(),
+            id,
+            files: files(path),
+        }
+    }
+
     fn write(&self, offset: u64, data: &[u8]) -> bool {
         let plain = self.files.plain.clone();
         let seed = move |o: u64, b: &mut [u8]| plain.read_exact_at(b, o);
@@ -80,11 +90,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 fn bytes_are_read_from_the_stage_until_written_out_then_from_the_file() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(64 << 10));
-    let s = Seg {
-        stage: stage.clone(),
-        id: 1,
-        files: files(&d.path().join("a")),
-    };
+    let s = Seg::new(&stage, 1, &d.path().join("a"));
     let a = pattern(1, 5000);
     assert!(s.write(100, &a));
     assert_eq!(s.read(100, a.len()), a);
@@ -109,11 +115,7 @@ fn bytes_are_read_from_the_stage_until_written_out_then_from_the_file() {
 fn the_ring_wraps_writing_out_what_it_reuses() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(4 * BLOCK));
-    let s = Seg {
-        stage: stage.clone(),
-        id: 7,
-        files: files(&d.path().join("a")),
-    };
+    let s = Seg::new(&stage, 7, &d.path().join("a"));
     let mut all = Vec::new();
     let mut at = 0u64;
     for i in 0..40 {
@@ -134,11 +136,7 @@ fn the_ring_wraps_writing_out_what_it_reuses() {
 fn a_rewrite_below_the_end_is_written_out_again() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(64 << 10));
-    let s = Seg {
-        stage: stage.clone(),
-        id: 3,
-        files: files(&d.path().join("a")),
-    };
+    let s = Seg::new(&stage, 3, &d.path().join("a"));
     assert!(s.write(0, &pattern(1, 10_000)));
     stage.flush(3).unwrap();
     // A truncation back to 6000 writes zeros there, then new appends.
@@ -155,16 +153,8 @@ fn a_rewrite_below_the_end_is_written_out_again() {
 fn handing_the_ring_over_writes_the_old_owners_bytes_out() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(64 << 10));
-    let a = Seg {
-        stage: stage.clone(),
-        id: 1,
-        files: files(&d.path().join("a")),
-    };
-    let b = Seg {
-        stage: stage.clone(),
-        id: 2,
-        files: files(&d.path().join("b")),
-    };
+    let a = Seg::new(&stage, 1, &d.path().join("a"));
+    let b = Seg::new(&stage, 2, &d.path().join("b"));
     assert!(a.write(0, &pattern(1, 3000)));
     // b starts mid-block: the block's head is read from b's file.
     b.files.plain.write_all_at(&pattern(5, 10), 4096).unwrap();
@@ -184,11 +174,7 @@ fn handing_the_ring_over_writes_the_old_owners_bytes_out() {
 fn writes_that_do_not_continue_the_ring_go_around_it() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(64 << 10));
-    let s = Seg {
-        stage: stage.clone(),
-        id: 4,
-        files: files(&d.path().join("a")),
-    };
+    let s = Seg::new(&stage, 4, &d.path().join("a"));
     assert!(s.write(8192, &pattern(1, 100)));
     // A gap past the end, one below the ring's start, and one over half the ring.
     assert!(!s.write(20_000, &pattern(2, 10)));
@@ -212,11 +198,7 @@ fn writes_that_do_not_continue_the_ring_go_around_it() {
 fn readers_see_every_append_while_the_flusher_writes_out() {
     let d = tempfile::tempdir().unwrap();
     let stage = Arc::new(Stage::new(8 * BLOCK));
-    let s = Arc::new(Seg {
-        stage: stage.clone(),
-        id: 9,
-        files: files(&d.path().join("a")),
-    });
+    let s = Arc::new(Seg::new(&stage, 9, &d.path().join("a")));
     let end = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let byte = |i: u64| ((i * 7 + i / 4096) % 253) as u8;
@@ -273,8 +255,8 @@ fn a_segment_with_a_stage_writes_reads_and_syncs_through_it() {
     let mut buf = vec![0u8; 3000];
     seg.read_at(10, &mut buf).unwrap();
     assert_eq!(buf, a);
-    // Zeros ahead start at the next whole block, which the stage does not hold.
-    seg.zero_fill(3010, 10_000).unwrap();
+    // Zeros ahead, as the zero-ahead thread writes them: from the next whole page on.
+    seg.zero_fill(4096, 10_000).unwrap();
     seg.sync_range(10, 3000).unwrap();
     let on_file = std::fs::read(&path).unwrap();
     assert_eq!(on_file[10..3010], a);

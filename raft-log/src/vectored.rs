@@ -12,23 +12,50 @@ const MAX_SLICES: usize = 1024;
 /// Writes `parts` back to back at `offset` of `file`, all of them (short writes and `EINTR`
 /// continue where they stopped).
 pub(crate) fn write_all_vectored_at(file: &File, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
-    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
-    let mut offset = offset;
-    let mut first = 0;
-    while first < parts.len() {
-        let iov: Vec<libc::iovec> = parts[first..(first + MAX_SLICES).min(parts.len())]
+    let mut at = offset;
+    for chunk in parts.chunks(MAX_SLICES) {
+        let mut iov: Vec<libc::iovec> = chunk
             .iter()
+            .filter(|p| !p.is_empty())
             .map(|p| libc::iovec {
                 iov_base: p.as_ptr() as *mut libc::c_void,
                 iov_len: p.len(),
             })
             .collect();
-        let at = libc::off64_t::try_from(offset)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write offset too large"))?;
         // SAFETY: every iovec points into a slice of `parts`, alive and unchanged until the
-        // call returns; the count is the vector's length (<= IOV_MAX); the kernel only reads
-        // them. The descriptor is owned by `file`.
-        let n = unsafe { libc::pwritev64(file.as_raw_fd(), iov.as_ptr(), iov.len() as i32, at) };
+        // call returns.
+        at += unsafe { write_all_iovecs(file, at, &mut iov) }?;
+    }
+    Ok(())
+}
+
+/// `pwritev` of all of `iov` (at most [`MAX_SLICES`], none empty) at `offset` of `file`,
+/// continuing after short writes and `EINTR`; returns the bytes written. The iovecs are
+/// advanced past what was written.
+///
+/// # Safety
+/// Every iovec points to memory readable for its length until this returns.
+pub(crate) unsafe fn write_all_iovecs(
+    file: &File,
+    offset: u64,
+    iov: &mut [libc::iovec],
+) -> io::Result<u64> {
+    let mut at = offset;
+    let mut first = 0;
+    while first < iov.len() {
+        let off = libc::off64_t::try_from(at)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write offset too large"))?;
+        let rest = &iov[first..];
+        // SAFETY: the caller's contract for the memory; the count is the slice's length
+        // (<= IOV_MAX) and the kernel only reads it. The descriptor is owned by `file`.
+        let n = unsafe {
+            libc::pwritev64(
+                file.as_raw_fd(),
+                rest.as_ptr(),
+                rest.len() as libc::c_int,
+                off,
+            )
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -42,20 +69,22 @@ pub(crate) fn write_all_vectored_at(file: &File, offset: u64, parts: &[&[u8]]) -
                 "pwritev wrote nothing",
             ));
         }
-        let mut written = n as usize;
-        offset += written as u64;
-        while written > 0 {
-            let p = parts[first];
-            if written >= p.len() {
-                written -= p.len();
+        let mut left = n as usize;
+        at += left as u64;
+        while left > 0 {
+            let v = &mut iov[first];
+            if left >= v.iov_len {
+                left -= v.iov_len;
                 first += 1;
             } else {
-                parts[first] = &p[written..];
-                written = 0;
+                // SAFETY: advancing inside the same piece of memory.
+                v.iov_base = unsafe { v.iov_base.cast::<u8>().add(left) }.cast();
+                v.iov_len -= left;
+                left = 0;
             }
         }
     }
-    Ok(())
+    Ok(at - offset)
 }
 
 #[cfg(test)]

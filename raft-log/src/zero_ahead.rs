@@ -32,6 +32,7 @@ use parking_lot::Condvar;
 use parking_lot::Mutex;
 
 use crate::env::SegmentFile;
+use crate::env::PAGE_BYTES;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::shared::join_thread;
@@ -208,7 +209,15 @@ fn zero_loop(shared: &(Mutex<State>, Condvar)) {
                     _ => cv.wait(&mut s),
                 }
             };
-            let (from, to) = (s.floor, (s.floor + CHUNK).min(s.want));
+            // From the next whole page: the one holding the floor also holds the last write's
+            // end (written, so nothing to convert), and a write stage writes it out again
+            // whole (`stage.rs`), which zeros written back after would undo.
+            let from = (start + (s.floor - start).next_multiple_of(PAGE_BYTES)).min(s.want);
+            let to = (from + CHUNK).min(s.want);
+            if from == to {
+                s.floor = s.want;
+                continue;
+            }
             s.busy = Some((s.generation, from, to));
             (s.generation, file, from - start, to - from)
         };
