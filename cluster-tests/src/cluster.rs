@@ -244,12 +244,17 @@ impl TestCluster {
         Ok((leader, follower))
     }
 
-    /// Waits until every running node applied the leader's committed index (converged).
+    /// Waits until every running node applied everything the leader holds (converged).
+    ///
+    /// The target is the leader's last log index, not its committed index: a leader elected
+    /// after a restart starts from the committed id it recovered, which a `sync` node writes
+    /// behind (up to 100 ms), so until it commits an entry of its own term its committed
+    /// index can lie below what the cluster had committed before the crash.
     pub async fn wait_converged(&self, timeout: Duration) -> anyhow::Result<()> {
         let leader = self.wait_leader().await?;
         let end = Instant::now() + timeout;
         loop {
-            let target = self.node(leader).raft_metrics_committed();
+            let target = self.node(leader).core().raft_metrics().last_log_index;
             let mut behind = Vec::new();
             for n in self.nodes.iter().flatten() {
                 let applied = n.store().watermarks().applied.map(|l| l.index);

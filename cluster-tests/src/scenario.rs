@@ -135,8 +135,9 @@ impl Outcome {
     }
 }
 
-/// Waits until every node in `nodes` reports an applied index at least the committed index of
-/// the leader they agree on.
+/// Waits until every node in `nodes` reports an applied index at least the last log index of
+/// the leader they agree on (its committed index may still lag right after an election; see
+/// `TestCluster::wait_converged`).
 pub async fn wait_converged_status(
     client: &Client,
     nodes: &[(u64, String)],
@@ -145,7 +146,7 @@ pub async fn wait_converged_status(
     let end = tokio::time::Instant::now() + timeout;
     loop {
         let mut applied = Vec::new();
-        let mut leader_commit = None;
+        let mut leader_end = None;
         let mut leaders = Vec::new();
         for (id, addr) in nodes {
             let Ok(st) = client.cluster_status_from(addr).await else {
@@ -157,17 +158,17 @@ pub async fn wait_converged_status(
                 let w = me.watermarks.unwrap_or_default();
                 applied.push((*id, w.applied_index));
                 if st.leader_id == Some(*id) {
-                    leader_commit = w.committed_index;
+                    leader_end = w.appended_index;
                 }
             }
         }
         let agreed = leaders.windows(2).all(|w| w[0] == w[1]) && leaders.len() == nodes.len();
-        if agreed && leader_commit.is_some() && applied.iter().all(|(_, a)| *a >= leader_commit) {
+        if agreed && leader_end.is_some() && applied.iter().all(|(_, a)| *a >= leader_end) {
             return Ok(());
         }
         if tokio::time::Instant::now() > end {
             anyhow::bail!(
-                "not converged within {timeout:?}: leaders {leaders:?}, commit {leader_commit:?}, applied {applied:?}"
+                "not converged within {timeout:?}: leaders {leaders:?}, leader log end {leader_end:?}, applied {applied:?}"
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
