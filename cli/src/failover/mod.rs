@@ -274,7 +274,7 @@ async fn create_topic(admin: &Client, topic: &str, queues: u32) -> anyhow::Resul
     }
 }
 
-/// Restarts every stopped node and waits until all have applied the same index.
+/// Restarts every stopped node and waits until all have applied everything the leader holds.
 async fn settle(run: &Run) -> anyhow::Result<()> {
     for n in run.manifest().nodes {
         // Up to three starts: a start can fail (e.g. the port of a just-killed process).
@@ -301,8 +301,15 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
     loop {
         let view = crate::status::gather_local(&m).await?;
         let applied: Vec<Option<u64>> = view.nodes.iter().map(|n| n.applied).collect();
+        // The leader's whole log, not only the highest committed index reported: a node
+        // restarted with every other one starts from the committed id it recovered (written
+        // behind, so possibly stale), and so does a leader until it commits in its own term.
+        let leader_end = (view.nodes.iter())
+            .find(|n| view.leader_id == Some(n.id))
+            .and_then(|n| n.appended);
         let committed = view.nodes.iter().filter_map(|n| n.committed).max();
-        if applied.iter().all(|a| a.is_some() && *a >= committed) {
+        let target = committed.max(leader_end);
+        if leader_end.is_some() && applied.iter().all(|a| a.is_some() && *a >= target) {
             return Ok(());
         }
         if Instant::now() >= deadline {
