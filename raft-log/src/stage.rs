@@ -13,7 +13,8 @@
 //! only here. Reads of `[low, high)` come from the ring; below `low` the file is the truth (the
 //! ring wrote it out before `low` passed it), and so it is at and above `high`, where nothing
 //! was written through the stage. `high` is the end of the owner's latest write; the zero-ahead
-//! thread writes only past it, from the next whole page on (`zero_ahead.rs`). `LogStore::open` gives a stage to `sync` nodes only (see `write-stage-bytes`).
+//! thread writes only past it, from the next whole page on (`zero_ahead.rs`). `LogStore::open`
+//! gives a stage to `sync` nodes only (see `write-stage-bytes`).
 //!
 //! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
 //! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the

@@ -301,15 +301,14 @@ async fn settle(run: &Run) -> anyhow::Result<()> {
     loop {
         let view = crate::status::gather_local(&m).await?;
         let applied: Vec<Option<u64>> = view.nodes.iter().map(|n| n.applied).collect();
-        // The leader's whole log, not only the highest committed index reported: a node
-        // restarted with every other one starts from the committed id it recovered (written
-        // behind, so possibly stale), and so does a leader until it commits in its own term.
+        // The leader's whole log (it holds every committed entry), not the highest committed
+        // index reported: a node restarted with every other one starts from the committed id
+        // it recovered (written behind, so possibly stale), and so does a leader until it
+        // commits in its own term.
         let leader_end = (view.nodes.iter())
             .find(|n| view.leader_id == Some(n.id))
             .and_then(|n| n.appended);
-        let committed = view.nodes.iter().filter_map(|n| n.committed).max();
-        let target = committed.max(leader_end);
-        if leader_end.is_some() && applied.iter().all(|a| a.is_some() && *a >= target) {
+        if leader_end.is_some() && applied.iter().all(|a| *a >= leader_end) {
             return Ok(());
         }
         if Instant::now() >= deadline {
