@@ -62,6 +62,12 @@ impl<'a> Identity<'a> {
         Some(Identity { kind, producer, id })
     }
 
+    /// True for a producer id and sequence (the dedup window indexes those by producer),
+    /// false for a client message id.
+    pub fn is_sequence(&self) -> bool {
+        self.kind == 'p'
+    }
+
     /// Appends [`dedup_key`]'s key for a message of `topic`:
     /// `{kind}{topic.len()}:{topic}{producer.len()}:{producer}{id}`, built without the
     /// formatting machinery (apply derives one per identified message on every node).

@@ -15,8 +15,13 @@ use crate::types::QueueId;
 use crate::types::QueueOffset;
 use crate::types::TimestampMs;
 use form::WindowRepr;
+use runs::Found;
+use runs::Runs;
+use runs::NO_PRODUCER;
 
+mod check;
 mod form;
+mod runs;
 
 /// The window's bounds as the leader stamps them into a `SendBatch` entry (so apply reads no
 /// node-local setting and every replica evicts alike).
@@ -51,6 +56,9 @@ struct Slot {
     /// Absolute position of the key's first byte (see [`DedupWindow::keys_base`]).
     key_at: u64,
     key_len: u32,
+    /// The producer of a sequence key in [`DedupWindow::runs`] ([`NO_PRODUCER`]: another
+    /// key, in the table alone).
+    producer: u32,
     send: StoredSend,
 }
 
@@ -58,7 +66,10 @@ struct Slot {
 /// where the lookup left it, at the end of the window's keys.
 #[derive(Debug)]
 pub struct Unseen {
-    hash: u64,
+    /// `None`: a sequence key not hashed (its producer had nothing in the table).
+    hash: Option<u64>,
+    /// A sequence key's prefix length and sequence ([`runs::sequence_of`]).
+    seq: Option<(usize, u64)>,
     key_at: u64,
     key_len: u32,
     /// Which lookup of its window made it ([`DedupWindow::lookups`]).
@@ -67,17 +78,18 @@ pub struct Unseen {
 
 /// Recently applied identified sends by dedup key ([`super::dedup_key`]).
 ///
-/// Invariant: `by_key` holds one position per send of `order` under its key's hash, the low
-/// 32 bits of `seq`, the send's position counted from `first_seq` (keys are unique: a hit is
-/// not remembered again), plus the positions of evicted sends (`seq < first_seq`, never a
-/// match); live and evicted positions together are far fewer than 2^32 (at most twice the
-/// sends held plus 65, and `max-entries` is at most 10 million), so 32 bits tell them
-/// apart; `order` is in apply order, and so are the keys in `keys`, each send's key at its
-/// `key_at`. The table holds positions, not keys, so each key is stored once and hashed once
-/// on insert. Eviction leaves its position in the table (a random probe per evicted send was
-/// most of `expire`'s cost: apply looks up, remembers and evicts one send per identified
-/// message on every node); once evicted positions outnumber the live ones, one sequential
-/// pass drops them all.
+/// Invariant: each send of `order` (in apply order; a send's *position* is its index plus
+/// `first_seq`) is found by its key in exactly one of two indexes (keys are unique: a hit is
+/// not remembered again). A sequence key (producer id and sequence) whose sequence is above
+/// its producer's last one in `runs` is there ([`runs`]); every other key is in the table
+/// `by_key`, which holds the low 32 bits of its position under the key's hash, plus the
+/// positions of evicted sends (below `first_seq`, never a match). `table_live` counts the
+/// table's live positions. Evicted positions are dropped before they are 2^31 positions
+/// old, and `max-entries` is at most 10 million, so 32 bits tell live from evicted. The keys
+/// are in `keys` in apply order, each send's at its `key_at`. The table holds positions, not
+/// keys, so each key is stored once and hashed once on insert. Eviction leaves its position
+/// in the table (a random probe per evicted send was most of `expire`'s cost); once evicted
+/// positions outnumber the live ones, one sequential pass drops them all.
 ///
 /// The keys live end to end in one string rather than one allocation each, and a lookup
 /// builds its key in place at the end of it (the *tentative* key, past `keys_end`), where
@@ -88,7 +100,12 @@ pub struct Unseen {
 #[serde(from = "WindowRepr", into = "WindowRepr")]
 pub struct DedupWindow {
     order: VecDeque<Slot>,
+    runs: Runs,
     by_key: Positions,
+    /// Live sends in `by_key`.
+    table_live: usize,
+    /// `first_seq` at the last pass over `by_key` that dropped the evicted positions.
+    swept_at: u64,
     /// Sequence number of `order[0]`.
     first_seq: u64,
     /// The keys of `order`, oldest first, preceded by evicted keys not yet compacted away.
@@ -131,7 +148,7 @@ impl DedupWindow {
 
     /// The original result of the send with `key`, if remembered.
     pub fn get(&self, key: &str) -> Option<&StoredSend> {
-        let at = self.position(self.hasher.hash_one(key), key)?;
+        let at = self.find(key, runs::sequence_of(key), None).0?;
         Some(&self.order[at].send)
     }
 
@@ -184,17 +201,15 @@ impl DedupWindow {
         self.keys.truncate(end);
         write(&mut self.keys);
         let key = &self.keys[end..];
-        let hash = match hash {
-            Some(h) => {
-                debug_assert_eq!(h, self.hasher.hash_one(key), "hashed by this window");
-                h
-            }
-            None => self.hasher.hash_one(key),
-        };
-        match self.position(hash, key) {
-            Some(at) => Ok(&self.order[at].send),
-            None => Err(Unseen {
+        if let Some(h) = hash {
+            debug_assert_eq!(h, self.hasher.hash_one(key), "hashed by this window");
+        }
+        let seq = runs::sequence_of(key);
+        match self.find(key, seq, hash) {
+            (Some(at), _) => Ok(&self.order[at].send),
+            (None, hash) => Err(Unseen {
                 hash,
+                seq,
                 key_at: self.keys_end,
                 key_len: u32::try_from(key.len()).expect("a key joins 16-bit-length strings"),
                 lookup,
@@ -218,16 +233,25 @@ impl DedupWindow {
             );
             return;
         }
-        let seq = self.first_seq + self.order.len() as u64;
+        let pos = self.first_seq + self.order.len() as u64;
+        let key = &self.keys[self.index_in_keys(unseen.key_at)..];
+        let (producer, in_run) = match unseen.seq {
+            Some((prefix_len, seq)) => self.runs.place(&key[..prefix_len], seq, pos),
+            None => (NO_PRODUCER, false),
+        };
+        if !in_run {
+            let hash = (unseen.hash).unwrap_or_else(|| self.hasher.hash_one(key));
+            // The low 32 bits (see the type's invariant).
+            self.by_key.insert(hash, pos as u32);
+            self.table_live += 1;
+        }
         self.order.push_back(Slot {
             key_at: unseen.key_at,
             key_len: unseen.key_len,
+            producer,
             send,
         });
         self.keys_end = tail;
-        let hash = unseen.hash;
-        // The low 32 bits (see the type's invariant).
-        self.by_key.insert(hash, seq as u32);
     }
 
     /// Forgets the sends older than `params.window_ms` before `now_ms` (a leader timestamp);
@@ -269,48 +293,6 @@ impl DedupWindow {
         );
     }
 
-    /// Checks the invariant cheaply (see the type docs): as many keys as sends, and the
-    /// oldest and newest sends at their positions. Apply runs it in debug builds.
-    pub fn validate(&self) -> crate::error::Result<()> {
-        if self.by_key.len() < self.order.len() {
-            return Err(crate::error::StoreError::invalid(format!(
-                "dedup window: {} keys for {} sends",
-                self.by_key.len(),
-                self.order.len()
-            )));
-        }
-        let ends = [0, self.order.len().saturating_sub(1)];
-        self.check_positions(ends.into_iter().filter(|&i| i < self.order.len()))
-    }
-
-    /// [`validate`](Self::validate) for every send, and exactly one live position per send
-    /// (O(n): tests and tools).
-    pub fn validate_all(&self) -> crate::error::Result<()> {
-        self.validate()?;
-        let live = (self.by_key.iter())
-            .filter(|&pos| self.live_index(pos).is_some())
-            .count();
-        if live != self.order.len() {
-            return Err(crate::error::StoreError::invalid(format!(
-                "dedup window: {live} live keys for {} sends",
-                self.order.len()
-            )));
-        }
-        self.check_positions(0..self.order.len())
-    }
-
-    fn check_positions(&self, at: impl Iterator<Item = usize>) -> crate::error::Result<()> {
-        for i in at {
-            let key = self.key(i);
-            if self.position(self.hasher.hash_one(key), key) != Some(i) {
-                return Err(crate::error::StoreError::invalid(format!(
-                    "dedup window: key {key} is not at position {i}"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// The key of `order[i]`.
     fn key(&self, i: usize) -> &str {
         let s = &self.order[i];
@@ -323,12 +305,31 @@ impl DedupWindow {
         usize::try_from(at - self.keys_base).expect("keys hold what a window remembers")
     }
 
-    /// Index in `order` of the send with `key` (of hash `hash`).
-    fn position(&self, hash: u64, key: &str) -> Option<usize> {
+    /// Index in `order` of the send with `key` (`seq`: its [`runs::sequence_of`]), and the
+    /// key's hash if the table was probed (`hash`: computed already).
+    fn find(
+        &self,
+        key: &str,
+        seq: Option<(usize, u64)>,
+        hash: Option<u64>,
+    ) -> (Option<usize>, Option<u64>) {
+        if let Some((prefix_len, seq)) = seq {
+            match self.runs.find(&key[..prefix_len], seq) {
+                Found::At(pos) => {
+                    let i = pos.wrapping_sub(self.first_seq);
+                    let i = usize::try_from(i).ok().filter(|&i| i < self.order.len());
+                    debug_assert!(i.is_some(), "a run's send at {pos} is live");
+                    return (i, hash);
+                }
+                Found::Missing { in_table: false } => return (None, hash),
+                Found::Missing { in_table: true } => {}
+            }
+        }
+        let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key));
         let pos = self.by_key.find(hash, |pos| {
             self.live_index(pos).is_some_and(|i| self.key(i) == key)
-        })?;
-        self.live_index(pos)
+        });
+        (pos.and_then(|pos| self.live_index(pos)), Some(hash))
     }
 
     /// Index in `order` of the send at 32-bit position `pos`, or `None` for an evicted one.
@@ -337,16 +338,25 @@ impl DedupWindow {
     }
 
     fn pop_front(&mut self) {
-        if self.order.pop_front().is_some() {
-            self.first_seq += 1;
-            // Amortised: a pass over the table per as many evictions as it has live sends.
-            if self.evicted_positions() > self.order.len().max(64) {
-                let (first, len) = (self.first_seq, self.order.len());
-                self.by_key
-                    .retain(|pos| live_index(first, len, pos).is_some());
-            }
-            self.compact_keys();
+        let Some(slot) = self.order.pop_front() else {
+            return;
+        };
+        let pos = self.first_seq;
+        self.first_seq += 1;
+        let in_run = slot.producer != NO_PRODUCER && self.runs.evict(slot.producer, pos);
+        if !in_run {
+            self.table_live -= 1;
         }
+        // Amortised: a pass over the table per as many evictions as it has live sends, and
+        // before an evicted position is 2^31 positions old (see the type's invariant).
+        let evicted = self.evicted_positions();
+        if evicted > self.table_live.max(64) || (evicted > 0 && pos - self.swept_at >= 1 << 31) {
+            let (first, len) = (self.first_seq, self.order.len());
+            self.by_key
+                .retain(|pos| live_index(first, len, pos).is_some());
+            self.swept_at = self.first_seq;
+        }
+        self.compact_keys();
     }
 
     /// Drops the evicted keys from the front of `keys` once they are many (see
@@ -374,7 +384,7 @@ impl DedupWindow {
 
     /// Positions in `by_key` of sends already evicted.
     fn evicted_positions(&self) -> usize {
-        self.by_key.len().saturating_sub(self.order.len())
+        self.by_key.len().saturating_sub(self.table_live)
     }
 }
 

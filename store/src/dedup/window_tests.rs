@@ -36,6 +36,11 @@ fn key(i: u64) -> String {
     .expect("identity")
 }
 
+/// A client message id's key: in the window's table (a sequence key is in runs).
+fn uniq(i: u64) -> String {
+    dedup_key("t", &[(CLIENT_MESSAGE_ID_PROPERTY, &format!("id{i}"))]).expect("identity")
+}
+
 /// Apply's path: a miss hands back the key with its hash, remembered after an expiry; the
 /// next lookup of it is a hit with the stored result.
 #[test]
@@ -236,8 +241,8 @@ fn evicted_positions_never_match_and_are_dropped_in_passes() {
     let mut w = DedupWindow::default();
     for i in 0..1_000u64 {
         w.expire(i, p);
-        assert_eq!(w.get(&key(i)), None);
-        w.insert(&key(i), send(i, i));
+        assert_eq!(w.get(&uniq(i)), None);
+        w.insert(&uniq(i), send(i, i));
         // Live positions: the newest 100; evicted ones stay in the table for a while but
         // never answer, and at most as many as live ones (64 at least) are kept.
         assert!(w.table_len() <= 2 * 100 + 1, "{} positions", w.table_len());
@@ -246,21 +251,29 @@ fn evicted_positions_never_match_and_are_dropped_in_passes() {
         }
     }
     for i in 0..900 {
-        assert_eq!(w.get(&key(i)), None, "evicted {i} answered");
+        assert_eq!(w.get(&uniq(i)), None, "evicted {i} answered");
     }
     for i in 900..1_000 {
-        assert_eq!(w.get(&key(i)), Some(&send(i, i)), "live {i}");
+        assert_eq!(w.get(&uniq(i)), Some(&send(i, i)), "live {i}");
     }
     // A key evicted and sent again is remembered anew (its old position does not match).
     w.expire(2_000, p);
-    w.insert(&key(5), send(5, 2_000));
-    assert_eq!(w.get(&key(5)), Some(&send(5, 2_000)));
+    w.insert(&uniq(5), send(5, 2_000));
+    assert_eq!(w.get(&uniq(5)), Some(&send(5, 2_000)));
     w.validate_all().expect("valid");
     // Serde keeps only the live sends.
     let json = serde_json::to_string(&w).expect("ser");
     let back: DedupWindow = serde_json::from_str(&json).expect("de");
     assert_eq!(back, w);
     assert_eq!(back.table_len(), back.len());
+    // Sequence keys in order are in runs, not in the table.
+    let mut seqs = DedupWindow::default();
+    for i in 0..1_000u64 {
+        seqs.expire(i, p);
+        seqs.insert(&key(i), send(i, i));
+    }
+    assert_eq!((seqs.len(), seqs.table_len()), (100, 0));
+    seqs.validate_all().expect("valid");
 }
 
 /// Keys share one buffer: evicted ones are dropped from its front once they are many, and
@@ -329,12 +342,15 @@ fn tentative_keys_are_dropped_unless_remembered() {
 mod model {
     //! The window against a plain list of (key, send), oldest first, under random sends,
     //! expiries, topic deletions and copies: long keys, so evicted keys get compacted away.
+    //! The keys: sequences of a few producers (some ending in digits), in order and out of
+    //! it, with retries; client message ids; and sequences with a leading zero.
     use std::collections::VecDeque;
 
     use proptest::prelude::*;
 
     use super::super::*;
     use super::send;
+    use crate::dedup::CLIENT_MESSAGE_ID_PROPERTY;
     use crate::dedup::PRODUCER_ID_PROPERTY;
     use crate::dedup::SEQUENCE_PROPERTY;
 
@@ -348,6 +364,14 @@ mod model {
             dt: u8,
             refused: bool,
         },
+        /// The next `n` sequences of producer `producer` of topic `topic`, `dt` ms apart
+        /// (a producer's usual run).
+        Next {
+            topic: u8,
+            producer: u8,
+            n: u8,
+            dt: u8,
+        },
         RemoveTopic(u8),
         /// Replace the window with a copy (clone, or its serde form).
         Copy {
@@ -357,21 +381,50 @@ mod model {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            60 => (0..3u8, 0..48u8, 0..40u8, any::<bool>()).prop_map(|(topic, id, dt, r)| {
+            60 => (0..3u8, 0..64u8, 0..40u8, any::<bool>()).prop_map(|(topic, id, dt, r)| {
                 Op::Send { topic, id, dt, refused: r && id % 4 == 0 }
+            }),
+            20 => (0..3u8, 0..3u8, 1..12u8, 0..20u8).prop_map(|(topic, producer, n, dt)| {
+                Op::Next { topic, producer, n, dt }
             }),
             1 => (0..3u8).prop_map(Op::RemoveTopic),
             1 => any::<bool>().prop_map(|serde| Op::Copy { serde }),
         ]
     }
 
+    /// Identities 0..48: producer `id / 16`, sequence `id % 16`; 48..56: client message ids;
+    /// 56..64: sequences with a leading zero (in the table, as client message ids).
     fn key_of(topic: u8, id: u8) -> String {
-        let producer = format!("p{}", id % 6).repeat(1500);
-        let seq = id.to_string();
         let t = format!("t{topic}");
+        match id {
+            0..48 => seq_key(&t, id / 16, u64::from(id % 16)),
+            48..56 => {
+                dedup_key(&t, &[(CLIENT_MESSAGE_ID_PROPERTY, &format!("m{id}"))]).expect("identity")
+            }
+            _ => dedup_key(
+                &t,
+                &[
+                    (PRODUCER_ID_PROPERTY, &producer(0)),
+                    (SEQUENCE_PROPERTY, &format!("0{id}")),
+                ],
+            )
+            .expect("identity"),
+        }
+    }
+
+    /// A long producer id (so keys get compacted), the last ones ending in digits.
+    fn producer(p: u8) -> String {
+        format!("p{p}").repeat(1500)
+    }
+
+    fn seq_key(topic: &str, p: u8, seq: u64) -> String {
+        let seq = seq.to_string();
         dedup_key(
-            &t,
-            &[(PRODUCER_ID_PROPERTY, &producer), (SEQUENCE_PROPERTY, &seq)],
+            topic,
+            &[
+                (PRODUCER_ID_PROPERTY, &producer(p)),
+                (SEQUENCE_PROPERTY, &seq),
+            ],
         )
         .expect("identity")
     }
@@ -385,36 +438,51 @@ mod model {
             let mut model: VecDeque<(String, StoredSend)> = VecDeque::new();
             let mut now = 0u64;
             let mut n = 0u64;
+            // Per topic and producer, the next sequence of `Op::Next` (from 10: above and
+            // among the `Op::Send` ones).
+            let mut next = [[10u64; 3]; 3];
             for op in ops {
-                match op {
-                    Op::Send { topic, id, dt, refused } => {
-                        now += u64::from(dt);
-                        n += 1;
-                        while model.front().is_some_and(|(_, s)| {
-                            s.store_timestamp_ms + params.window_ms <= now
-                                || model.len() >= max as usize
-                        }) {
-                            model.pop_front();
-                        }
-                        w.expire(now, params);
-                        let key = key_of(topic, id);
-                        let want = model.iter().find(|(k, _)| *k == key).map(|(_, s)| *s);
-                        match (w.lookup(&key), want) {
-                            (Ok(got), Some(want)) => prop_assert_eq!(*got, want),
-                            (Err(unseen), None) => {
-                                if !refused {
-                                    w.remember(unseen, send(n, now));
-                                    model.push_back((key, send(n, now)));
-                                }
-                            }
-                            (got, want) => prop_assert!(false, "lookup {:?}, model {:?}", got.ok(), want),
-                        }
+                let sends = match op {
+                    Op::Send { topic, id, dt, refused } => vec![(key_of(topic, id), dt, refused)],
+                    Op::Next { topic, producer, n, dt } => (0..n)
+                        .map(|_| {
+                            let seq = &mut next[usize::from(topic)][usize::from(producer)];
+                            *seq += 1;
+                            (seq_key(&format!("t{topic}"), producer, *seq - 1), dt, false)
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for (key, dt, refused) in sends {
+                    now += u64::from(dt);
+                    n += 1;
+                    while model.front().is_some_and(|(_, s)| {
+                        s.store_timestamp_ms + params.window_ms <= now
+                            || model.len() >= max as usize
+                    }) {
+                        model.pop_front();
                     }
+                    w.expire(now, params);
+                    let want = model.iter().find(|(k, _)| *k == key).map(|(_, s)| *s);
+                    match (w.lookup(&key), want) {
+                        (Ok(got), Some(want)) => prop_assert_eq!(*got, want),
+                        (Err(unseen), None) => {
+                            if !refused {
+                                w.remember(unseen, send(n, now));
+                                model.push_back((key, send(n, now)));
+                            }
+                        }
+                        (got, want) => prop_assert!(false, "lookup {:?}, model {:?}", got.ok(), want),
+                    }
+                    w.validate().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                }
+                match op {
+                    Op::Send { .. } | Op::Next { .. } => {}
                     Op::RemoveTopic(t) => {
                         let topic = format!("t{t}");
                         w.remove_topic(&topic);
-                        let prefix = format!("p{}:{topic}", topic.len());
-                        model.retain(|(k, _)| !k.starts_with(&prefix));
+                        let prefix = format!("{}:{topic}", topic.len());
+                        model.retain(|(k, _)| !k[1..].starts_with(&prefix));
                     }
                     Op::Copy { serde: false } => w = w.clone(),
                     Op::Copy { serde: true } => {

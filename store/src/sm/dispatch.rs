@@ -187,13 +187,13 @@ fn dedup_lookup(
     st: &mut DispatchState,
     params: Option<DedupParams>,
     m: &BatchMessage<'_>,
-    keyed: Option<(Identity<'_>, u64)>,
+    keyed: Option<(Identity<'_>, Option<u64>)>,
 ) -> std::result::Result<Option<Unseen>, MessageAck> {
     let (Some(params), Some((identity, hash))) = (params, keyed) else {
         return Ok(None);
     };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match (st.dedup).lookup_hashed(Some(hash), |keys| identity.write_key(keys, m.view.topic)) {
+    match (st.dedup).lookup_hashed(hash, |keys| identity.write_key(keys, m.view.topic)) {
         Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),
@@ -207,28 +207,30 @@ fn dedup_lookup(
     }
 }
 
-/// The identity and dedup key hash of each message of a stamped batch (`None` for a message
-/// without an identity; empty for an unstamped batch), with the window's table entries for
-/// them loaded into the cache (see [`crate::dedup::DedupWindow::prefetch`]).
+/// The identity of each message of a stamped batch (`None` for a message without an
+/// identity; empty for an unstamped batch), with its dedup key's hash and the window's table
+/// entry for it loaded into the cache (see [`crate::dedup::DedupWindow::prefetch`]), unless
+/// it is a producer's sequence: the window finds those by producer, not by hash.
 fn dedup_keys<'a>(
     st: &DispatchState,
     params: Option<DedupParams>,
     messages: &'a [BatchMessage<'a>],
-) -> Vec<Option<(Identity<'a>, u64)>> {
+) -> Vec<Option<(Identity<'a>, Option<u64>)>> {
     if params.is_none() {
         return Vec::new();
     }
     let mut scratch = String::new();
-    let keyed: Vec<Option<(Identity<'a>, u64)>> = messages
+    let keyed: Vec<Option<(Identity<'a>, Option<u64>)>> = messages
         .iter()
         .map(|m| {
             let identity = Identity::of_record(&m.view.properties)?;
             let write = |keys: &mut String| identity.write_key(keys, m.view.topic);
-            Some((identity, st.dedup.hash_with(&mut scratch, write)))
+            let hash = (!identity.is_sequence()).then(|| st.dedup.hash_with(&mut scratch, write));
+            Some((identity, hash))
         })
         .collect();
     st.dedup
-        .prefetch(keyed.iter().flatten().map(|&(_, hash)| hash));
+        .prefetch(keyed.iter().flatten().filter_map(|&(_, hash)| hash));
     keyed
 }
 
