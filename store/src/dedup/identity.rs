@@ -68,6 +68,22 @@ impl<'a> Identity<'a> {
         self.kind == 'p'
     }
 
+    /// The length of [`write_key`](Self::write_key)'s key up to the sequence and the
+    /// sequence, for a producer's send whose sequence is a canonical decimal `u64` (what
+    /// the window's `sequence_of` reads back from the key, without the parse of its lengths).
+    pub(crate) fn sequence(&self, topic: &str) -> Option<(usize, u64)> {
+        if self.kind != 'p' {
+            return None;
+        }
+        let seq = canonical_u64(self.id)?;
+        let digits = |n: usize| n.checked_ilog10().map_or(1, |l| l as usize + 1);
+        let prefix = 1 + digits(topic.len()) + 1 + topic.len();
+        Some((
+            prefix + digits(self.producer.len()) + 1 + self.producer.len(),
+            seq,
+        ))
+    }
+
     /// Appends [`dedup_key`]'s key for a message of `topic`:
     /// `{kind}{topic.len()}:{topic}{producer.len()}:{producer}{id}`, built without the
     /// formatting machinery (apply derives one per identified message on every node).
@@ -155,11 +171,18 @@ impl SendIdentity {
     }
 }
 
-/// True if `s` is a `u64` in canonical decimal: digits only, no sign, no leading zero.
-fn is_canonical_u64(s: &str) -> bool {
+/// `s` as a `u64` if it is one in canonical decimal: digits only, no sign, no leading zero.
+/// One pass, no UTF-8 check (apply reads one per identified message on every node).
+pub(crate) fn canonical_u64(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    let digits = !b.is_empty() && b.iter().all(u8::is_ascii_digit);
-    digits && (b.len() == 1 || b[0] != b'0') && s.parse::<u64>().is_ok()
+    if b.is_empty() || (b.len() > 1 && b[0] == b'0') {
+        return None;
+    }
+    b.iter().try_fold(0u64, |n, &d| {
+        let digit = d.wrapping_sub(b'0');
+        (digit < 10).then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// True if `m` carries an identity (as fields, or in its properties).
@@ -195,7 +218,7 @@ pub fn check_identity(m: &Message) -> Result<()> {
         ))),
         (Some(p), Some(s)) => {
             check_producer_id(p.as_bytes(), PRODUCER_ID_PROPERTY)?;
-            if !is_canonical_u64(s) {
+            if canonical_u64(s).is_none() {
                 return Err(StoreError::invalid(format!(
                     "{SEQUENCE_PROPERTY} {s:?} is not a decimal u64 (digits only, no leading \
                      zero)"

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use super::positions::Positions;
+use super::Identity;
 use crate::types::PhysOffset;
 use crate::types::QueueId;
 use crate::types::QueueOffset;
@@ -190,6 +191,32 @@ impl DedupWindow {
         hash: Option<u64>,
         write: impl FnOnce(&mut String),
     ) -> Result<&StoredSend, Unseen> {
+        self.lookup_in_place(hash, write, runs::sequence_of)
+    }
+
+    /// [`lookup_hashed`](Self::lookup_hashed) of `identity`'s key for a message of `topic`
+    /// (apply's: the identity knows its sequence, so the key is not parsed for it).
+    pub fn lookup_identity(
+        &mut self,
+        hash: Option<u64>,
+        identity: &Identity<'_>,
+        topic: &str,
+    ) -> Result<&StoredSend, Unseen> {
+        let seq = |key: &str| {
+            let seq = identity.sequence(topic);
+            debug_assert_eq!(seq, runs::sequence_of(key), "{key}");
+            seq
+        };
+        self.lookup_in_place(hash, |keys| identity.write_key(keys, topic), seq)
+    }
+
+    /// The lookup of the key `write` appends, `seq` its [`runs::sequence_of`].
+    fn lookup_in_place(
+        &mut self,
+        hash: Option<u64>,
+        write: impl FnOnce(&mut String),
+        seq: impl FnOnce(&str) -> Option<(usize, u64)>,
+    ) -> Result<&StoredSend, Unseen> {
         // A tentative key nobody remembered (a hit, or a send not dispatched) goes.
         // `lookup` is kept in a register for the `Unseen` below: read back from `self` next
         // to `keys_end`, it was one 16-byte load over this 8-byte store, which the CPU
@@ -204,7 +231,7 @@ impl DedupWindow {
         if let Some(h) = hash {
             debug_assert_eq!(h, self.hasher.hash_one(key), "hashed by this window");
         }
-        let seq = runs::sequence_of(key);
+        let seq = seq(key);
         match self.find(key, seq, hash) {
             (Some(at), _) => Ok(&self.order[at].send),
             (None, hash) => Err(Unseen {

@@ -193,7 +193,7 @@ fn dedup_lookup(
         return Ok(None);
     };
     st.dedup.expire(m.view.store_timestamp_ms, params);
-    match (st.dedup).lookup_hashed(hash, |keys| identity.write_key(keys, m.view.topic)) {
+    match (st.dedup).lookup_identity(hash, &identity, m.view.topic) {
         Ok(s) => Err(MessageAck {
             msg_id: s.phys_offset,
             topic: m.view.topic.to_owned(),

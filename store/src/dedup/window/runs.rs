@@ -21,6 +21,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::dedup::identity::canonical_u64;
+
 /// The producer of a send whose key is not a sequence key (its key is in the table alone).
 pub(super) const NO_PRODUCER: u32 = u32::MAX;
 
@@ -290,17 +292,8 @@ pub(super) fn sequence_of(key: &str) -> Option<(usize, u64)> {
     }
     let topic_end = skip_counted(b, 1)?;
     let prefix_len = skip_counted(b, topic_end)?;
-    let digits = b.get(prefix_len..)?;
-    let canonical = match digits {
-        [] => false,
-        [b'0'] => true,
-        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
-    };
-    if !canonical || digits.len() > 20 {
-        return None;
-    }
-    // ASCII digits: UTF-8, and `prefix_len` is a char boundary.
-    let seq = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    // `None` unless ASCII digits follow: then `prefix_len` is a char boundary.
+    let seq = canonical_u64(key.get(prefix_len..)?)?;
     Some((prefix_len, seq))
 }
 
@@ -359,6 +352,25 @@ mod tests {
         ] {
             assert_eq!(sequence_of(bad), None, "{bad:?}");
         }
+    }
+
+    /// Apply takes a key's sequence from the identity; the key read back agrees.
+    #[test]
+    fn the_identity_s_sequence_is_the_key_s() {
+        for tlen in [1, 9, 10, 99, 100, 1234] {
+            for plen in [1, 9, 10, 128] {
+                let (t, p) = ("t".repeat(tlen), "7".repeat(plen));
+                for seq in ["0", "9", "10", &u64::MAX.to_string(), "01", "x", ""] {
+                    let props = [(PRODUCER_ID_PROPERTY, p.as_str()), (SEQUENCE_PROPERTY, seq)];
+                    let id = crate::dedup::Identity::of(&props).expect("identity");
+                    let k = key(&t, &p, seq);
+                    assert_eq!(id.sequence(&t), sequence_of(&k), "{k}");
+                }
+            }
+        }
+        let props = [(CLIENT_MESSAGE_ID_PROPERTY, "1")];
+        let id = crate::dedup::Identity::of(&props).expect("identity");
+        assert_eq!(id.sequence("t"), None);
     }
 
     #[test]
