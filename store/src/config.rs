@@ -58,8 +58,9 @@ pub struct StoreConfig {
     /// window: far longer than a client's retries across a failover); range 0..=86400000.
     pub dedup_window_ms: u64,
     /// Most idempotent sends remembered (all producers together); past it the oldest is
-    /// forgotten first. Bounds memory (about 200 bytes a send) and the checkpoint and
-    /// snapshot size whatever the number of producers. Stamped by the leader like
+    /// forgotten first. Bounds memory (about 150 bytes a send, up to about 350 for a send
+    /// whose producer has no other send in the window) and the checkpoint and snapshot size
+    /// whatever the number of producers. Stamped by the leader like
     /// `dedup-window-ms`. Default 100000; range 1..=10000000.
     pub dedup_max_entries: u32,
 }

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use crate::dedup::identity::canonical_u64;
 
@@ -44,8 +45,8 @@ impl Run {
 
 #[derive(Clone, Debug)]
 struct Producer {
-    /// The key up to the sequence: kind, topic and producer id.
-    prefix: Box<str>,
+    /// The key up to the sequence: kind, topic and producer id (shared with `by_prefix`).
+    prefix: Arc<str>,
     /// Oldest first: in position order and in sequence order.
     runs: VecDeque<Run>,
     /// Live sends of this producer in the window's table.
@@ -65,7 +66,7 @@ pub(super) enum Found {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Runs {
     /// SipHash with random keys: prefixes are client input.
-    by_prefix: HashMap<Box<str>, u32>,
+    by_prefix: HashMap<Arc<str>, u32>,
     /// Indexed by producer number; `None`: free, listed in `free`.
     producers: Vec<Option<Producer>>,
     free: Vec<u32>,
@@ -240,9 +241,11 @@ impl Runs {
     }
 
     fn add(&mut self, prefix: &str) -> u32 {
+        let prefix: Arc<str> = prefix.into();
+        // Room for one run: a producer with one send costs about 150 bytes here.
         let p = Producer {
-            prefix: prefix.into(),
-            runs: VecDeque::new(),
+            prefix: Arc::clone(&prefix),
+            runs: VecDeque::with_capacity(1),
             in_table: 0,
         };
         let id = match self.free.pop() {
@@ -256,7 +259,7 @@ impl Runs {
                 u32::try_from(self.producers.len() - 1).expect("fewer producers than sends")
             }
         };
-        self.by_prefix.insert(prefix.into(), id);
+        self.by_prefix.insert(prefix, id);
         self.last.set(id);
         id
     }
