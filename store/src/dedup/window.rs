@@ -262,8 +262,9 @@ impl DedupWindow {
         }
         let pos = self.first_seq + self.order.len() as u64;
         let key = &self.keys[self.index_in_keys(unseen.key_at)..];
-        let (producer, in_run) = match unseen.seq {
-            Some((prefix_len, seq)) => self.runs.place(&key[..prefix_len], seq, pos),
+        let prefix = |(len, seq)| Some((key.get(..len)?, seq));
+        let (producer, in_run) = match unseen.seq.and_then(prefix) {
+            Some((prefix, seq)) => self.runs.place(prefix, seq, pos),
             None => (NO_PRODUCER, false),
         };
         if !in_run {
@@ -340,8 +341,9 @@ impl DedupWindow {
         seq: Option<(usize, u64)>,
         hash: Option<u64>,
     ) -> (Option<usize>, Option<u64>) {
-        if let Some((prefix_len, seq)) = seq {
-            match self.runs.find(&key[..prefix_len], seq) {
+        // A prefix length inside a character only a caller's bug can give: the table then.
+        if let Some((prefix, seq)) = seq.and_then(|(len, seq)| Some((key.get(..len)?, seq))) {
+            match self.runs.find(prefix, seq) {
                 Found::At(pos) => {
                     let i = pos.wrapping_sub(self.first_seq);
                     let i = usize::try_from(i).ok().filter(|&i| i < self.order.len());
@@ -372,7 +374,8 @@ impl DedupWindow {
         self.first_seq += 1;
         let in_run = slot.producer != NO_PRODUCER && self.runs.evict(slot.producer, pos);
         if !in_run {
-            self.table_live -= 1;
+            debug_assert!(self.table_live > 0, "an evicted send in no index");
+            self.table_live = self.table_live.saturating_sub(1);
         }
         // Amortised: a pass over the table per as many evictions as it has live sends, and
         // before an evicted position is 2^31 positions old (see the type's invariant).
