@@ -342,7 +342,7 @@ fn tentative_keys_are_dropped_unless_remembered() {
 mod model {
     //! The window against a plain list of (key, send), oldest first, under random sends,
     //! expiries, topic deletions and copies: long keys, so evicted keys get compacted away.
-    //! The keys: sequences of a few producers (some ending in digits), in order and out of
+    //! The keys: sequences of a few producers (ids ending in a digit), in order and out of
     //! it, with retries; client message ids; and sequences with a leading zero.
     use std::collections::VecDeque;
 
@@ -412,7 +412,7 @@ mod model {
         }
     }
 
-    /// A long producer id (so keys get compacted), the last ones ending in digits.
+    /// A long producer id (so keys get compacted), ending in a digit as the sequence begins.
     fn producer(p: u8) -> String {
         format!("p{p}").repeat(1500)
     }
