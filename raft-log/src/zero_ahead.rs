@@ -36,11 +36,11 @@ use crate::env::PAGE_BYTES;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::shared::join_thread;
+use crate::types::RawPhys;
 
 // Zeros start at a whole page past the last write, which must not fall inside the block a
 // write stage writes out again (`stage.rs`): pages are whole blocks.
 const _: () = assert!(PAGE_BYTES % crate::ring::BLOCK == 0);
-use crate::types::RawPhys;
 
 /// Bytes zeroed per step of the thread: the most a writer can wait for, and how often a log
 /// fdatasync writes the conversion's metadata.

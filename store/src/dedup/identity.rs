@@ -76,12 +76,8 @@ impl<'a> Identity<'a> {
             return None;
         }
         let seq = canonical_u64(self.id)?;
-        let digits = |n: usize| n.checked_ilog10().map_or(1, |l| l as usize + 1);
-        let prefix = 1 + digits(topic.len()) + 1 + topic.len();
-        Some((
-            prefix + digits(self.producer.len()) + 1 + self.producer.len(),
-            seq,
-        ))
+        let counted = |len: usize| decimal_len(len as u64) + 1 + len;
+        Some((1 + counted(topic.len()) + counted(self.producer.len()), seq))
     }
 
     /// Appends [`dedup_key`]'s key for a message of `topic`:
@@ -123,6 +119,11 @@ fn push_decimal(out: &mut String, n: usize) {
     }
 }
 
+/// The number of digits of `n` in decimal.
+fn decimal_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
 /// `n` in decimal, written into the end of `digits`.
 pub(crate) fn decimal(n: u64, digits: &mut [u8; 20]) -> &str {
     let at = write_digits(n, digits);
@@ -150,7 +151,7 @@ impl SendIdentity {
     pub(crate) fn properties_len(&self) -> usize {
         // The length of the sequence's decimal text, not the text: this runs once a message
         // per `encoded_len`, before the record is written.
-        let digits = self.sequence.checked_ilog10().map_or(1, |l| l as usize + 1);
+        let digits = decimal_len(self.sequence);
         PRODUCER_ID_PROPERTY.len() + SEQUENCE_PROPERTY.len() + self.producer.len() + digits
     }
 

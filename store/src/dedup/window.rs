@@ -63,8 +63,9 @@ struct Slot {
     send: StoredSend,
 }
 
-/// A key [`DedupWindow::lookup`] did not find: its hash under that window's hasher and
-/// where the lookup left it, at the end of the window's keys.
+/// A key [`DedupWindow::lookup`] did not find: its hash under that window's hasher (if the
+/// lookup needed one), its sequence (a producer's key), and where the lookup left it, at the
+/// end of the window's keys.
 #[derive(Debug)]
 pub struct Unseen {
     /// `None`: a sequence key not hashed (its producer had nothing in the table).
@@ -84,8 +85,8 @@ pub struct Unseen {
 /// not remembered again). A sequence key (producer id and sequence) whose sequence is above
 /// its producer's last one in `runs` is there ([`runs`]); every other key is in the table
 /// `by_key`, which holds the low 32 bits of its position under the key's hash, plus the
-/// positions of evicted sends (below `first_seq`, never a match). `table_live` counts the
-/// table's live positions. Evicted positions are dropped before they are 2^31 positions
+/// positions of evicted sends (below `first_seq`, never a match); its live positions are
+/// the sends not in runs ([`table_live`](Self::table_live)). Evicted positions are dropped before they are 2^31 positions
 /// old, and `max-entries` is at most 10 million, so 32 bits tell live from evicted. The keys
 /// are in `keys` in apply order, each send's at its `key_at`. The table holds positions, not
 /// keys, so each key is stored once and hashed once on insert. Eviction leaves its position
@@ -103,8 +104,6 @@ pub struct DedupWindow {
     order: VecDeque<Slot>,
     runs: Runs,
     by_key: Positions,
-    /// Live sends in `by_key`.
-    table_live: usize,
     /// `first_seq` at the last pass over `by_key` that dropped the evicted positions.
     swept_at: u64,
     /// Sequence number of `order[0]`.
@@ -262,8 +261,7 @@ impl DedupWindow {
         }
         let pos = self.first_seq + self.order.len() as u64;
         let key = &self.keys[self.index_in_keys(unseen.key_at)..];
-        let prefix = |(len, seq)| Some((key.get(..len)?, seq));
-        let (producer, in_run) = match unseen.seq.and_then(prefix) {
+        let (producer, in_run) = match split_sequence(key, unseen.seq) {
             Some((prefix, seq)) => self.runs.place(prefix, seq, pos),
             None => (NO_PRODUCER, false),
         };
@@ -271,7 +269,6 @@ impl DedupWindow {
             let hash = (unseen.hash).unwrap_or_else(|| self.hasher.hash_one(key));
             // The low 32 bits (see the type's invariant).
             self.by_key.insert(hash, pos as u32);
-            self.table_live += 1;
         }
         self.order.push_back(Slot {
             key_at: unseen.key_at,
@@ -341,8 +338,7 @@ impl DedupWindow {
         seq: Option<(usize, u64)>,
         hash: Option<u64>,
     ) -> (Option<usize>, Option<u64>) {
-        // A prefix length inside a character only a caller's bug can give: the table then.
-        if let Some((prefix, seq)) = seq.and_then(|(len, seq)| Some((key.get(..len)?, seq))) {
+        if let Some((prefix, seq)) = split_sequence(key, seq) {
             match self.runs.find(prefix, seq) {
                 Found::At(pos) => {
                     let i = pos.wrapping_sub(self.first_seq);
@@ -372,15 +368,14 @@ impl DedupWindow {
         };
         let pos = self.first_seq;
         self.first_seq += 1;
-        let in_run = slot.producer != NO_PRODUCER && self.runs.evict(slot.producer, pos);
-        if !in_run {
-            debug_assert!(self.table_live > 0, "an evicted send in no index");
-            self.table_live = self.table_live.saturating_sub(1);
+        if slot.producer != NO_PRODUCER {
+            // A send not in its producer's runs is in the table: nothing to do there.
+            self.runs.evict(slot.producer, pos);
         }
         // Amortised: a pass over the table per as many evictions as it has live sends, and
         // before an evicted position is 2^31 positions old (see the type's invariant).
         let evicted = self.evicted_positions();
-        if evicted > self.table_live.max(64) || (evicted > 0 && pos - self.swept_at >= 1 << 31) {
+        if evicted > self.table_live().max(64) || (evicted > 0 && pos - self.swept_at >= 1 << 31) {
             let (first, len) = (self.first_seq, self.order.len());
             self.by_key
                 .retain(|pos| live_index(first, len, pos).is_some());
@@ -414,7 +409,12 @@ impl DedupWindow {
 
     /// Positions in `by_key` of sends already evicted.
     fn evicted_positions(&self) -> usize {
-        self.by_key.len().saturating_sub(self.table_live)
+        self.by_key.len().saturating_sub(self.table_live())
+    }
+
+    /// Live sends in the table: every send not in a run is there.
+    fn table_live(&self) -> usize {
+        self.order.len().saturating_sub(self.runs.len())
     }
 }
 
@@ -427,7 +427,12 @@ fn live_index(first: u64, len: usize, pos: u32) -> Option<usize> {
 
 /// The topic part of a dedup key (`<kind><len>:<topic>...`).
 fn key_topic(key: &str) -> Option<&str> {
-    let rest = key.get(1..)?;
-    let (len, rest) = rest.split_once(':')?;
-    rest.get(..len.parse::<usize>().ok()?)
+    key.get(runs::counted(key.as_bytes(), 1)?)
+}
+
+/// A sequence key's producer prefix and sequence, from its [`runs::sequence_of`] (a prefix
+/// length inside a character, which only a caller's bug can give: `None`, the table's key).
+fn split_sequence(key: &str, seq: Option<(usize, u64)>) -> Option<(&str, u64)> {
+    let (len, seq) = seq?;
+    Some((key.get(..len)?, seq))
 }

@@ -7,12 +7,12 @@ use crate::error::Result;
 use crate::error::StoreError;
 
 impl DedupWindow {
-    /// Checks the invariant cheaply (see the type docs): every send counted in one index,
-    /// and the oldest and newest sends found at their positions. Apply runs it in debug
-    /// builds.
+    /// Checks the invariant cheaply (see the type docs): no more sends in runs than in the
+    /// window, room in the table for the rest, and the oldest and newest sends found at
+    /// their positions. Apply runs it in debug builds.
     pub fn validate(&self) -> Result<()> {
-        let (table, runs) = (self.table_live, self.runs.len());
-        if self.by_key.len() < table || table + runs != self.order.len() {
+        let (table, runs) = (self.table_live(), self.runs.len());
+        if self.by_key.len() < table || runs > self.order.len() {
             return Err(StoreError::invalid(format!(
                 "dedup window: {} sends, {runs} in runs, {table} of {} positions in the table",
                 self.order.len(),
@@ -30,14 +30,14 @@ impl DedupWindow {
         let live = (self.by_key.iter())
             .filter(|&pos| self.live_index(pos).is_some())
             .count();
-        if live != self.table_live {
+        if live != self.table_live() {
             return Err(StoreError::invalid(format!(
-                "dedup window: {live} live positions in the table, counted {}",
-                self.table_live
+                "dedup window: {live} live positions in the table for {} sends not in runs",
+                self.table_live()
             )));
         }
         let positions = self.first_seq..self.first_seq + self.order.len() as u64;
-        (self.runs.check(self.table_live, positions))
+        (self.runs.check(self.table_live(), positions))
             .map_err(|e| StoreError::invalid(format!("dedup window: {e}")))?;
         for (i, slot) in self.order.iter().enumerate() {
             let prefix = match slot.producer {

@@ -157,8 +157,8 @@ impl Runs {
     }
 
     /// Forgets the send of producer `id` at `pos`, the window's oldest: the first of the
-    /// producer's first run, or else one of its sends in the table (`false`: the caller
-    /// forgets it there). A producer with nothing left is dropped.
+    /// producer's first run, or else one of its sends in the table (`false`: the table's
+    /// sweep drops its position). A producer with nothing left is dropped.
     pub(super) fn evict(&mut self, id: u32, pos: u64) -> bool {
         let Some(Some(p)) = self.producers.get_mut(id as usize) else {
             debug_assert!(false, "dedup runs: evicted send of unknown producer {id}");
@@ -293,15 +293,15 @@ pub(super) fn sequence_of(key: &str) -> Option<(usize, u64)> {
     if b.first() != Some(&b'p') {
         return None;
     }
-    let topic_end = skip_counted(b, 1)?;
-    let prefix_len = skip_counted(b, topic_end)?;
+    let topic_end = counted(b, 1)?.end;
+    let prefix_len = counted(b, topic_end)?.end;
     // `None` unless ASCII digits follow: then `prefix_len` is a char boundary.
     let seq = canonical_u64(key.get(prefix_len..)?)?;
     Some((prefix_len, seq))
 }
 
-/// The end of a length-prefixed part `{len}:{len bytes}` of `b` starting at `at`.
-fn skip_counted(b: &[u8], at: usize) -> Option<usize> {
+/// Where the bytes of a length-prefixed part `{len}:{len bytes}` of `b` starting at `at` are.
+pub(super) fn counted(b: &[u8], at: usize) -> Option<std::ops::Range<usize>> {
     // At most 5 digits (a length is 16-bit), then the colon.
     let colon = at + b.get(at..)?.iter().take(6).position(|&c| c == b':')?;
     let digits = &b[at..colon];
@@ -310,7 +310,7 @@ fn skip_counted(b: &[u8], at: usize) -> Option<usize> {
     }
     let len: usize = std::str::from_utf8(digits).ok()?.parse().ok()?;
     let end = colon + 1 + len;
-    (end <= b.len()).then_some(end)
+    (end <= b.len()).then_some(colon + 1..end)
 }
 
 #[cfg(test)]
