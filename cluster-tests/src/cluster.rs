@@ -253,8 +253,10 @@ impl TestCluster {
     pub async fn wait_converged(&self, timeout: Duration) -> anyhow::Result<()> {
         let leader = self.wait_leader().await?;
         let end = Instant::now() + timeout;
+        // The leader's log as the wait starts: under load its end moves on with every send,
+        // so a target read again each round might never be caught at one instant.
+        let target = self.node(leader).core().raft_metrics().last_log_index;
         loop {
-            let target = self.node(leader).core().raft_metrics().last_log_index;
             let mut behind = Vec::new();
             for n in self.nodes.iter().flatten() {
                 let applied = n.store().watermarks().applied.map(|l| l.index);

@@ -136,14 +136,17 @@ impl Outcome {
 }
 
 /// Waits until every node in `nodes` reports an applied index at least the last log index of
-/// the leader they agree on (its committed index may still lag right after an election; see
-/// `TestCluster::wait_converged`).
+/// the leader they agree on, as first seen for that leader (its committed index may still lag
+/// right after an election; see `TestCluster::wait_converged`; under load its log end moves
+/// on with every send, so the target is fixed per leader).
 pub async fn wait_converged_status(
     client: &Client,
     nodes: &[(u64, String)],
     timeout: Duration,
 ) -> anyhow::Result<()> {
     let end = tokio::time::Instant::now() + timeout;
+    // (leader, its log end when first seen)
+    let mut target: Option<(u64, u64)> = None;
     loop {
         let mut applied = Vec::new();
         let mut leader_end = None;
@@ -163,12 +166,18 @@ pub async fn wait_converged_status(
             }
         }
         let agreed = leaders.windows(2).all(|w| w[0] == w[1]) && leaders.len() == nodes.len();
-        if agreed && leader_end.is_some() && applied.iter().all(|(_, a)| *a >= leader_end) {
+        if let (true, Some(&Some(leader)), Some(end)) = (agreed, leaders.first(), leader_end) {
+            if target.is_none_or(|(l, _)| l != leader) {
+                target = Some((leader, end));
+            }
+        }
+        let goal = target.map(|(_, end)| end);
+        if agreed && goal.is_some() && applied.iter().all(|(_, a)| *a >= goal) {
             return Ok(());
         }
         if tokio::time::Instant::now() > end {
             anyhow::bail!(
-                "not converged within {timeout:?}: leaders {leaders:?}, leader log end {leader_end:?}, applied {applied:?}"
+                "not converged within {timeout:?}: leaders {leaders:?}, leader log end {leader_end:?}, target {target:?}, applied {applied:?}"
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
