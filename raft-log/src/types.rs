@@ -237,7 +237,7 @@ impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
     }
 
     fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<AppPayload, E> {
-        let shared = SOURCE.with_borrow(|source| source.as_ref().and_then(|s| slice_of(s, v)));
+        let shared = SOURCE.with_borrow(|parts| parts.iter().find_map(|s| slice_of(s, v)));
         Ok(AppPayload(
             shared.unwrap_or_else(|| bytes::Bytes::copy_from_slice(v)),
         ))
@@ -257,8 +257,8 @@ impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
 }
 
 thread_local! {
-    /// The buffer a [`decode_sharing`] on this thread decodes from.
-    static SOURCE: RefCell<Option<bytes::Bytes>> = const { RefCell::new(None) };
+    /// The buffers a [`decode_sharing`] on this thread decodes from.
+    static SOURCE: RefCell<Vec<bytes::Bytes>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `decode`, a decode of bytes inside `source`, with every [`AppPayload`] it reads from
@@ -266,14 +266,20 @@ thread_local! {
 /// decodes each AppendEntries request so: its entries' payloads then share the one buffer the
 /// request arrived in, which holds little else (a few bytes of framing per entry).
 pub fn decode_sharing<R>(source: &bytes::Bytes, decode: impl FnOnce() -> R) -> R {
+    decode_sharing_parts(std::slice::from_ref(source), decode)
+}
+
+/// [`decode_sharing`] from a message in several buffers (the HTTP/2 frames it arrived in): a
+/// payload that lies within one of `parts` is taken as a slice of it.
+pub fn decode_sharing_parts<R>(parts: &[bytes::Bytes], decode: impl FnOnce() -> R) -> R {
     /// Puts back what was there before, also when `decode` panics.
-    struct Restore(Option<bytes::Bytes>);
+    struct Restore(Vec<bytes::Bytes>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            SOURCE.set(self.0.take());
+            SOURCE.set(std::mem::take(&mut self.0));
         }
     }
-    let _restore = Restore(SOURCE.replace(Some(source.clone())));
+    let _restore = Restore(SOURCE.replace(parts.to_vec()));
     decode()
 }
 

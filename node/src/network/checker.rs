@@ -10,6 +10,7 @@ use tonic::Status;
 
 use super::codec;
 use super::fault::PeerFaults;
+use super::raw_append::PeerRequest;
 use super::server_parts::PeerServiceStats;
 
 /// The addressing checks of this node, detached from the service so streams can own it.
@@ -87,6 +88,19 @@ impl Checker {
         self.check(&req.cluster_id, req.from_node_id, req.to_node_id, req.codec)?;
         codec::decode_shared(what, &req.payload)
             .map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+}
+
+impl Checker {
+    /// [`Checker::decode`] of a request whose payload is in pieces (`raw_append`).
+    pub(super) fn decode_parts<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        req: &PeerRequest,
+    ) -> Result<T, Status> {
+        let f = &req.fields;
+        self.check(&f.cluster_id, f.from_node_id, f.to_node_id, f.codec)?;
+        codec::decode_parts(what, &req.payload).map_err(|e| Status::invalid_argument(e.to_string()))
     }
 }
 

@@ -145,6 +145,153 @@ pub fn decode_shared<T: DeserializeOwned>(
     raftmq_raft_log::types::decode_sharing(bytes, || decode(what, bytes))
 }
 
+/// [`decode_shared`] from a message in several buffers (the HTTP/2 frames a request arrived
+/// in, see `raw_append`): the entry payloads that lie within one buffer come out as slices of
+/// it, a payload across two is copied. A message in one buffer is [`decode_shared`].
+pub fn decode_parts<T: DeserializeOwned>(
+    what: &'static str,
+    parts: &[tonic::codegen::Bytes],
+) -> Result<T, CodecError> {
+    if let [whole] = parts {
+        return decode_shared(what, whole);
+    }
+    let err = |source| CodecError {
+        what,
+        op: "decode",
+        source,
+    };
+    let straddled = std::cell::Cell::new(false);
+    let decoded = raftmq_raft_log::types::decode_sharing_parts(parts, || {
+        let mut de = postcard::Deserializer::from_flavor(Parts::new(parts, &straddled));
+        let value = T::deserialize(&mut de)?;
+        match de.finalize()? {
+            0 => Ok(value),
+            _ => Err(postcard::Error::DeserializeBadEncoding),
+        }
+    });
+    match decoded {
+        Ok(value) => Ok(value),
+        // A borrowed string or byte string across two buffers (no type we decode asks for
+        // one): decode a contiguous copy instead.
+        Err(_) if straddled.get() => decode(what, &parts.concat()),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// postcard input from consecutive buffers.
+struct Parts<'de> {
+    parts: &'de [tonic::codegen::Bytes],
+    /// The buffer being read and the position in it.
+    at: usize,
+    pos: usize,
+    /// Bytes across two buffers, copied for a temporary borrow.
+    scratch: Vec<u8>,
+    /// Set when a borrow for `'de` would have crossed two buffers.
+    straddled: &'de std::cell::Cell<bool>,
+}
+
+impl<'de> Parts<'de> {
+    fn new(
+        parts: &'de [tonic::codegen::Bytes],
+        straddled: &'de std::cell::Cell<bool>,
+    ) -> Parts<'de> {
+        let mut p = Parts {
+            parts,
+            at: 0,
+            pos: 0,
+            scratch: Vec::new(),
+            straddled,
+        };
+        p.skip_spent();
+        p
+    }
+
+    /// Moves past buffers read to their end (and empty ones).
+    fn skip_spent(&mut self) {
+        while self.at < self.parts.len() && self.pos == self.parts[self.at].len() {
+            self.at += 1;
+            self.pos = 0;
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        let rest: usize = self.parts.iter().skip(self.at).map(|p| p.len()).sum();
+        rest - self.pos
+    }
+}
+
+impl<'de> postcard::de_flavors::Flavor<'de> for Parts<'de> {
+    /// The bytes left unread.
+    type Remainder = usize;
+    type Source = &'de [tonic::codegen::Bytes];
+
+    fn pop(&mut self) -> postcard::Result<u8> {
+        let part: &'de [u8] = self
+            .parts
+            .get(self.at)
+            .ok_or(postcard::Error::DeserializeUnexpectedEnd)?;
+        let byte = part[self.pos];
+        self.pos += 1;
+        self.skip_spent();
+        Ok(byte)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.remaining())
+    }
+
+    fn try_take_n(&mut self, ct: usize) -> postcard::Result<&'de [u8]> {
+        let Some(part) = self.parts.get(self.at) else {
+            return match ct {
+                0 => Ok(&[]),
+                _ => Err(postcard::Error::DeserializeUnexpectedEnd),
+            };
+        };
+        let part: &'de [u8] = part;
+        match part.get(self.pos..self.pos + ct) {
+            Some(taken) => {
+                self.pos += ct;
+                self.skip_spent();
+                Ok(taken)
+            }
+            None => {
+                self.straddled.set(ct <= self.remaining());
+                Err(postcard::Error::DeserializeUnexpectedEnd)
+            }
+        }
+    }
+
+    fn try_take_n_temp<'a>(&'a mut self, ct: usize) -> postcard::Result<&'a [u8]>
+    where
+        'de: 'a,
+    {
+        let within = self
+            .parts
+            .get(self.at)
+            .is_some_and(|p| self.pos + ct <= p.len());
+        if within || ct == 0 {
+            return self.try_take_n(ct);
+        }
+        if ct > self.remaining() {
+            return Err(postcard::Error::DeserializeUnexpectedEnd);
+        }
+        self.scratch.clear();
+        while self.scratch.len() < ct {
+            let part = &self.parts[self.at];
+            let n = (ct - self.scratch.len()).min(part.len() - self.pos);
+            self.scratch
+                .extend_from_slice(&part[self.pos..self.pos + n]);
+            self.pos += n;
+            self.skip_spent();
+        }
+        Ok(&self.scratch)
+    }
+
+    fn finalize(self) -> postcard::Result<usize> {
+        Ok(self.remaining())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

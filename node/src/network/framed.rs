@@ -22,8 +22,7 @@ use tonic::transport::Channel;
 use tonic::Code;
 use tonic::Status;
 
-/// The method's path, as the generated client names it.
-const PATH: &str = "/raftmq.v1.RaftPeer/StreamAppend";
+use super::raw_append::PATH;
 
 /// Opens `raftmq.v1.RaftPeer/StreamAppend` on `channel` with `frames` as its request stream
 /// (each item one gRPC message in chunks) and returns the replies, decoded up to

@@ -1,10 +1,8 @@
 //! Server side of the peer transport: the `RaftPeer` gRPC service feeding `openraft::Raft`.
 
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::raft::AppendEntriesRequest;
@@ -15,7 +13,6 @@ use openraft::storage::Snapshot;
 use openraft::storage::SnapshotMeta;
 use openraft::Raft;
 use raftmq_proto::v1::raft_peer_server::RaftPeer;
-use raftmq_proto::v1::raft_peer_server::RaftPeerServer;
 use raftmq_proto::v1::RaftReply;
 use raftmq_proto::v1::RaftRequest;
 use raftmq_proto::v1::SnapshotChunk;
@@ -35,7 +32,9 @@ use super::checker::Checker;
 use super::codec;
 use super::fault::PeerFaults;
 use super::leader_contact::LeaderContact;
-use super::leader_contact::StreamEnd;
+use super::raw_append::AppendStream;
+use super::raw_append::PeerRequest;
+use super::raw_append::PeerServer;
 use super::server_parts::disk_refusal;
 use super::server_parts::raft_stopped;
 use super::server_parts::reply;
@@ -59,19 +58,19 @@ where
     C: LogTypes,
     SM: RaftStateMachine<C>,
 {
-    raft: Raft<C, SM>,
-    node_id: NodeId,
+    pub(super) raft: Raft<C, SM>,
+    pub(super) node_id: NodeId,
     cluster_id: String,
     sink: Arc<K>,
     stats: Arc<PeerServiceStats>,
     /// Injected link faults (tests only; see `fault.rs`).
     faults: Option<Arc<PeerFaults>>,
     /// This node's lost-commit floor, if the vote guard is on.
-    vote_guard: VoteGuard,
+    pub(super) vote_guard: VoteGuard,
     /// When a leader was last heard; pre-votes when its stream breaks.
-    contact: Arc<LeaderContact>,
+    pub(super) contact: Arc<LeaderContact>,
     /// `Some(reason)` while this node takes no entries (disk full, see `disk_guard`).
-    disk_gate: Option<DiskGate>,
+    pub(super) disk_gate: Option<DiskGate>,
 }
 
 impl<C, SM, K> PeerService<C, SM, K>
@@ -137,14 +136,13 @@ where
         self.stats.clone()
     }
 
-    /// The tonic service with message limits of `max_message_bytes` both ways.
-    pub fn into_server(self, max_message_bytes: usize) -> RaftPeerServer<Self> {
-        RaftPeerServer::new(self)
-            .max_decoding_message_size(max_message_bytes)
-            .max_encoding_message_size(max_message_bytes)
+    /// The gRPC service (StreamAppend on the raw body, see `raw_append`) with message limits
+    /// of `max_message_bytes` both ways.
+    pub fn into_server(self, max_message_bytes: usize) -> PeerServer<Self> {
+        PeerServer::new(self, max_message_bytes)
     }
 
-    fn checker(&self) -> Checker {
+    pub(super) fn checker(&self) -> Checker {
         Checker {
             node_id: self.node_id,
             cluster_id: self.cluster_id.clone(),
@@ -194,93 +192,14 @@ where
     type StreamAppendStream =
         Pin<Box<dyn futures::Stream<Item = Result<RaftReply, Status>> + Send + 'static>>;
 
-    /// Decodes and checks each request, feeds them to `Raft::stream_append`, and answers each
-    /// in order. A bad request ends the stream with its status after the results before it.
+    /// Served on the raw body (`raw_append`); this is what tonic's own route would do.
     async fn stream_append(
         &self,
         request: Request<Streaming<RaftRequest>>,
     ) -> Result<Response<Self::StreamAppendStream>, Status> {
         use futures::StreamExt;
-
-        let input = request.into_inner();
-        let refusal: Arc<Mutex<Option<Status>>> = Arc::new(Mutex::new(None));
-        let checker = self.checker();
-        let slot = refusal.clone();
-        let peer = Arc::new(AtomicU64::new(0));
-        let peer_in = peer.clone();
-        let contact = self.contact.clone();
-        let (raft, node_id, guard) = (self.raft.clone(), self.node_id, self.vote_guard.clone());
-        let lost = Arc::new(StreamEnd::new(move || {
-            contact.stream_lost(&raft, node_id, guard.clone())
-        }));
-        let heard = self.contact.clone();
-        let gate = self.disk_gate.clone();
-        let requests = futures::stream::unfold(Some(input), move |input| {
-            let slot = slot.clone();
-            let gate = gate.clone();
-            let checker = checker.clone();
-            let peer_in = peer_in.clone();
-            let lost = lost.clone();
-            let heard = heard.clone();
-            async move {
-                let mut input = input?;
-                let failed = match input.message().await {
-                    Ok(None) => {
-                        lost.fire();
-                        return None;
-                    }
-                    Ok(Some(req)) => match checker
-                        .decode::<AppendEntriesRequest<C>>("AppendEntriesRequest", &req)
-                    {
-                        Ok(rpc) => match checker.fault_in(req.from_node_id).await {
-                            Err(status) => status,
-                            Ok(()) => {
-                                heard.heard();
-                                if let Some(refusal) = disk_refusal(&gate, rpc.entries.len()) {
-                                    refusal
-                                } else {
-                                    peer_in.store(req.from_node_id, Ordering::Relaxed);
-                                    checker
-                                        .stats
-                                        .stream_append_requests
-                                        .fetch_add(1, Ordering::Relaxed);
-                                    return Some((rpc, Some(input)));
-                                }
-                            }
-                        },
-                        Err(status) => status,
-                    },
-                    Err(status) => {
-                        // The connection broke (e.g. the leader's process died).
-                        lost.fire();
-                        status
-                    }
-                };
-                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(failed);
-                None
-            }
-        });
-        let out_checker = self.checker();
-        let results = self.raft.stream_append(requests).map(move |res| match res {
-            Ok(r) => {
-                if let Ok(Some(last)) = &r {
-                    tracing::trace!(log_index = last.index, "append answer sent");
-                }
-                out_checker
-                    .fault_out(peer.load(Ordering::Relaxed))
-                    .and_then(|()| {
-                        codec::encode("StreamAppendResult", &r)
-                            .map(|payload| RaftReply { payload })
-                            .map_err(|e| Status::internal(e.to_string()))
-                    })
-            }
-            Err(fatal) => Err(raft_stopped(fatal)),
-        });
-        let tail = futures::stream::once(async move {
-            refusal.lock().unwrap_or_else(|p| p.into_inner()).take()
-        })
-        .filter_map(|s| std::future::ready(s.map(Err)));
-        Ok(Response::new(Box::pin(results.chain(tail))))
+        let input = request.into_inner().map(|r| r.map(PeerRequest::from));
+        Ok(Response::new(self.append_stream(Box::pin(input))))
     }
 
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
