@@ -40,6 +40,7 @@ mod framed;
 mod kick;
 mod leader_contact;
 mod raw_append;
+mod rope;
 mod server;
 mod server_parts;
 mod session_input;

@@ -10,7 +10,6 @@
 //! answers go out as gRPC messages with the status in the trailers. Every other method of
 //! `RaftPeer` goes to the tonic server ([`PeerServer`]).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +20,7 @@ use std::task::Poll;
 use futures::Stream;
 use futures::StreamExt as _;
 use http_body::Frame;
-use prost::bytes::Buf;
+use prost::bytes::Buf as _;
 use prost::bytes::BufMut as _;
 use prost::bytes::Bytes;
 use prost::bytes::BytesMut;
@@ -38,6 +37,8 @@ use tonic::codegen::BoxFuture;
 use tonic::codegen::Service;
 use tonic::server::NamedService;
 use tonic::Status;
+
+use super::rope::Rope;
 
 /// The method served here, as the generated client names it.
 pub(super) const PATH: &str = "/raftmq.v1.RaftPeer/StreamAppend";
@@ -126,11 +127,7 @@ impl<T: RaftPeer + AppendStream> Service<http::Request<Body>> for PeerServer<T> 
         let replies = self.service.append_stream(Box::pin(input));
         let response = http::Response::builder()
             .header(http::header::CONTENT_TYPE, "application/grpc")
-            .body(Body::new(ReplyBody {
-                replies,
-                max,
-                done: false,
-            }))
+            .body(Body::new(ReplyBody::new(replies, max)))
             .unwrap_or_else(|e| Status::internal(format!("StreamAppend answer: {e}")).into_http());
         Box::pin(std::future::ready(Ok(response)))
     }
@@ -267,82 +264,31 @@ pub(super) fn parse_request(message: Vec<Bytes>) -> Result<PeerRequest, Status> 
     Ok(request)
 }
 
-/// Bytes in consecutive pieces, read as one buffer.
-#[derive(Debug, Default)]
-pub(super) struct Rope {
-    pieces: VecDeque<Bytes>,
-    len: usize,
-}
-
-impl From<Vec<Bytes>> for Rope {
-    fn from(pieces: Vec<Bytes>) -> Self {
-        let len = pieces.iter().map(Bytes::len).sum();
-        let pieces = pieces.into_iter().filter(|p| !p.is_empty()).collect();
-        Rope { pieces, len }
-    }
-}
-
-impl Rope {
-    fn push(&mut self, piece: Bytes) {
-        if !piece.is_empty() {
-            self.len += piece.len();
-            self.pieces.push_back(piece);
-        }
-    }
-
-    /// The next `n` bytes (at most what is here) as slices of the pieces.
-    fn take_pieces(&mut self, n: usize) -> Vec<Bytes> {
-        let mut n = n.min(self.len);
-        self.len -= n;
-        let mut out = Vec::new();
-        while n > 0 {
-            let Some(front) = self.pieces.front_mut() else {
-                break;
-            };
-            if front.len() <= n {
-                n -= front.len();
-                out.extend(self.pieces.pop_front());
-            } else {
-                out.push(front.split_to(n));
-                n = 0;
-            }
-        }
-        out
-    }
-}
-
-impl Buf for Rope {
-    fn remaining(&self) -> usize {
-        self.len
-    }
-
-    fn chunk(&self) -> &[u8] {
-        self.pieces.front().map_or(&[], |p| p)
-    }
-
-    fn advance(&mut self, mut cnt: usize) {
-        assert!(cnt <= self.len, "advance past the end of the rope");
-        self.len -= cnt;
-        while cnt > 0 {
-            let Some(front) = self.pieces.front_mut() else {
-                return;
-            };
-            if front.len() <= cnt {
-                cnt -= front.len();
-                self.pieces.pop_front();
-            } else {
-                front.advance(cnt);
-                cnt = 0;
-            }
-        }
-    }
-}
-
-/// A StreamAppend answer: each reply a gRPC message, then the status as trailers.
+/// A StreamAppend answer: each reply a gRPC message, then the status as trailers. Replies
+/// ready together go out in one frame, up to [`YIELD_BYTES`], as tonic's encoder sends them.
 struct ReplyBody {
     replies: Pin<Box<dyn Stream<Item = Result<RaftReply, Status>> + Send>>,
     max: usize,
+    /// The status to end with, once the replies before it are out.
+    end: Option<Status>,
     done: bool,
+}
+
+/// The most bytes of replies gathered into one frame (tonic's yield threshold).
+const YIELD_BYTES: usize = 32 << 10;
+
+impl ReplyBody {
+    fn new(
+        replies: Pin<Box<dyn Stream<Item = Result<RaftReply, Status>> + Send>>,
+        max: usize,
+    ) -> Self {
+        ReplyBody {
+            replies,
+            max,
+            end: None,
+            done: false,
+        }
+    }
 }
 
 impl http_body::Body for ReplyBody {
@@ -356,14 +302,27 @@ impl http_body::Body for ReplyBody {
         if self.done {
             return Poll::Ready(None);
         }
-        let end = match ready!(self.replies.poll_next_unpin(cx)) {
-            Some(Ok(reply)) => match framed_reply(&reply, self.max) {
-                Ok(frame) => return Poll::Ready(Some(Ok(Frame::data(frame)))),
-                Err(status) => status,
-            },
-            Some(Err(status)) => status,
-            None => Status::ok(""),
-        };
+        let mut buf = BytesMut::new();
+        while self.end.is_none() && buf.len() < YIELD_BYTES {
+            let next = match self.replies.poll_next_unpin(cx) {
+                Poll::Ready(next) => next,
+                Poll::Pending if buf.is_empty() => return Poll::Pending,
+                Poll::Pending => break,
+            };
+            match next {
+                Some(Ok(reply)) => {
+                    if let Err(status) = put_reply(&mut buf, &reply, self.max) {
+                        self.end = Some(status);
+                    }
+                }
+                Some(Err(status)) => self.end = Some(status),
+                None => self.end = Some(Status::ok("")),
+            }
+        }
+        if !buf.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(buf.freeze()))));
+        }
+        let end = self.end.take().unwrap_or_else(|| Status::ok(""));
         self.done = true;
         Poll::Ready(Some(Ok(Frame::trailers(trailers(&end)))))
     }
@@ -373,8 +332,8 @@ impl http_body::Body for ReplyBody {
     }
 }
 
-/// `reply` as a gRPC message (prefix and bytes), at most `max` bytes long.
-fn framed_reply(reply: &RaftReply, max: usize) -> Result<Bytes, Status> {
+/// Appends `reply` to `buf` as a gRPC message (prefix and bytes), at most `max` bytes long.
+fn put_reply(buf: &mut BytesMut, reply: &RaftReply, max: usize) -> Result<(), Status> {
     let len = reply.encoded_len();
     let len32 = u32::try_from(len)
         .ok()
@@ -385,11 +344,11 @@ fn framed_reply(reply: &RaftReply, max: usize) -> Result<Bytes, Status> {
              bytes"
             ))
         })?;
-    let mut buf = BytesMut::with_capacity(PREFIX + len);
+    buf.reserve(PREFIX + len);
     buf.put_u8(0);
     buf.put_u32(len32);
-    reply.encode_raw(&mut buf);
-    Ok(buf.freeze())
+    reply.encode_raw(buf);
+    Ok(())
 }
 
 /// `status` as gRPC trailers (a status whose metadata cannot be headers ends INTERNAL).

@@ -1,3 +1,5 @@
+use std::collections::VecDeque;
+
 use futures::StreamExt as _;
 use http_body::Body as _;
 use openraft::raft::AppendEntriesRequest;
@@ -255,79 +257,107 @@ fn payload_of(entry: &LogEntry) -> Vec<u8> {
     }
 }
 
-/// The answer: each reply a gRPC message, then `grpc-status` in the trailers; an error ends
-/// it with its status.
-#[tokio::test]
-async fn answers_end_with_the_status_in_trailers() {
-    let replies = futures::stream::iter([
-        Ok(RaftReply {
-            payload: vec![1, 2, 3],
-        }),
-        Err(Status::invalid_argument("bad request")),
-        Ok(RaftReply { payload: vec![4] }),
-    ]);
-    let mut body = ReplyBody {
-        replies: Box::pin(replies),
-        max: 100,
-        done: false,
-    };
+/// Every frame of `body` until its end.
+async fn frames_of(mut body: ReplyBody) -> Vec<Frame<Bytes>> {
     let mut frames = Vec::new();
     while let Some(f) = futures::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         frames.push(f.expect("a frame"));
     }
+    assert!(body.is_end_stream());
+    frames
+}
+
+fn status_of(frame: &Frame<Bytes>) -> Status {
+    Status::from_header_map(frame.trailers_ref().expect("trailers")).expect("a status")
+}
+
+/// The answer: replies ready together in one frame as gRPC messages, then `grpc-status` in
+/// the trailers; an error ends it with its status after the replies before it.
+#[tokio::test]
+async fn answers_end_with_the_status_in_trailers() {
+    let reply = |p: Vec<u8>| RaftReply { payload: p };
+    let replies = futures::stream::iter([
+        Ok(reply(vec![1, 2, 3])),
+        Ok(reply(vec![4])),
+        Err(Status::invalid_argument("bad request")),
+        Ok(reply(vec![5])),
+    ]);
+    let frames = frames_of(ReplyBody::new(Box::pin(replies), 100)).await;
     assert_eq!(
         frames.len(),
         2,
-        "the reply, then the trailers; nothing after the error"
+        "the replies, then the trailers; nothing after the error"
     );
     let data = frames[0].data_ref().expect("data");
-    assert_eq!(
-        &data[..],
-        &grpc(
-            &RaftReply {
-                payload: vec![1, 2, 3]
-            }
-            .encode_to_vec()
-        )[..]
-    );
-    let trailers = frames[1].trailers_ref().expect("trailers");
-    let status = Status::from_header_map(trailers).expect("a status");
+    let want = [
+        grpc(&reply(vec![1, 2, 3]).encode_to_vec()),
+        grpc(&reply(vec![4]).encode_to_vec()),
+    ];
+    assert_eq!(&data[..], &want.concat()[..]);
+    let status = status_of(&frames[1]);
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert_eq!(status.message(), "bad request");
-    assert!(body.is_end_stream());
 
-    let mut ok = ReplyBody {
-        replies: Box::pin(futures::stream::empty()),
-        max: 100,
-        done: false,
-    };
-    let f = futures::future::poll_fn(|cx| Pin::new(&mut ok).poll_frame(cx)).await;
-    let trailers = f
-        .expect("a frame")
-        .expect("ok")
-        .into_trailers()
-        .expect("trailers");
+    let frames = frames_of(ReplyBody::new(Box::pin(futures::stream::empty()), 100)).await;
+    assert_eq!(frames.len(), 1);
+    assert_eq!(status_of(&frames[0]).code(), tonic::Code::Ok);
+
+    // Over the limit: the replies before it, then OUT_OF_RANGE.
+    let big = futures::stream::iter([Ok(reply(vec![7])), Ok(reply(vec![0; 200]))]);
+    let frames = frames_of(ReplyBody::new(Box::pin(big), 100)).await;
+    assert_eq!(frames.len(), 2);
     assert_eq!(
-        Status::from_header_map(&trailers).expect("status").code(),
+        &frames[0].data_ref().expect("data")[..],
+        &grpc(&reply(vec![7]).encode_to_vec())[..]
+    );
+    assert_eq!(status_of(&frames[1]).code(), tonic::Code::OutOfRange);
+
+    // Many replies ready at once: frames of about YIELD_BYTES, all of them in order.
+    let many = futures::stream::iter((0..100u8).map(move |i| Ok(reply(vec![i; 1000]))));
+    let frames = frames_of(ReplyBody::new(Box::pin(many), 2000)).await;
+    let data: Vec<u8> = frames
+        .iter()
+        .filter_map(|f| f.data_ref())
+        .flatten()
+        .copied()
+        .collect();
+    let want: Vec<u8> = (0..100u8)
+        .flat_map(|i| grpc(&reply(vec![i; 1000]).encode_to_vec()))
+        .collect();
+    assert_eq!(data, want);
+    assert!(
+        frames.len() > 3 && frames.len() < 10,
+        "{} frames",
+        frames.len()
+    );
+    assert_eq!(
+        status_of(frames.last().expect("trailers")).code(),
         tonic::Code::Ok
     );
+}
 
-    let big = futures::stream::iter([Ok(RaftReply {
-        payload: vec![0; 200],
-    })]);
-    let mut big = ReplyBody {
-        replies: Box::pin(big),
-        max: 100,
-        done: false,
+/// A reply that is not ready yet leaves the body pending, and what was ready goes out first.
+#[tokio::test]
+async fn a_pending_reply_sends_what_is_ready() {
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let mut body = ReplyBody::new(Box::pin(rx), 100);
+    let poll = |body: &mut ReplyBody| {
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        Pin::new(body).poll_frame(&mut cx)
     };
-    let f = futures::future::poll_fn(|cx| Pin::new(&mut big).poll_frame(cx)).await;
-    let trailers = f
-        .expect("a frame")
-        .expect("ok")
-        .into_trailers()
-        .expect("trailers");
-    assert_eq!(
-        Status::from_header_map(&trailers).expect("status").code(),
-        tonic::Code::OutOfRange
-    );
+    assert!(poll(&mut body).is_pending());
+    tx.unbounded_send(Ok(RaftReply { payload: vec![9] }))
+        .expect("sent");
+    match poll(&mut body) {
+        Poll::Ready(Some(Ok(f))) => assert!(f.is_data()),
+        other => panic!("{other:?}"),
+    }
+    assert!(poll(&mut body).is_pending());
+    drop(tx);
+    match poll(&mut body) {
+        Poll::Ready(Some(Ok(f))) => assert_eq!(status_of(&f).code(), tonic::Code::Ok),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(poll(&mut body), Poll::Ready(None)));
 }
