@@ -707,3 +707,108 @@ async fn requests_over_the_size_limit_are_split_and_still_replicate() {
         n.server.abort();
     }
 }
+
+fn log_id(index: u64) -> LogId {
+    LogId {
+        leader_id: CommittedLeaderId::new(1),
+        index,
+    }
+}
+
+/// A `RaftRequest` of node 9 to node 1 of `cluster` carrying `payload`.
+fn request_to_1(cluster: &str, payload: Vec<u8>) -> RaftRequest {
+    RaftRequest {
+        cluster_id: cluster.into(),
+        from_node_id: 9,
+        to_node_id: 1,
+        codec: raftmq_proto::v1::Codec::PostcardV1 as i32,
+        payload: payload.into(),
+    }
+}
+
+/// StreamAppend is served on the raw HTTP/2 body (`raw_append`); tonic's own generated client
+/// gets what tonic's server would give it: an answer per request, entries stored, and a
+/// refusal as the stream's status after the answers before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_append_answers_a_plain_grpc_client() {
+    use openraft::raft::AppendEntriesRequest;
+    let limit = 64 << 10;
+    let n1 = start_node_with_limit(1, "raw", limit).await;
+    let mut raw = RaftPeerClient::connect(format!("http://{}", n1.addr))
+        .await
+        .expect("connect");
+    let append = |entries: Vec<LogEntry>, commit: Option<LogId>| {
+        let rpc = AppendEntriesRequest::<TestConfig> {
+            vote: Vote::new_committed(1, 9),
+            prev_log_id: entries
+                .first()
+                .and_then(|e| e.log_id.index.checked_sub(1).map(log_id)),
+            entries,
+            leader_commit: commit,
+        };
+        request_to_1("raw", postcard::to_stdvec(&rpc).expect("encodes"))
+    };
+    let entry = |i: u64, bytes: usize| LogEntry {
+        log_id: log_id(i),
+        payload: openraft::EntryPayload::Normal(AppPayload::from(vec![i as u8; bytes])),
+    };
+    // Two good requests (payloads above the leader's 8 KiB share size among them), then one
+    // for another cluster: two answers, then FAILED_PRECONDITION.
+    let requests = vec![
+        append(vec![entry(0, 10), entry(1, 9000)], None),
+        append(vec![entry(2, 20_000)], Some(log_id(2))),
+        request_to_1("elsewhere", Vec::new()),
+    ];
+    let mut answers = raw
+        .stream_append(futures::stream::iter(requests))
+        .await
+        .expect("the call is answered")
+        .into_inner();
+    for n in 0..2 {
+        let reply = answers
+            .message()
+            .await
+            .expect("an answer")
+            .expect("not the end");
+        assert!(!reply.payload.is_empty(), "answer {n}");
+    }
+    let status = answers.message().await.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("elsewhere"), "{status:?}");
+    n1.raft
+        .wait(WAIT)
+        .applied_index_at_least(Some(2), "the streamed entries apply")
+        .await
+        .expect("applied");
+    assert_eq!(n1.sm.data().last().map(|d| d.len()), Some(20_000));
+
+    // A payload that is not an AppendEntries request: INVALID_ARGUMENT.
+    let bad = vec![request_to_1("raw", vec![0xff; 40])];
+    let mut answers = raw
+        .stream_append(futures::stream::iter(bad))
+        .await
+        .expect("call")
+        .into_inner();
+    let status = answers.message().await.expect_err("malformed");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+
+    // A request over the node's message limit: OUT_OF_RANGE naming both sizes.
+    let big = vec![request_to_1("raw", vec![1; limit + 10])];
+    let mut raw_big = raw.max_encoding_message_size(usize::MAX);
+    let mut answers = raw_big
+        .stream_append(futures::stream::iter(big))
+        .await
+        .expect("call")
+        .into_inner();
+    let status = answers.message().await.expect_err("too large");
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains(&format!("the limit is: {limit} bytes")),
+        "{status:?}"
+    );
+
+    n1.raft.shutdown().await.expect("shutdown");
+    n1.server.abort();
+}

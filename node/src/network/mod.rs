@@ -7,7 +7,9 @@
 //!   [`Backoff`](openraft::network::Backoff). Replication is pipelined over a bidirectional
 //!   `StreamAppend` stream; requests above the message limit are split (`split.rs`).
 //! - [`PeerService`] (server side) implements the generated `RaftPeer` service and forwards
-//!   each request into `openraft::Raft`.
+//!   each request into `openraft::Raft`; [`PeerServer`] serves it, StreamAppend on the raw
+//!   HTTP/2 body so a request's entry payloads stay slices of the frames they arrived in
+//!   (`raw_append.rs`).
 //!
 //! Error mapping (what openraft does next): a connect failure or UNAVAILABLE answer →
 //! `Unreachable` (back off, then retry); a broken stream or other transport error →
