@@ -726,6 +726,19 @@ fn request_to_1(cluster: &str, payload: Vec<u8>) -> RaftRequest {
     }
 }
 
+/// The status a StreamAppend call of `request` ends with before any answer.
+async fn first_refusal(
+    client: &mut RaftPeerClient<tonic::transport::Channel>,
+    request: RaftRequest,
+) -> tonic::Status {
+    let mut answers = client
+        .stream_append(futures::stream::iter([request]))
+        .await
+        .expect("the call is answered")
+        .into_inner();
+    answers.message().await.expect_err("refused")
+}
+
 /// StreamAppend is served on the raw HTTP/2 body (`raw_append`); tonic's own generated client
 /// gets what tonic's server would give it: an answer per request, entries stored, and a
 /// refusal as the stream's status after the answers before it.
@@ -783,24 +796,12 @@ async fn stream_append_answers_a_plain_grpc_client() {
     assert_eq!(n1.sm.data().last().map(|d| d.len()), Some(20_000));
 
     // A payload that is not an AppendEntries request: INVALID_ARGUMENT.
-    let bad = vec![request_to_1("raw", vec![0xff; 40])];
-    let mut answers = raw
-        .stream_append(futures::stream::iter(bad))
-        .await
-        .expect("call")
-        .into_inner();
-    let status = answers.message().await.expect_err("malformed");
+    let status = first_refusal(&mut raw, request_to_1("raw", vec![0xff; 40])).await;
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
 
     // A request over the node's message limit: OUT_OF_RANGE naming both sizes.
-    let big = vec![request_to_1("raw", vec![1; limit + 10])];
-    let mut raw_big = raw.max_encoding_message_size(usize::MAX);
-    let mut answers = raw_big
-        .stream_append(futures::stream::iter(big))
-        .await
-        .expect("call")
-        .into_inner();
-    let status = answers.message().await.expect_err("too large");
+    let mut raw = raw.max_encoding_message_size(usize::MAX);
+    let status = first_refusal(&mut raw, request_to_1("raw", vec![1; limit + 10])).await;
     assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
     assert!(
         status
