@@ -89,9 +89,7 @@ impl Checker {
         codec::decode_shared(what, &req.payload)
             .map_err(|e| Status::invalid_argument(e.to_string()))
     }
-}
 
-impl Checker {
     /// [`Checker::decode`] of a request whose payload is in pieces (`raw_append`).
     pub(super) fn decode_parts<T: serde::de::DeserializeOwned>(
         &self,

@@ -3,7 +3,8 @@
 //! of a follower's samples at batches of 32, its largest item). h2 hands each frame out as a
 //! slice of its read buffer, and the leader sends an entry's payload of 8 KiB or more as a
 //! frame of its own (`framed`), so the entries' payloads come out as slices of the frames
-//! (`codec::decode_parts`); the follower's log copies them once, into its write stage.
+//! (`codec::decode_parts`); the follower's log copies them once, into its write stage (the
+//! page cache on an `async` node).
 //!
 //! The call is gRPC as tonic serves it: the same message framing and size limit, a request
 //! that does not decode answers INVALID_ARGUMENT ("malformed protobuf message"), and the
@@ -114,8 +115,8 @@ impl<T: RaftPeer + AppendStream> Service<http::Request<Body>> for PeerServer<T> 
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Self::Error>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Service::<http::Request<Body>>::poll_ready(&mut self.grpc, cx)
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
