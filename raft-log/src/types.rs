@@ -257,7 +257,9 @@ impl<'de> serde::de::Visitor<'de> for PayloadVisitor {
 }
 
 thread_local! {
-    /// The buffers a [`decode_sharing`] on this thread decodes from.
+    /// The buffers the [`decode_sharing`]s running on this thread decode from (the outer
+    /// ones' too: a slice of any of them is a valid share). Kept, not reallocated, between
+    /// decodes: a follower decodes every AppendEntries request through it.
     static SOURCE: RefCell<Vec<bytes::Bytes>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -272,14 +274,18 @@ pub fn decode_sharing<R>(source: &bytes::Bytes, decode: impl FnOnce() -> R) -> R
 /// [`decode_sharing`] from a message in several buffers (the HTTP/2 frames it arrived in): a
 /// payload that lies within one of `parts` is taken as a slice of it.
 pub fn decode_sharing_parts<R>(parts: &[bytes::Bytes], decode: impl FnOnce() -> R) -> R {
-    /// Puts back what was there before, also when `decode` panics.
-    struct Restore(Vec<bytes::Bytes>);
+    /// Drops this decode's buffers again, also when `decode` panics.
+    struct Restore(usize);
     impl Drop for Restore {
         fn drop(&mut self) {
-            SOURCE.set(std::mem::take(&mut self.0));
+            SOURCE.with_borrow_mut(|s| s.truncate(self.0));
         }
     }
-    let _restore = Restore(SOURCE.replace(parts.to_vec()));
+    let _restore = Restore(SOURCE.with_borrow_mut(|s| {
+        let outer = s.len();
+        s.extend_from_slice(parts);
+        outer
+    }));
     decode()
 }
 

@@ -39,10 +39,7 @@ where
     futures::future::poll_fn(|cx| channel.poll_ready(cx))
         .await
         .map_err(|e| Status::unknown(format!("Service was not ready: {e}")))?;
-    let body = tonic::body::Body::new(FramedBody {
-        frames,
-        chunks: VecDeque::new(),
-    });
+    let body = tonic::body::Body::new(FramedBody::new(frames));
     let request = http::Request::builder()
         .method(http::Method::POST)
         .uri(PATH)
@@ -78,10 +75,20 @@ where
 
 /// A request body of framed messages: each chunk one DATA frame's worth for HTTP/2 (which
 /// cuts it to the frame size and writes the large ones without copying them).
-struct FramedBody<S> {
+pub(super) struct FramedBody<S> {
     frames: S,
     /// The rest of the message being sent.
     chunks: VecDeque<Bytes>,
+}
+
+impl<S> FramedBody<S> {
+    /// The body of `frames`, each item one message in chunks.
+    pub(super) fn new(frames: S) -> Self {
+        FramedBody {
+            frames,
+            chunks: VecDeque::new(),
+        }
+    }
 }
 
 impl<S> http_body::Body for FramedBody<S>
@@ -119,10 +126,7 @@ mod tests {
     async fn the_body_yields_the_chunks_in_order() {
         let a = vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")];
         let b = vec![Bytes::from_static(b"d")];
-        let mut body = FramedBody {
-            frames: futures::stream::iter([a, Vec::new(), b]),
-            chunks: VecDeque::new(),
-        };
+        let mut body = FramedBody::new(futures::stream::iter([a, Vec::new(), b]));
         let mut got = Vec::new();
         while let Some(f) = futures::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
         {

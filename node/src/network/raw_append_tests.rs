@@ -1,5 +1,3 @@
-use std::collections::VecDeque;
-
 use futures::StreamExt as _;
 use http_body::Body as _;
 use openraft::raft::AppendEntriesRequest;
@@ -10,26 +8,13 @@ use raftmq_raft_log::types::Vote;
 
 use super::*;
 use crate::network::codec;
+use crate::network::framed::FramedBody;
 use crate::network::split::tests::log_id;
 use crate::network::split::tests::TestConfig;
 
 /// A request body of the given frames, then the end.
 fn body(frames: Vec<Bytes>) -> Body {
-    Body::new(Frames(frames.into()))
-}
-
-struct Frames(VecDeque<Bytes>);
-
-impl http_body::Body for Frames {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
-    }
+    Body::new(FramedBody::new(futures::stream::iter([frames])))
 }
 
 /// `message` as a gRPC message: prefix and bytes.

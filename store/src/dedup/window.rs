@@ -86,8 +86,9 @@ pub struct Unseen {
 /// its producer's last one in `runs` is there ([`runs`]); every other key is in the table
 /// `by_key`, which holds the low 32 bits of its position under the key's hash, plus the
 /// positions of evicted sends (below `first_seq`, never a match); its live positions are
-/// the sends not in runs ([`table_live`](Self::table_live)). Evicted positions are dropped before they are 2^31 positions
-/// old, and `max-entries` is at most 10 million, so 32 bits tell live from evicted. The keys
+/// the sends not in runs ([`table_live`](Self::table_live)). Evicted positions are dropped
+/// before they are 2^31 positions old, and `max-entries` is at most 10 million, so 32 bits
+/// tell live from evicted. The keys
 /// are in `keys` in apply order, each send's at its `key_at`. The table holds positions, not
 /// keys, so each key is stored once and hashed once on insert. Eviction leaves its position
 /// in the table (a random probe per evicted send was most of `expire`'s cost); once evicted
