@@ -8,7 +8,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 D=${D:-/var/tmp/raftmq-breakdown}
-export RUST_LOG=${RUST_LOG:-warn,raftmq_raft_log::writer=trace,raftmq_raft_log::flusher=trace,raftmq_store::sm::machine=trace,raftmq_store::sm::dispatch=debug,raftmq_node::pipeline=debug,raftmq_node::network::server=trace,raftmq_node::network::streams=trace,raftmq_node::network::append_replies=trace}
+export RUST_LOG=${RUST_LOG:-warn,raftmq_raft_log::writer=trace,raftmq_raft_log::flusher=trace,raftmq_store::sm::machine=trace,raftmq_store::sm::dispatch=debug,raftmq_node::pipeline=debug,raftmq_node::network::server=trace,raftmq_node::network::streams=trace,raftmq_node::network::stream_append=trace,raftmq_node::network::append_replies=trace}
 . "$here/cluster.sh"
 up_cluster 67108864
 sleep 1

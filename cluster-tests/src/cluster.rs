@@ -18,6 +18,7 @@ use raftmq_node::network::fault::PeerFaults;
 use raftmq_node::Node;
 use raftmq_node::NodeHandle;
 use raftmq_node::NodeListeners;
+use raftmq_raft_log::Watermarks;
 use tokio::time::Instant;
 
 use crate::auth::TestAuth;
@@ -311,12 +312,28 @@ impl TestCluster {
     /// (`flushed_phys_end`, read after the log stopped so nothing flushed later is missed), as
     /// the bare byte position the power-loss helpers cut the segment files at.
     pub async fn kill_reporting_flushed(&mut self, id: u64) -> u64 {
+        self.kill_reporting(id).await.flushed_phys_end.get()
+    }
+
+    /// Crashes node `id` and returns its CommitLog's positions at the moment of the crash
+    /// (read after the log stopped).
+    pub async fn kill_reporting(&mut self, id: u64) -> Watermarks {
         let n = self.nodes[id as usize - 1].take().expect("node is running");
         let log = n.log().clone();
         n.kill().await;
         let wm = log.watermarks();
         drop(log);
-        wm.flushed_phys_end.get()
+        wm
+    }
+
+    /// Opens the CommitLog of the stopped node `id` as the node would (recovery included),
+    /// closes it again and returns its positions.
+    pub fn reopen_log(&self, id: u64) -> anyhow::Result<Watermarks> {
+        let config = &self.configs[id as usize - 1];
+        let log = raftmq_store::LogStore::open(&config.data_dir, config.log.clone())?;
+        let wm = log.watermarks();
+        log.close()?;
+        Ok(wm)
     }
 
     /// Restarts node `id` on its data dir and addresses.

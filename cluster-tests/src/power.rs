@@ -3,7 +3,9 @@
 //! A power loss keeps what was fsynced and nothing else: [`cut_to_flushed`] zeroes every
 //! CommitLog byte at or past the node's last flushed physical position (segments are
 //! preallocated with zeros, so zero = never written), except the first `torn_bytes` bytes
-//! there, which keep their content: a record whose write was torn by the power cut.
+//! there, which keep their content: a record whose write was torn by the power cut. An `async`
+//! node's write stage file goes too: after a real power loss it is from an earlier boot, which
+//! the node does not replay (raft-log's `stage_file.rs`).
 //! [`flip_bit`] damages one byte of flushed data.
 
 use std::fs::OpenOptions;
@@ -66,6 +68,10 @@ pub fn cut_to_flushed(
         let zeros = vec![0u8; buf.len()];
         f.write_all_at(&zeros, from)?;
         f.sync_all()?;
+    }
+    match std::fs::remove_file(data_dir.join(raftmq_raft_log::stage_file::STAGE_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
     }
     Ok(cut)
 }

@@ -113,9 +113,11 @@ pub struct LogConfig {
     pub log_cache_bytes: u64,
     /// Bytes of memory the newest appends are copied into, and written from to the segment
     /// around the OS page cache (`O_DIRECT`) by the flush that makes them durable; reads of
-    /// them come from it (see `stage.rs`). 0: appends go through the page cache (so they do
-    /// where `O_DIRECT` is refused, e.g. tmpfs, and under `async` flush). Per node. Default
-    /// 16777216 (16 MiB); 0, or 1048576..=1073741824 in multiples of 4096.
+    /// them come from it (see `stage.rs`). Under `async` flush it is a shared mapping of the
+    /// file `write-stage` in the log directory, which the next open replays after a kill -9
+    /// (`stage_file.rs`). 0: appends go through the page cache (so they do where `O_DIRECT`
+    /// is refused, e.g. tmpfs). Per node. Default 16777216 (16 MiB); 0, or
+    /// 1048576..=1073741824 in multiples of 4096.
     pub write_stage_bytes: u64,
 }
 
@@ -172,14 +174,10 @@ impl LogConfig {
         Ok(())
     }
 
-    /// The write stage in use: `write-stage-bytes` on a `sync` node, none on an `async` one,
-    /// whose appends are acknowledged before their fsync and must survive the process (a
-    /// kill -9) in the page cache.
+    /// The write stage in use: `write-stage-bytes` (an `async` log's in the stage file, whose
+    /// appends are acknowledged before they are written out and must survive a kill -9).
     pub fn stage_bytes(&self) -> u64 {
-        match self.flush {
-            FlushPolicy::Sync => self.write_stage_bytes,
-            FlushPolicy::Async => 0,
-        }
+        self.write_stage_bytes
     }
 
     /// Bytes behind the flushed end whose reads go through the segments' mappings rather than
@@ -236,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn the_stage_is_a_sync_nodes_and_shortens_the_cached_reads() {
+    fn the_stage_shortens_the_cached_reads_under_either_policy() {
         let c = LogConfig::default();
         assert_eq!(c.stage_bytes(), 16 << 20);
         assert_eq!(c.cached_read_bytes(), 8 << 20);
@@ -244,8 +242,8 @@ mod tests {
             flush: FlushPolicy::Async,
             ..LogConfig::default()
         };
-        assert_eq!(c.stage_bytes(), 0);
-        assert_eq!(c.cached_read_bytes(), 256 << 20);
+        assert_eq!(c.stage_bytes(), 16 << 20);
+        assert_eq!(c.cached_read_bytes(), 8 << 20);
         let c = LogConfig {
             write_stage_bytes: 0,
             ..LogConfig::default()

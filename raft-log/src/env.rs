@@ -146,6 +146,9 @@ pub trait Env: Send + Sync {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsyncs a directory.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// The log stops as a crash would ([`crate::LogStore::halt_without_flush`]): leave on disk
+    /// what a killed process would leave (the write stage's file as it is).
+    fn halt(&self) {}
 }
 
 /// `path` with `.tmp` appended: where a file is written before it is renamed into place.

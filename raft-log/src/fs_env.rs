@@ -7,6 +7,7 @@ use std::fs::OpenOptions;
 use std::io;
 use std::io::Write;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::env::tmp_path;
@@ -48,6 +49,15 @@ impl FsEnv {
     pub fn with_stage(bytes: u64) -> FsEnv {
         FsEnv {
             stage: (bytes > 0).then(|| Arc::new(Stage::new(bytes))),
+            ..FsEnv::default()
+        }
+    }
+
+    /// The default environment with a write stage of `bytes` in the stage file at `path` (see
+    /// `stage_file.rs`), `boot` being this boot's id.
+    pub fn with_stage_file(bytes: u64, path: PathBuf, boot: [u8; 40]) -> FsEnv {
+        FsEnv {
+            stage: Some(Arc::new(Stage::in_file(bytes, path, boot))),
             ..FsEnv::default()
         }
     }
@@ -94,7 +104,7 @@ impl PlainFile for FsPlain {
 /// ≈ 2 µs against ≈ 10 µs over written zeros not in the page cache; but the fdatasync after a
 /// first write into fallocated blocks also writes the extent metadata, which the
 /// `zero_ahead` thread spares the appends.
-fn allocate(file: &mut File, len: u64) -> io::Result<()> {
+pub(crate) fn allocate(file: &mut File, len: u64) -> io::Result<()> {
     {
         use std::os::fd::AsRawFd;
         let size = libc::off_t::try_from(len)
@@ -202,6 +212,12 @@ impl Env for FsEnv {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
+    }
+
+    fn halt(&self) {
+        if let Some(stage) = &self.stage {
+            stage.halt();
+        }
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

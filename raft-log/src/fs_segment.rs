@@ -23,6 +23,7 @@ use crate::env::PAGE_BYTES;
 use crate::env::ZEROS;
 use crate::stage::Files;
 use crate::stage::Stage;
+use crate::stage_file::FileId;
 
 /// A segment file, always read through a shared mapping and written with pwrite (unless
 /// [`FsEnv::mapped_writes`]), from measurements on the dev VM (ext4, 2 cores):
@@ -39,8 +40,8 @@ use crate::stage::Stage;
 ///
 /// Linux's unified page cache makes pwritten bytes visible to the mapping at once.
 ///
-/// With a write stage ([`FsEnv::with_stage`], which `LogStore::open` uses on `sync` nodes;
-/// never with mapped writes nor where `O_DIRECT` is refused), writes go to the stage and reads
+/// With a write stage ([`FsEnv::with_stage`], which `LogStore::open` uses; never with mapped
+/// writes nor where `O_DIRECT` is refused), writes go to the stage and reads
 /// of what it holds come from it (`stage.rs`).
 struct MmapSegment {
     map: MmapRaw,
@@ -347,6 +348,7 @@ pub(crate) fn map_segment(
     if let Err(e) = map.advise(memmap2::Advice::Sequential) {
         tracing::debug!(error = %e, "madvise(SEQUENTIAL) of a segment failed");
     }
+    let id = FileId::of(&file)?;
     let file = Arc::new(file);
     let direct = OnceLock::new();
     let stage = match stage {
@@ -355,6 +357,7 @@ pub(crate) fn map_segment(
             let files = Files {
                 direct: d,
                 plain: file.clone(),
+                id,
             };
             (stage.clone(), files)
         }),

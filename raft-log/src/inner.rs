@@ -24,6 +24,7 @@ use crate::install;
 use crate::meta::Meta;
 use crate::open::load_state;
 use crate::shared::Shared;
+use crate::stage_file::STAGE_FILE;
 use crate::trim::Trimmer;
 use crate::writer::Writer;
 
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) inline: InlineFlush,
     /// Test hook of the snapshot install swap.
     pub(crate) install_failpoint: install::Failpoint,
+    /// The file system the log runs on.
+    env: Arc<dyn Env>,
 }
 
 impl Inner {
@@ -55,6 +58,9 @@ impl Inner {
         let dir = dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create dir", &dir, e))?;
         let meta = Meta::open(&dir.join("meta"))?;
+        // What a killed `async` process left only in its write stage goes to its segment
+        // first, whatever the policy and the environment are now (`stage_file.rs`).
+        crate::stage_file::replay(&dir.join(STAGE_FILE), &dir.join("commitlog"))?;
         install::finish_interrupted(
             env.as_ref(),
             &dir.join("commitlog"),
@@ -74,7 +80,7 @@ impl Inner {
             FlushPolicy::Async => Some(Duration::from_millis(config.flush_interval_ms)),
         };
         let cache_bytes = config.cached_read_bytes();
-        let writer = Writer::start(shared.clone(), config, env, dir.join("commitlog"))?;
+        let writer = Writer::start(shared.clone(), config, env.clone(), dir.join("commitlog"))?;
         let index_dir = dir.join("raft-index");
         let flusher = Flusher::start(shared.clone(), index_dir.clone(), interval, cache_bytes)?;
         let committer = Committer::start(shared.clone())?;
@@ -87,6 +93,7 @@ impl Inner {
             committer,
             inline: InlineFlush::default(),
             install_failpoint: install::Failpoint::default(),
+            env,
         })
     }
 
@@ -99,6 +106,7 @@ impl Inner {
         let res = if flush {
             self.flusher.flush_once()
         } else {
+            self.env.halt();
             Ok(())
         };
         self.flusher.stop();

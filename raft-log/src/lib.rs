@@ -47,8 +47,9 @@
 //!
 //! **Parts** (each its own type; the import graph between files has no cycle):
 //! - CommitLog: `segments` ([`Detached`]; `graveyard`: detached segments still pinned),
-//!   `prealloc`, `zero_ahead` (zeros ahead of the appends), `stage` (a `sync` node's appends
-//!   in memory until the flush writes them with `O_DIRECT`), [`mod@format`], `recovery`; the
+//!   `prealloc`, `zero_ahead` (zeros ahead of the appends), `stage` (the appends in
+//!   memory until a flush writes them with `O_DIRECT`; `stage_file`: an `async` log's, in a
+//!   mapped file the next open replays), [`mod@format`], `recovery`; the
 //!   append path `writer` (`Writer`; `batch` checks and encodes a call's entries), the cuts at
 //!   either end `trim` (`Trimmer`), the snapshot swap `install`.
 //! - [`raft_index`]: log index → location; `meta`: the sled db, and beside it
@@ -106,11 +107,14 @@
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
-//! **Write method** (measured on ext4, see `fs_segment.rs`): under `async` the records of one
-//! append call are written with one `pwrite` and flushed with `fdatasync` (storing into fresh
-//! mapped pages costs a zero-fill and two faults per page); under `sync` they are copied into
-//! the write stage (`stage.rs`, a ring in memory, `ring.rs`), which the flush writes out with
-//! `O_DIRECT` before its `fdatasync`. Readers read the stage for what it holds, else the
+//! **Write method** (measured on ext4, see `fs_segment.rs`): the records of one append call
+//! are copied into the write stage (`stage.rs`, a ring, `ring.rs`), which a flush writes out
+//! with `O_DIRECT` before its `fdatasync` (an `async` log's writeback step every 10 ms writes
+//! it out too). A `sync` log's ring is its own memory; an `async` log's is a shared mapping of
+//! `write-stage` in the log directory (`stage_file.rs`), whose header says which bytes only
+//! the ring holds, so that `open` writes them to their segment after a kill -9. Without a
+//! stage (`write-stage-bytes` 0, tmpfs) they are written with one `pwrite` (storing into
+//! fresh mapped pages costs a zero-fill and two faults per page). Readers read the stage for what it holds, else the
 //! mapping (one page cache), except bytes below the end of the pages dropped behind the
 //! flushed end (`log-cache-bytes`, or half the stage if less), which `cold_read.rs` reads with
 //! `O_DIRECT` in 2 MiB chunks.
@@ -132,6 +136,7 @@ pub mod fuzzing;
 pub mod mem_env;
 pub mod raft_index;
 pub mod stage;
+pub mod stage_file;
 pub mod store;
 pub mod types;
 

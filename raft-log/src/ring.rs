@@ -1,10 +1,14 @@
 //! [`Ring`]: memory aligned for `O_DIRECT`, addressed by file offset modulo its length, that
-//! the write stage (`stage.rs`) copies appends into and writes out from; and the copy with
+//! the write stage (`stage.rs`) copies appends into and writes out from (the process's own
+//! memory, or a shared mapping of the stage file, `stage_file.rs`); and the copy with
 //! streaming stores it fills it with.
 
 use std::alloc::Layout;
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+use memmap2::MmapRaw;
 
 use crate::cold_read::ALIGN;
 
@@ -15,6 +19,8 @@ pub(crate) const BLOCK: u64 = ALIGN as u64;
 pub(crate) struct Ring {
     ptr: NonNull<u8>,
     len: usize,
+    /// A mapping the memory lies in (`None`: allocated by `new`, freed on drop).
+    map: Option<Arc<MmapRaw>>,
 }
 
 // SAFETY: the ring is plain memory; who touches which bytes when is its owner's protocol
@@ -32,8 +38,32 @@ impl Ring {
         // written now).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         NonNull::new(ptr)
-            .map(|ptr| Ring { ptr, len })
+            .map(|ptr| Ring {
+                ptr,
+                len,
+                map: None,
+            })
             .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "write stage"))
+    }
+
+    /// The `len` bytes at `offset` of `map` (a multiple of [`BLOCK`]), which the ring keeps.
+    pub(crate) fn in_map(map: Arc<MmapRaw>, offset: usize, len: usize) -> io::Result<Ring> {
+        if offset % BLOCK as usize != 0 || offset.checked_add(len) != Some(map.len()) {
+            return Err(io::Error::other(format!(
+                "write stage: a ring of {len} bytes at {offset} does not end a mapping of {}",
+                map.len()
+            )));
+        }
+        // SAFETY: offset < map.len() (checked above, len > 0 by the stage), so inside the
+        // mapping, which the ring keeps alive.
+        let ptr = unsafe { map.as_mut_ptr().add(offset) };
+        NonNull::new(ptr)
+            .map(|ptr| Ring {
+                ptr,
+                len,
+                map: Some(map),
+            })
+            .ok_or_else(|| io::Error::other("write stage: null mapping"))
     }
 
     /// All of the memory, for its only user.
@@ -147,6 +177,9 @@ pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, n: usize) {
 
 impl Drop for Ring {
     fn drop(&mut self) {
+        if self.map.is_some() {
+            return;
+        }
         // SAFETY: allocated in `new` with this layout (valid then, so valid now).
         unsafe {
             std::alloc::dealloc(

@@ -13,8 +13,13 @@
 //! only here. Reads of `[low, high)` come from the ring; below `low` the file is the truth (the
 //! ring wrote it out before `low` passed it), and so it is at and above `high`, where nothing
 //! was written through the stage. `high` is the end of the owner's latest write; the zero-ahead
-//! thread writes only past it, from the next whole page on (`zero_ahead.rs`). `LogStore::open`
-//! gives a stage to `sync` nodes only (see `write-stage-bytes`).
+//! thread writes only past it, from the next whole page on (`zero_ahead.rs`).
+//!
+//! A `sync` log's ring is the process's own memory: what it holds is not acknowledged until
+//! the flush wrote it out. An `async` log acknowledges an append once it is copied, so there
+//! the ring is a shared mapping of the stage file, whose header follows `low`, `high`,
+//! `clean_end` and the owner, and which the next open replays after a kill -9
+//! (`stage_file.rs`).
 //!
 //! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
 //! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the
@@ -38,6 +43,8 @@
 
 use std::fs::File;
 use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -48,6 +55,8 @@ use parking_lot::RwLock;
 
 use crate::ring::Ring;
 use crate::ring::BLOCK;
+use crate::stage_file::FileId;
+use crate::stage_file::Header;
 use crate::vectored::write_all_iovecs;
 
 /// Smallest stage accepted (`write-stage-bytes`).
@@ -82,12 +91,24 @@ pub(crate) struct Files {
     pub direct: Arc<File>,
     /// The segment's ordinary descriptor.
     pub plain: Arc<File>,
+    /// The file, as the stage file's header names its owner.
+    pub id: FileId,
+}
+
+/// The ring, and the stage file's header if it lies in one.
+struct Mem {
+    ring: Ring,
+    header: Option<Header>,
 }
 
 /// The write stage of one log (shared by its segments; one owns it at a time).
 pub struct Stage {
     bytes: u64,
-    ring: OnceLock<Ring>,
+    /// The stage file and this boot's id (`None`: the ring is the process's memory).
+    file: Option<(PathBuf, [u8; 40])>,
+    mem: OnceLock<Mem>,
+    /// Set when the log stops as a crash would: the header stays as it is for the next open.
+    halted: AtomicBool,
     meta: RwLock<Meta>,
     /// One write-out at a time; holds the block `high` falls in, padded (taken on first use).
     io: Mutex<Option<Ring>>,
@@ -101,11 +122,29 @@ impl Stage {
     pub fn new(bytes: u64) -> Stage {
         Stage {
             bytes: bytes.next_multiple_of(BLOCK).max(2 * BLOCK),
-            ring: OnceLock::new(),
+            file: None,
+            mem: OnceLock::new(),
+            halted: AtomicBool::new(false),
             meta: RwLock::new(Meta::default()),
             io: Mutex::new(None),
             written: Default::default(),
         }
+    }
+
+    /// A stage whose ring lies in the stage file at `path` (created when a segment first
+    /// writes), for a log that acknowledges appends before writing them out; `boot` is
+    /// [`crate::stage_file::boot_id`].
+    pub fn in_file(bytes: u64, path: PathBuf, boot: [u8; 40]) -> Stage {
+        Stage {
+            file: Some((path, boot)),
+            ..Stage::new(bytes)
+        }
+    }
+
+    /// The log stopped as a crash would: from now on the stage file's header is left as it
+    /// is, so that the next open replays what the ring holds.
+    pub fn halt(&self) {
+        self.halted.store(true, Ordering::Release);
     }
 
     /// Bytes written to files so far.
@@ -161,6 +200,9 @@ impl Stage {
                 return Err(io::Error::other("write stage: bytes not written out"));
             }
             m.low = need;
+            if let Some(h) = self.header() {
+                h.set_low(need);
+            }
         }
         let ring = self.ring()?;
         let mut at = offset;
@@ -177,6 +219,9 @@ impl Stage {
         m.high = end;
         m.clean_end = m.clean_end.min(offset);
         m.rewrite_min = m.rewrite_min.min(offset);
+        if let Some(h) = self.header() {
+            h.set_range(m.clean_end, end);
+        }
         Ok(true)
     }
 
@@ -235,23 +280,67 @@ impl Stage {
             return Ok(());
         }
         self.write_out(&mut block)?;
-        self.meta.write().owner = None;
+        self.disown();
         Ok(())
     }
 
-    /// Gives the ring up without writing anything (segment `id` is gone).
+    /// Gives the ring up without writing anything (segment `id` is gone, or the log stopped).
     pub(crate) fn forget(&self, id: u64) {
         let _io = self.io.lock();
-        let mut m = self.meta.write();
+        let m = self.meta.read();
         if m.owned_by(id) {
-            m.owner = None;
+            drop(m);
+            if self.halted.load(Ordering::Acquire) {
+                self.meta.write().owner = None;
+            } else {
+                self.disown();
+            }
+        }
+    }
+
+    /// No owner, in memory and in the stage file's header.
+    fn disown(&self) {
+        let mut m = self.meta.write();
+        m.owner = None;
+        if let Some(h) = self.header() {
+            h.disown();
         }
     }
 
     fn ring(&self) -> io::Result<&Ring> {
-        self.ring
+        self.mem
             .get()
+            .map(|m| &m.ring)
             .ok_or_else(|| io::Error::other("write stage used before its memory was taken"))
+    }
+
+    fn header(&self) -> Option<&Header> {
+        self.mem.get().and_then(|m| m.header.as_ref())
+    }
+
+    /// The ring's memory: the process's own, or the stage file mapped.
+    fn take_memory(&self) -> io::Result<()> {
+        if self.mem.get().is_some() {
+            return Ok(());
+        }
+        let mem = match &self.file {
+            None => Mem {
+                ring: Ring::new(self.bytes as usize)?,
+                header: None,
+            },
+            Some((path, boot)) => {
+                let (ring, header) =
+                    crate::stage_file::create(path, self.bytes, *boot).map_err(|e| {
+                        io::Error::new(e.kind(), format!("stage file {}: {e}", path.display()))
+                    })?;
+                Mem {
+                    ring,
+                    header: Some(header),
+                }
+            }
+        };
+        let _ = self.mem.set(mem);
+        Ok(())
     }
 
     /// Hands the ring to segment `id` at `offset`: the owner's bytes written out, then the
@@ -265,10 +354,8 @@ impl Stage {
     ) -> io::Result<()> {
         let mut block = self.io.lock();
         self.write_out(&mut block)?;
-        self.meta.write().owner = None;
-        if self.ring.get().is_none() {
-            let _ = self.ring.set(Ring::new(self.bytes as usize)?);
-        }
+        self.disown();
+        self.take_memory()?;
         let ring = self.ring()?;
         let low = offset / BLOCK * BLOCK;
         let mut head = [0u8; BLOCK as usize];
@@ -277,13 +364,17 @@ impl Stage {
         // SAFETY: no segment owns the ring, so no reader or write-out uses it, and the writer
         // is this call.
         unsafe { ring.copy_in(low, head) };
-        *self.meta.write() = Meta {
+        let mut m = self.meta.write();
+        *m = Meta {
             owner: Some((id, files.clone())),
             low,
             high: offset,
             clean_end: low,
             rewrite_min: u64::MAX,
         };
+        if let Some(h) = self.header() {
+            h.own(files.id, low, offset, low);
+        }
         Ok(())
     }
 
@@ -335,7 +426,38 @@ impl Stage {
         self.written.fetch_add(bytes, Ordering::Relaxed);
         let mut m = self.meta.write();
         m.clean_end = high.min(m.rewrite_min);
+        if let Some(h) = self.header() {
+            h.set_clean_end(m.clean_end);
+        }
         Ok(())
+    }
+}
+
+/// Test support: a new zeroed file of `len` bytes at `path` and its descriptors (the direct one
+/// with `O_DIRECT` where the file system allows it, else a second plain one: the stage's logic
+/// is the same).
+#[cfg(test)]
+pub(crate) fn test_files(path: &std::path::Path, len: u64) -> Files {
+    use std::os::unix::fs::OpenOptionsExt;
+    let plain = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    plain.set_len(len).unwrap();
+    let direct = File::options()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .or_else(|_| File::options().read(true).write(true).open(path))
+        .unwrap();
+    Files {
+        id: crate::stage_file::FileId::of(&plain).unwrap(),
+        direct: Arc::new(direct),
+        plain: Arc::new(plain),
     }
 }
 

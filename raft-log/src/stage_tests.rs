@@ -8,29 +8,9 @@ use crate::ring::stream_copy;
 
 const CAP: u64 = 1 << 20;
 
-/// A zeroed file of `CAP` bytes and its descriptors (the direct one with `O_DIRECT` where the
-/// file system allows it, else a second plain one: the stage's logic is the same).
+/// A zeroed file of `CAP` bytes and its descriptors.
 fn files(path: &Path) -> Files {
-    use std::os::unix::fs::OpenOptionsExt;
-    let plain = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .unwrap();
-    plain.set_len(CAP).unwrap();
-    let direct = File::options()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .or_else(|_| File::options().read(true).write(true).open(path))
-        .unwrap();
-    Files {
-        direct: Arc::new(direct),
-        plain: Arc::new(plain),
-    }
+    test_files(path, CAP)
 }
 
 fn on_disk(f: &Files, offset: u64, len: usize) -> Vec<u8> {

@@ -21,6 +21,7 @@ use crate::entry_read::read_entry;
 use crate::entry_read::LocatedRange;
 use crate::env::Env;
 use crate::env::FsEnv;
+use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
 use crate::inner::Inner;
@@ -28,6 +29,7 @@ use crate::install;
 use crate::pinned::PinnedRange;
 use crate::raft_index::EntryLocation;
 use crate::segments::Detached;
+use crate::stage_file::STAGE_FILE;
 use crate::types::LogEntry;
 use crate::types::LogId;
 use crate::types::LogIndex;
@@ -70,10 +72,36 @@ impl<C> Clone for LogStore<C> {
 impl<C> LogStore<C> {
     /// Opens (or creates) the log under `dir` on the real file system; recovery runs here.
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> LogResult<Self> {
+        let dir = dir.as_ref();
+        let stage_path = dir.join(STAGE_FILE);
         // pwrite for both policies (see `FsEnv`): stores into fresh mapped pages cost a
         // zero-fill and two faults per page; into the write stage where there is one.
-        let env = FsEnv::with_stage(config.stage_bytes());
-        Self::open_with_env(dir, config, Arc::new(env))
+        let bytes = config.stage_bytes();
+        let boot = crate::stage_file::boot_id();
+        let env = match (config.flush, boot) {
+            (FlushPolicy::Async, Some(boot)) if bytes > 0 => {
+                FsEnv::with_stage_file(bytes, stage_path.clone(), boot)
+            }
+            (FlushPolicy::Async, _) => {
+                if bytes > 0 {
+                    tracing::warn!("no boot id from the kernel: no write stage for an async log");
+                }
+                FsEnv::default()
+            }
+            (FlushPolicy::Sync, _) => FsEnv::with_stage(bytes),
+        };
+        let in_file = env.stage.is_some() && config.flush == FlushPolicy::Async;
+        let log = Self::open_with_env(dir, config, Arc::new(env))?;
+        // Opening replayed the stage file a killed `async` process left; unused now, it goes.
+        if !in_file {
+            std::fs::remove_file(&stage_path)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(|e| LogError::io("remove", &stage_path, e))?;
+        }
+        Ok(log)
     }
 
     /// Opens with a custom I/O environment (fault injection in tests). The meta db is always

@@ -181,9 +181,9 @@ pub struct NodeArgs {
     #[arg(long)]
     pub log_cache_bytes: Option<u64>,
     /// Bytes of memory the newest CommitLog appends are copied into and written from around
-    /// the page cache (`O_DIRECT`) by the flush, on a `sync` node (`async` nodes append
-    /// through the page cache); 0 = through the page cache. [default 16777216 (16 MiB); 0 or
-    /// 1048576..=1073741824, a multiple of 4096]
+    /// the page cache (`O_DIRECT`) by the flush (on an `async` node a mapping of the file
+    /// `write-stage` in the data directory, replayed after a kill -9); 0 = through the page
+    /// cache. [default 16777216 (16 MiB); 0 or 1048576..=1073741824, a multiple of 4096]
     #[arg(long)]
     pub write_stage_bytes: Option<u64>,
     /// After a whole-cluster power loss with `async` flush: forget the committed entries this
