@@ -85,10 +85,9 @@
 //!   behind (at most every 100 ms unless an ack waits via
 //!   [`LogStore::wait_durable`]); see `committer.rs` for why that is safe only for `sync`
 //!   (or for an id the log's own flush already covers). On an `async` log openraft's
-//!   `save_committed` is [`LogStore::save_committed_async`]: written behind on a node that
-//!   follows another, whose apply waits with [`LogStore::wait_applicable`]; durable before
-//!   returning on the leader, whose transport lets the commit index out only through the
-//!   [`LogStore::commit_gate`].
+//!   `save_committed` is [`LogStore::save_committed_async`]: written behind, apply waiting
+//!   with [`LogStore::wait_applicable`]; a leader's transport lets the commit index out only
+//!   through the [`LogStore::commit_gate`].
 //! - Segments are created under a temporary name, allocated with `fallocate` (a full disk
 //!   fails there, as [`LogError::DiskFull`]), fsynced, renamed, and the directory is fsynced;
 //!   removals fsync the directory too. The next segment is prepared by a background thread.

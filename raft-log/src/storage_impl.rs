@@ -77,8 +77,7 @@ impl<C: LogTypes> RaftLogStorage<C> for LogStore<C> {
     }
 
     /// `sync`: deferred to the committer thread (acks wait via `wait_durable`); `async`:
-    /// durable before returning on a candidate or leader, deferred on a follower whose apply
-    /// waits for it (see [`crate::store::LogStore::save_committed_async`]).
+    /// deferred too, apply waiting for it (see [`crate::store::LogStore::save_committed_async`]).
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         match self.config().flush {
             FlushPolicy::Sync => Ok(LogStore::save_committed_deferred(self, committed)?),

@@ -250,11 +250,10 @@ impl<C> LogStore<C> {
         };
         inner.inline.record_done();
         // An `async` leader (or candidate) starts a flush of what it appended at once, without
-        // waiting for it: by the time a quorum answers, the flush has usually covered the
-        // entry, so its commit needs no fdatasync of the committed id in openraft's core loop
-        // (`Committer::save`), and apply and the ack wait for this flush instead, which ran
-        // beside replication (the `sync` leader's overlap). Followers still flush only every
-        // `flush-interval-ms`.
+        // waiting for it: apply, the ack and the commit gate wait for the entry to be durable
+        // (`Committer::save_async`), and this flush, run beside replication (the `sync`
+        // leader's overlap), usually makes it so before the committer thread writes the id.
+        // Followers still flush only every `flush-interval-ms`.
         if inner.writer.config().flush == FlushPolicy::Async
             && end.is_ok()
             && inner.committer.votes_for_itself()
@@ -353,10 +352,11 @@ impl<C> LogStore<C> {
             .await
     }
 
-    /// openraft's `save_committed` on an `async` log: durable before returning while this
-    /// node's vote is its own (a candidate or the leader), written behind while it follows
-    /// another node, whose apply then waits with [`LogStore::wait_applicable`]. Until
-    /// [`LogStore::set_node_id`] it is always durable before returning.
+    /// openraft's `save_committed` on an `async` log: recorded at once and written behind;
+    /// apply waits for it with [`LogStore::wait_applicable`] (or for the log's flush past the
+    /// entry), and the [`LogStore::commit_gate`] lets it out to the peers only once durable.
+    /// Until [`LogStore::set_node_id`] (and while a lost-commit floor waits on a node with
+    /// its own vote) it is durable before returning.
     pub fn save_committed_async(&self, committed: Option<LogId>) -> LogResult<()> {
         self.inner.committer.save_async(committed)
     }
