@@ -16,6 +16,7 @@ use crate::env::PlainFile;
 use crate::env::SegmentFile;
 use crate::fs_segment::map_segment;
 use crate::stage::Stage;
+use crate::stage_file::BootId;
 
 /// Default step of [`Env::remove_large`] on [`FsEnv`]: 64 MiB.
 pub const REMOVE_STEP_BYTES: u64 = 64 << 20;
@@ -55,7 +56,7 @@ impl FsEnv {
 
     /// The default environment with a write stage of `bytes` in the stage file at `path` (see
     /// `stage_file.rs`), `boot` being this boot's id.
-    pub fn with_stage_file(bytes: u64, path: PathBuf, boot: [u8; 40]) -> FsEnv {
+    pub fn with_stage_file(bytes: u64, path: PathBuf, boot: BootId) -> FsEnv {
         FsEnv {
             stage: Some(Arc::new(Stage::in_file(bytes, path, boot))),
             ..FsEnv::default()

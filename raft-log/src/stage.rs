@@ -55,6 +55,7 @@ use parking_lot::RwLock;
 
 use crate::ring::Ring;
 use crate::ring::BLOCK;
+use crate::stage_file::BootId;
 use crate::stage_file::FileId;
 use crate::stage_file::Header;
 use crate::vectored::write_all_iovecs;
@@ -105,7 +106,7 @@ struct Mem {
 pub struct Stage {
     bytes: u64,
     /// The stage file and this boot's id (`None`: the ring is the process's memory).
-    file: Option<(PathBuf, [u8; 40])>,
+    file: Option<(PathBuf, BootId)>,
     mem: OnceLock<Mem>,
     /// Set when the log stops as a crash would: the header stays as it is for the next open.
     halted: AtomicBool,
@@ -134,7 +135,7 @@ impl Stage {
     /// A stage whose ring lies in the stage file at `path` (created when a segment first
     /// writes), for a log that acknowledges appends before writing them out; `boot` is
     /// [`crate::stage_file::boot_id`].
-    pub fn in_file(bytes: u64, path: PathBuf, boot: [u8; 40]) -> Stage {
+    pub fn in_file(bytes: u64, path: PathBuf, boot: BootId) -> Stage {
         Stage {
             file: Some((path, boot)),
             ..Stage::new(bytes)

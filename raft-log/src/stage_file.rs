@@ -57,9 +57,12 @@ const W_CLEAN: usize = 13;
 const WORDS: usize = 14;
 const BOOT_BYTES: usize = 40;
 
-/// This boot's id, padded to 40 bytes; `None` where the kernel does not give one (then an
-/// `async` log keeps its appends in the page cache: a stage file could not tell a power loss).
-pub fn boot_id() -> Option<[u8; BOOT_BYTES]> {
+/// A boot's id (`/proc/sys/kernel/random/boot_id`), zero-padded.
+pub type BootId = [u8; BOOT_BYTES];
+
+/// This boot's id; `None` where the kernel does not give one (then an `async` log keeps its
+/// appends in the page cache: a stage file could not tell a power loss).
+pub fn boot_id() -> Option<BootId> {
     let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let id = text.trim().as_bytes();
     if id.is_empty() || id.len() > BOOT_BYTES {
@@ -139,11 +142,7 @@ impl Header {
 
 /// Creates (or reuses) the stage file at `path` for a ring of `bytes`, its blocks allocated
 /// (a full disk fails here, not as SIGBUS on a store), its header fresh: this boot, no owner.
-pub(crate) fn create(
-    path: &Path,
-    bytes: u64,
-    boot: [u8; BOOT_BYTES],
-) -> io::Result<(Ring, Header)> {
+pub(crate) fn create(path: &Path, bytes: u64, boot: BootId) -> io::Result<(Ring, Header)> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)

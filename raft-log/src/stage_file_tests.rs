@@ -15,7 +15,7 @@ struct Setup {
     files: Files,
 }
 
-fn setup_with(boot: [u8; 40]) -> Setup {
+fn setup_with(boot: BootId) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("commitlog")).unwrap();
     let files = crate::stage::test_files(&seg_path(dir.path()), CAP);
