@@ -110,6 +110,8 @@ pub struct Stage {
     mem: OnceLock<Mem>,
     /// Set when the log stops as a crash would: the header stays as it is for the next open.
     halted: AtomicBool,
+    /// Set when the stage file could not be made: no segment takes the ring any more.
+    unusable: AtomicBool,
     meta: RwLock<Meta>,
     /// One write-out at a time; holds the block `high` falls in, padded (taken on first use).
     io: Mutex<Option<Ring>>,
@@ -126,6 +128,7 @@ impl Stage {
             file: None,
             mem: OnceLock::new(),
             halted: AtomicBool::new(false),
+            unusable: AtomicBool::new(false),
             meta: RwLock::new(Meta::default()),
             io: Mutex::new(None),
             written: Default::default(),
@@ -174,8 +177,8 @@ impl Stage {
             return Ok(false);
         }
         let end = offset + len;
-        if !self.meta.read().owned_by(id) {
-            self.take(id, files, offset, seed)?;
+        if !self.meta.read().owned_by(id) && !self.take(id, files, offset, seed)? {
+            return Ok(false);
         }
         let (low, high, clean) = {
             let m = self.meta.read();
@@ -345,18 +348,31 @@ impl Stage {
     }
 
     /// Hands the ring to segment `id` at `offset`: the owner's bytes written out, then the
-    /// ring holding `offset`'s block up to `offset`, read from the file.
+    /// ring holding `offset`'s block up to `offset`, read from the file. `false`: the stage
+    /// file cannot be made (a full disk, a read-only directory): the appends go through the
+    /// page cache from now on, which keeps an `async` log's promise too.
     fn take(
         &self,
         id: u64,
         files: &Files,
         offset: u64,
         seed: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let mut block = self.io.lock();
         self.write_out(&mut block)?;
         self.disown();
-        self.take_memory()?;
+        if self.unusable.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        if let Err(e) = self.take_memory() {
+            let Some((path, _)) = &self.file else {
+                return Err(e);
+            };
+            tracing::warn!(path = %path.display(), error = %e,
+                "cannot make the write stage file; appends go through the page cache");
+            self.unusable.store(true, Ordering::Release);
+            return Ok(false);
+        }
         let ring = self.ring()?;
         let low = offset / BLOCK * BLOCK;
         let mut head = [0u8; BLOCK as usize];
@@ -376,7 +392,7 @@ impl Stage {
         if let Some(h) = self.header() {
             h.own(files.id, low, offset, low);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes the owner's `[clean_end's block, high)` out; `block` is `io`'s, held.

@@ -189,3 +189,17 @@ fn a_damaged_header_fails_the_replay_and_keeps_the_file() {
     f.set_len(100).unwrap();
     replay(&path, &s.dir.path().join("commitlog")).unwrap();
 }
+
+#[test]
+fn a_stage_file_that_cannot_be_made_leaves_the_appends_to_the_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = crate::stage::test_files(&dir.path().join("seg"), CAP);
+    let boot = boot_id().expect("this kernel gives a boot id");
+    let stage = Stage::in_file(RING, dir.path().join("missing").join(STAGE_FILE), boot);
+    let plain = files.plain.clone();
+    let seed = move |o: u64, b: &mut [u8]| plain.read_exact_at(b, o);
+    for _ in 0..2 {
+        assert!(!stage.write(1, &files, 0, &[&[1u8; 100]], &seed).unwrap());
+    }
+    assert!(!stage.holds(1, 0, 100));
+}
