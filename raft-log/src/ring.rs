@@ -4,6 +4,7 @@
 //! streaming stores it fills it with.
 
 use std::alloc::Layout;
+use std::fs::File;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use memmap2::MmapRaw;
 
 use crate::cold_read::ALIGN;
+use crate::vectored::write_all_iovecs;
 
 /// Alignment and unit of a write-out: the `O_DIRECT` alignment the cold reads use too.
 pub(crate) const BLOCK: u64 = ALIGN as u64;
@@ -122,6 +124,56 @@ impl Ring {
                 iov_base: unsafe { self.ptr.as_ptr().add(slot) }.cast(),
                 iov_len: n,
             })
+    }
+}
+
+impl Ring {
+    /// Writes the file bytes `[start, high)` the ring holds (`start` a multiple of [`BLOCK`])
+    /// to `start` of the file with one vectored write: the whole blocks straight from the
+    /// ring, `high`'s block from `block` (taken on first use) padded with zeros, since the
+    /// bytes after `high` may be the next append being copied. Through `direct` (`O_DIRECT`),
+    /// or `plain` where the file system refuses that write. Returns the bytes written.
+    ///
+    /// # Safety
+    /// No one writes the slots of `[start, high)` meanwhile.
+    pub(crate) unsafe fn write_blocks(
+        &self,
+        block: &mut Option<Ring>,
+        direct: &File,
+        plain: &File,
+        start: u64,
+        high: u64,
+    ) -> io::Result<u64> {
+        let full = high / BLOCK * BLOCK;
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(3);
+        if full > start {
+            iov.extend(self.iovecs(start, (full - start) as usize));
+        }
+        if high > full {
+            if block.is_none() {
+                *block = Some(Ring::new(BLOCK as usize)?);
+            }
+            let Some(b) = block.as_mut() else {
+                return Err(io::Error::other("write stage block"));
+            };
+            let tail = b.bytes_mut();
+            let n = (high - full) as usize;
+            // SAFETY: [full, high) lies in [start, high), which no one writes (the caller).
+            unsafe { self.copy_out(full, &mut tail[..n]) };
+            tail[n..].fill(0);
+            iov.extend(b.iovecs(0, BLOCK as usize));
+        }
+        // SAFETY (both calls): the iovecs point into the ring, or into `block`, which this
+        // call holds; neither is freed meanwhile, and the kernel only reads them.
+        match unsafe { write_all_iovecs(direct, start, &mut iov.clone()) } {
+            // A file system that opens with O_DIRECT but refuses this write: the same bytes
+            // through the page cache (the fdatasync after covers them either way).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::debug!(error = %e, "direct write refused; writing through the page cache");
+                unsafe { write_all_iovecs(plain, start, &mut iov) }
+            }
+            r => r,
+        }
     }
 }
 

@@ -21,11 +21,9 @@
 //! `clean_end` and the owner, and which the next open replays after a kill -9
 //! (`stage_file.rs`).
 //!
-//! A write-out sends the whole blocks from `clean_end`'s block up to `high`'s straight from the
-//! ring, and `high`'s block from a copy padded with zeros (the bytes after `high` may be the
-//! next append being copied meanwhile). The next write-out writes that block again, with what
-//! followed it: a durable block rewritten, as the page cache's writeback of a partial page
-//! does too.
+//! A write-out sends the blocks from `clean_end`'s to `high`'s (`Ring::write_blocks`, the last
+//! one padded); the next writes that block again: a durable block rewritten, as the page
+//! cache's writeback of a partial page does too.
 //!
 //! Concurrency, on the [`crate::env::SegmentFile`] contract (one writer, under the log lock;
 //! readers only below the published append position):
@@ -58,7 +56,7 @@ use crate::ring::BLOCK;
 use crate::stage_file::BootId;
 use crate::stage_file::FileId;
 use crate::stage_file::Header;
-use crate::vectored::write_all_iovecs;
+use crate::stage_file::Memory;
 
 /// Smallest stage accepted (`write-stage-bytes`).
 pub const MIN_STAGE_BYTES: u64 = 1 << 20;
@@ -96,18 +94,12 @@ pub(crate) struct Files {
     pub id: FileId,
 }
 
-/// The ring, and the stage file's header if it lies in one.
-struct Mem {
-    ring: Ring,
-    header: Option<Header>,
-}
-
 /// The write stage of one log (shared by its segments; one owns it at a time).
 pub struct Stage {
     bytes: u64,
     /// The stage file and this boot's id (`None`: the ring is the process's memory).
     file: Option<(PathBuf, BootId)>,
-    mem: OnceLock<Mem>,
+    mem: OnceLock<Memory>,
     /// Set when the log stops as a crash would: the header stays as it is for the next open.
     halted: AtomicBool,
     /// Set when the stage file could not be made: no segment takes the ring any more.
@@ -291,22 +283,20 @@ impl Stage {
     /// Gives the ring up without writing anything (segment `id` is gone, or the log stopped).
     pub(crate) fn forget(&self, id: u64) {
         let _io = self.io.lock();
-        let m = self.meta.read();
-        if m.owned_by(id) {
-            drop(m);
-            if self.halted.load(Ordering::Acquire) {
-                self.meta.write().owner = None;
-            } else {
-                self.disown();
-            }
+        if self.meta.read().owned_by(id) {
+            self.disown();
         }
     }
 
-    /// No owner, in memory and in the stage file's header.
+    /// No owner, in memory and in the stage file's header (unless the log halted: the header
+    /// then stays as a killed process would leave it).
     fn disown(&self) {
         let mut m = self.meta.write();
         m.owner = None;
-        if let Some(h) = self.header() {
+        if let Some(h) = self
+            .header()
+            .filter(|_| !self.halted.load(Ordering::Acquire))
+        {
             h.disown();
         }
     }
@@ -320,31 +310,6 @@ impl Stage {
 
     fn header(&self) -> Option<&Header> {
         self.mem.get().and_then(|m| m.header.as_ref())
-    }
-
-    /// The ring's memory: the process's own, or the stage file mapped.
-    fn take_memory(&self) -> io::Result<()> {
-        if self.mem.get().is_some() {
-            return Ok(());
-        }
-        let mem = match &self.file {
-            None => Mem {
-                ring: Ring::new(self.bytes as usize)?,
-                header: None,
-            },
-            Some((path, boot)) => {
-                let (ring, header) =
-                    crate::stage_file::create(path, self.bytes, *boot).map_err(|e| {
-                        io::Error::new(e.kind(), format!("stage file {}: {e}", path.display()))
-                    })?;
-                Mem {
-                    ring,
-                    header: Some(header),
-                }
-            }
-        };
-        let _ = self.mem.set(mem);
-        Ok(())
     }
 
     /// Hands the ring to segment `id` at `offset`: the owner's bytes written out, then the
@@ -364,14 +329,17 @@ impl Stage {
         if self.unusable.load(Ordering::Acquire) {
             return Ok(false);
         }
-        if let Err(e) = self.take_memory() {
-            let Some((path, _)) = &self.file else {
-                return Err(e);
-            };
-            tracing::warn!(path = %path.display(), error = %e,
-                "cannot make the write stage file; appends go through the page cache");
-            self.unusable.store(true, Ordering::Release);
-            return Ok(false);
+        if self.mem.get().is_none() {
+            match Memory::take(self.bytes, self.file.as_ref()) {
+                Ok(mem) => drop(self.mem.set(mem)),
+                Err(e) if self.file.is_some() => {
+                    tracing::warn!(error = %e,
+                        "cannot make the write stage file; appends go through the page cache");
+                    self.unusable.store(true, Ordering::Release);
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
         }
         let ring = self.ring()?;
         let low = offset / BLOCK * BLOCK;
@@ -409,37 +377,12 @@ impl Stage {
             m.rewrite_min = u64::MAX;
             (files, m.clean_end / BLOCK * BLOCK, m.high)
         };
-        let ring = self.ring()?;
-        let full = high / BLOCK * BLOCK;
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(3);
-        if full > start {
-            iov.extend(ring.iovecs(start, (full - start) as usize));
-        }
-        if high > full {
-            if block.is_none() {
-                *block = Some(Ring::new(BLOCK as usize)?);
-            }
-            let Some(b) = block.as_mut() else {
-                return Err(io::Error::other("write stage block"));
-            };
-            let tail = b.bytes_mut();
-            let n = (high - full) as usize;
-            // SAFETY: [full, high) is below `high`, which no append touches (module docs).
-            unsafe { ring.copy_out(full, &mut tail[..n]) };
-            tail[n..].fill(0);
-            iov.extend(b.iovecs(0, BLOCK as usize));
-        }
-        // SAFETY (both calls): the iovecs point into the ring, or into `block`, which this
-        // call holds; neither is freed meanwhile, and the kernel only reads them.
-        let bytes = match unsafe { write_all_iovecs(&files.direct, start, &mut iov.clone()) } {
-            // A file system that opens with O_DIRECT but refuses this write: the same bytes
-            // through the page cache (the fdatasync after covers them either way).
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                tracing::debug!(error = %e, "direct write refused; writing through the page cache");
-                unsafe { write_all_iovecs(&files.plain, start, &mut iov) }?
-            }
-            r => r?,
-        };
+        // SAFETY: [start, high) is below `high`, whose slots no append touches; a rewrite's
+        // (after a truncation) leaves them dirty (`rewrite_min`, module docs).
+        let bytes = unsafe {
+            self.ring()?
+                .write_blocks(block, &files.direct, &files.plain, start, high)
+        }?;
         self.written.fetch_add(bytes, Ordering::Relaxed);
         let mut m = self.meta.write();
         m.clean_end = high.min(m.rewrite_min);

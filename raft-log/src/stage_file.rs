@@ -23,6 +23,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -140,9 +141,32 @@ impl Header {
     }
 }
 
+/// A write stage's memory: its ring, and the stage file's header if it lies in one.
+pub(crate) struct Memory {
+    pub ring: Ring,
+    pub header: Option<Header>,
+}
+
+impl Memory {
+    /// A ring of `bytes` in the process's memory (`file` `None`), or in the stage file at its
+    /// path, made for this boot (see [`create`]).
+    pub(crate) fn take(bytes: u64, file: Option<&(PathBuf, BootId)>) -> io::Result<Memory> {
+        let Some((path, boot)) = file else {
+            let ring = Ring::new(bytes as usize)?;
+            return Ok(Memory { ring, header: None });
+        };
+        let (ring, header) = create(path, bytes, *boot)
+            .map_err(|e| io::Error::new(e.kind(), format!("stage file {}: {e}", path.display())))?;
+        Ok(Memory {
+            ring,
+            header: Some(header),
+        })
+    }
+}
+
 /// Creates (or reuses) the stage file at `path` for a ring of `bytes`, its blocks allocated
 /// (a full disk fails here, not as SIGBUS on a store), its header fresh: this boot, no owner.
-pub(crate) fn create(path: &Path, bytes: u64, boot: BootId) -> io::Result<(Ring, Header)> {
+fn create(path: &Path, bytes: u64, boot: BootId) -> io::Result<(Ring, Header)> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -303,7 +327,7 @@ pub fn replay(path: &Path, segments_dir: &Path) -> LogResult<()> {
 }
 
 /// The segment file in `dir` that is `id`, opened for writing.
-fn find_segment(dir: &Path, id: FileId) -> LogResult<Option<(std::path::PathBuf, File)>> {
+fn find_segment(dir: &Path, id: FileId) -> LogResult<Option<(PathBuf, File)>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -3,8 +3,7 @@
 //! of a follower's samples at batches of 32, its largest item). h2 hands each frame out as a
 //! slice of its read buffer, and the leader sends an entry's payload of 8 KiB or more as a
 //! frame of its own (`framed`), so the entries' payloads come out as slices of the frames
-//! (`codec::decode_parts`); the follower's log copies them once, into its write stage (the
-//! page cache on an `async` node).
+//! (`codec::decode_parts`); the follower's log copies them once, into its write stage.
 //!
 //! The call is gRPC as tonic serves it: the same message framing and size limit, a request
 //! that does not decode answers INVALID_ARGUMENT ("malformed protobuf message"), and the

@@ -88,11 +88,11 @@ pub struct Unseen {
 /// positions of evicted sends (below `first_seq`, never a match); its live positions are
 /// the sends not in runs ([`table_live`](Self::table_live)). Evicted positions are dropped
 /// before they are 2^31 positions old, and `max-entries` is at most 10 million, so 32 bits
-/// tell live from evicted. The keys
-/// are in `keys` in apply order, each send's at its `key_at`. The table holds positions, not
-/// keys, so each key is stored once and hashed once on insert. Eviction leaves its position
-/// in the table (a random probe per evicted send was most of `expire`'s cost); once evicted
-/// positions outnumber the live ones, one sequential pass drops them all.
+/// tell live from evicted. The keys are in `keys` in apply order, each send's at its `key_at`.
+/// The table holds positions, not keys, so each key is stored once and hashed once on insert.
+/// Eviction leaves its position in the table (a random probe per evicted send was most of
+/// `expire`'s cost); once evicted positions outnumber the live ones, one sequential pass
+/// drops them all.
 ///
 /// The keys live end to end in one string rather than one allocation each, and a lookup
 /// builds its key in place at the end of it (the *tentative* key, past `keys_end`), where
