@@ -12,21 +12,23 @@
 //!
 //! What durability of the committed id protects is kept by a different rule: **a write is
 //! acknowledged to a client only once this node cannot forget it in a crash**
-//! ([`LogStore::wait_durable`]): either the entry is flushed in its own log (always so on a
+//! ([`LogStore::wait_durable`]): either the entry is flushed in its own log (mostly so on a
 //! `sync` node, which counts itself toward a commit only after its flush), or a committed id
 //! covering it is durable, so the lost-commit floor a crashed `async` node computes still
 //! covers every write it acknowledged. Entries may be applied (and served) before that: they
 //! are committed by a quorum either way.
 //!
-//! Nobody waits for the committed id on a `sync` node (its log flush covers every ack), so
-//! the thread writes it at most every [`MIN_INTERVAL`] unless an ack waits for it (then at
-//! once): a fsync per commit advance competed with the log's own fsyncs. Each write was then a
-//! sled flush, an fsync on the log's disk plus a wake-up of sled's I/O threads; at one every 10 ms
-//! they took about a tenth of a follower's CPU under load, so the interval is 100 ms, as the
-//! flush checkpoint's. A restarted node applies up to the stored id before it hears from a
-//! leader, so a staler id only leaves more to the leader's commit index. A `sync` node never
-//! needs the floor for safety: what it lost in a crash is its own unflushed tail, which a
-//! quorum of durable peers holds.
+//! On a `sync` node an ack waits for the committed id only when the entry committed before
+//! the node's own flush ended: on a leader of three nodes whose two followers both answered
+//! first (they are a quorum without it); the thread then writes it at once, racing the flush.
+//! Otherwise it writes it at most every [`MIN_INTERVAL`]: a fsync per commit advance competed
+//! with the log's own fsyncs. Each write was then a sled flush, an fsync on the log's disk
+//! plus a wake-up of sled's I/O threads; at one every 10 ms they took about a tenth of a
+//! follower's CPU under load, so the interval is 100 ms, as the flush checkpoint's. A
+//! restarted node applies up to the stored id before it hears from a leader, so a staler id
+//! only leaves more to the leader's commit index. A `sync` node never needs the floor for
+//! safety: what it lost in a crash is its own unflushed tail, which a quorum of durable peers
+//! holds.
 //!
 //! The lost-commit floor is cleared here too, only once a committed id at or past it is
 //! durable. An I/O error stops the log like a failed flush.

@@ -114,7 +114,7 @@ pub(crate) async fn stopping_refusal(core: &NodeCore, deadline: Instant) -> Node
 }
 
 /// Holds an applied write's answer until this leader cannot forget the entry in a crash: it
-/// is flushed in its log (at once on a `sync` node), or the committed id covering it is
+/// is flushed in its log (mostly at once on a `sync` node), or the committed id covering it is
 /// durable (the log persists that off openraft's core loop; a crash that loses the entry then
 /// leaves the lost-commit floor). Only then may the client hear of it.
 async fn durable_committed(
