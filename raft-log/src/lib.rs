@@ -76,8 +76,8 @@
 //! **Durability.**
 //! - `sync`: an append's callback completes only after the fdatasync covering its bytes (group
 //!   commit: one flush covers every append queued before it). `async`: the callback completes
-//!   once the bytes are in the page cache; fdatasync every `interval-ms`, on segment roll, on
-//!   close.
+//!   once the bytes are in the write stage's file (or the page cache without one); fdatasync
+//!   every `interval-ms`, on segment roll, on close, and on a leader after each append.
 //! - `save_vote`, `save_committed`, `purge` and the log start are durable before returning (a
 //!   sled flush and an fdatasync of its file, see `meta.rs`; the committed id: a pwrite and an
 //!   fdatasync of `meta/committed-id`, see `committed_file.rs`). openraft's `save_committed` on a

@@ -125,9 +125,7 @@ impl Ring {
                 iov_len: n,
             })
     }
-}
 
-impl Ring {
     /// Writes the file bytes `[start, high)` the ring holds (`start` a multiple of [`BLOCK`])
     /// to `start` of the file with one vectored write: the whole blocks straight from the
     /// ring, `high`'s block from `block` (taken on first use) padded with zeros, since the

@@ -323,12 +323,14 @@ impl Stage {
         offset: u64,
         seed: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
     ) -> io::Result<bool> {
-        let mut block = self.io.lock();
-        self.write_out(&mut block)?;
-        self.disown();
+        // Checked first: with no stage file, every append comes here (it owns nothing), and
+        // there is no owner to write out.
         if self.unusable.load(Ordering::Acquire) {
             return Ok(false);
         }
+        let mut block = self.io.lock();
+        self.write_out(&mut block)?;
+        self.disown();
         if self.mem.get().is_none() {
             match Memory::take(self.bytes, self.file.as_ref()) {
                 Ok(mem) => drop(self.mem.set(mem)),
