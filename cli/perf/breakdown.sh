@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a send's time goes: sends (P producers, F in flight each, batches of B messages; 1, 1
-# and 1 by default) on a fresh local 3-node cluster with the nodes' trace events on, then breakdown.py over the three
-# node logs (medians per Raft entry). Uses the `raftmq` and `raftmq-node` found on PATH;
-# UPARGS goes to `raftmq cluster up`. (With `--flush async` the "flushed" rows mean nothing.)
+# and 1 by default) on a fresh local 3-node cluster with the nodes' trace events on, then
+# breakdown.py over the three node logs (medians per Raft entry). Uses the `raftmq` and
+# `raftmq-node` found on PATH; UPARGS goes to `raftmq cluster up`. (With `--flush async` the
+# "flushed" rows mean nothing.)
 #   N=3000 cli/perf/breakdown.sh        F=64 N=200000 cli/perf/breakdown.sh
 #   UPARGS="--flush async" P=4 F=64 N=400000 cli/perf/breakdown.sh
 #   F=64 B=32 N=1000000 cli/perf/breakdown.sh
