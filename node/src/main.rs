@@ -54,13 +54,29 @@ async fn run(cfg: raftmq_node::config::NodeConfig) -> anyhow::Result<()> {
 
 /// Transparent huge pages off for this process (what mimalloc's `allow_thp=0` does): with them
 /// mimalloc's arenas were backed by 2 MiB pages and a leader's anonymous memory doubled under
-/// load (issue 14 target 6). The CommitLog's file mappings are not affected. Best effort: a
-/// kernel without the call only costs memory.
+/// load (issue 14 target 6). Except where advised, on kernels that can (Linux 6.18's
+/// `PR_THP_DISABLE_EXCEPT_ADVISED`): the log's `O_DIRECT` buffers ask for huge pages
+/// (`raft-log/src/huge.rs`), and mimalloc built with `no_thp` never does. The CommitLog's file
+/// mappings are not affected. Best effort: a kernel without the call only costs memory, and
+/// one without the flag gives the log's buffers ordinary pages.
 fn disable_transparent_huge_pages() {
+    /// `PR_SET_THP_DISABLE`'s flag (Linux 6.18): keep huge pages where `MADV_HUGEPAGE` asks.
     #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE passes no pointers; it sets one flag of this process.
+    const PR_THP_DISABLE_EXCEPT_ADVISED: libc::c_ulong = 1 << 1;
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE passes no pointers; it sets one flag of this process. An older
+    // kernel refuses the flag (EINVAL) and changes nothing; the second call then disables all.
     unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        if libc::prctl(
+            libc::PR_SET_THP_DISABLE,
+            1,
+            PR_THP_DISABLE_EXCEPT_ADVISED,
+            0,
+            0,
+        ) != 0
+        {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
     }
 }
 

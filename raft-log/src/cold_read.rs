@@ -31,12 +31,14 @@
 //! [`SLOTS`] × [`CHUNK`], 16 MiB, plus one per read in progress) are taken on the first cold
 //! read, so a node whose readers keep up never has them.
 
+use std::io;
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::env::SegmentFile;
+use crate::huge::HugeBuf;
 use crate::types::RawPhys;
 
 /// Bytes read at once (a multiple of [`ALIGN`]).
@@ -238,7 +240,13 @@ fn copy_cached(
 /// Reads the chunk at `start` (outside the lock) and keeps it (in place of the least
 /// recently used one if need be); false if it could not be read.
 fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: RawPhys) -> bool {
-    let mut buf = take_buffer(chunks);
+    let mut buf = match take_buffer(chunks) {
+        Ok(buf) => buf,
+        Err(e) => {
+            tracing::debug!(error = %e, "no buffer for a cold read of the log; reading the mapping");
+            return false;
+        }
+    };
     let valid = (at.limit - start).min(CHUNK as u64) as usize;
     let read = valid.next_multiple_of(ALIGN);
     let n = match seg.read_uncached(start - at.segment_start, buf.aligned(read)) {
@@ -282,12 +290,12 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
 
 /// A buffer to read into: the least recently used chunk's once [`SLOTS`] are kept, else a
 /// new one.
-fn take_buffer(chunks: &Mutex<Chunks>) -> Buffer {
+fn take_buffer(chunks: &Mutex<Chunks>) -> io::Result<Buffer> {
     {
         let mut c = chunks.lock();
         if c.slots.len() >= SLOTS {
             if let Some(i) = lru(&c.slots) {
-                return c.slots.swap_remove(i).buf;
+                return Ok(c.slots.swap_remove(i).buf);
             }
         }
     }
@@ -309,32 +317,26 @@ impl Chunk {
     }
 }
 
-/// [`CHUNK`] bytes aligned to [`ALIGN`] (inside a vector [`ALIGN`] bytes longer: no unsafe
-/// allocation).
+/// [`CHUNK`] bytes aligned to [`ALIGN`]: a huge page of its own where the kernel gives one, so
+/// an `O_DIRECT` read pins one page, not 512 (`huge.rs`).
 struct Buffer {
-    vec: Vec<u8>,
+    buf: HugeBuf,
 }
 
 impl Buffer {
-    fn new() -> Self {
-        Self {
-            vec: vec![0; CHUNK + ALIGN],
-        }
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            buf: HugeBuf::new(CHUNK)?,
+        })
     }
 
-    fn offset(&self) -> usize {
-        self.vec.as_ptr().align_offset(ALIGN).min(ALIGN)
-    }
-
-    /// The first `len` (at most [`CHUNK`]) aligned bytes.
+    /// The first `len` (at most [`CHUNK`]) bytes.
     fn aligned(&mut self, len: usize) -> &mut [u8] {
-        let at = self.offset();
-        &mut self.vec[at..at + len.min(CHUNK)]
+        &mut self.buf[..len.min(CHUNK)]
     }
 
     fn aligned_ref(&self) -> &[u8] {
-        let at = self.offset();
-        &self.vec[at..at + CHUNK]
+        &self.buf
     }
 }
 

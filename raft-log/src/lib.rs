@@ -152,6 +152,7 @@ mod flusher;
 mod fs_env;
 mod fs_segment;
 mod graveyard;
+mod huge;
 mod inline_flush;
 mod inner;
 mod install;

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use memmap2::MmapRaw;
 
 use crate::cold_read::ALIGN;
+use crate::huge::HugeBuf;
+use crate::huge::HUGE_PAGE;
 use crate::vectored::write_all_iovecs;
 
 /// Alignment and unit of a write-out: the `O_DIRECT` alignment the cold reads use too.
@@ -21,8 +23,19 @@ pub(crate) const BLOCK: u64 = ALIGN as u64;
 pub(crate) struct Ring {
     ptr: NonNull<u8>,
     len: usize,
-    /// A mapping the memory lies in (`None`: allocated by `new`, freed on drop).
-    map: Option<Arc<MmapRaw>>,
+    /// What holds the memory.
+    backing: Backing,
+}
+
+/// Where a [`Ring`]'s memory comes from.
+enum Backing {
+    /// The heap (a ring under [`HUGE_PAGE`]: the write-out's block, a stage under 2 MiB), freed
+    /// on drop.
+    Heap,
+    /// Huge pages of its own (a stage's ring in the process's memory).
+    Huge { _buf: HugeBuf },
+    /// A mapping of the stage file.
+    Map { _map: Arc<MmapRaw> },
 }
 
 // SAFETY: the ring is plain memory; who touches which bytes when is its owner's protocol
@@ -32,7 +45,17 @@ unsafe impl Send for Ring {}
 unsafe impl Sync for Ring {}
 
 impl Ring {
+    /// A ring of `len` (> 0) zeroed bytes: in huge pages from [`HUGE_PAGE`] on (`huge.rs`),
+    /// else from the heap.
     pub(crate) fn new(len: usize) -> io::Result<Ring> {
+        if len >= HUGE_PAGE {
+            let buf = HugeBuf::new(len)?;
+            return Ok(Ring {
+                ptr: buf.as_ptr(),
+                len,
+                backing: Backing::Huge { _buf: buf },
+            });
+        }
         let layout = Layout::from_size_align(len, BLOCK as usize)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         // SAFETY: `len` is nonzero (the stage's size, or BLOCK) and the layout valid. Zeroed:
@@ -43,7 +66,7 @@ impl Ring {
             .map(|ptr| Ring {
                 ptr,
                 len,
-                map: None,
+                backing: Backing::Heap,
             })
             .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "write stage"))
     }
@@ -63,14 +86,14 @@ impl Ring {
             .map(|ptr| Ring {
                 ptr,
                 len,
-                map: Some(map),
+                backing: Backing::Map { _map: map },
             })
             .ok_or_else(|| io::Error::other("write stage: null mapping"))
     }
 
     /// All of the memory, for its only user.
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `len` bytes allocated in `new`, and `&mut self` excludes every other use.
+        // SAFETY: the ring's `len` bytes, and `&mut self` excludes every other use.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
@@ -227,7 +250,7 @@ pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, n: usize) {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if self.map.is_some() {
+        if !matches!(self.backing, Backing::Heap) {
             return;
         }
         // SAFETY: allocated in `new` with this layout (valid then, so valid now).
