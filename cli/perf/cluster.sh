@@ -1,7 +1,7 @@
 # Sourced by the profiling scripts (not run): the fresh local 3-node cluster each of them
 # measures, with the `raftmq` and `raftmq-node` found on PATH.
 #
-#   up_cluster [SEGMENT_BYTES]   # in $D (emptied first; segments of 256 MiB unless given;
+#   up_cluster [SEGMENT_BYTES]   # in $D (emptied first; segments of $SEG or 256 MiB unless given;
 #                                # $UPARGS goes to `raftmq cluster up`), topic `bench`
 #                                # created, taken down when the script exits; sets LP to
 #                                # the leader's node id
@@ -9,7 +9,7 @@
 
 up_cluster() {
   rm -rf "$D"; mkdir -p "$D"
-  raftmq cluster up --dir "$D" --base-port 0 --segment-bytes "${1:-268435456}" ${UPARGS:-} \
+  raftmq cluster up --dir "$D" --base-port 0 --segment-bytes "${1:-${SEG:-268435456}}" ${UPARGS:-} \
     >/dev/null
   trap 'raftmq cluster down --cluster "$D/cluster.toml" >/dev/null 2>&1 || true' EXIT
   raftmq topic create --cluster "$D/cluster.toml" bench >/dev/null
