@@ -1,6 +1,8 @@
 //! [`HugeBuf`]: zeroed anonymous memory aligned to [`HUGE_PAGE`] and advised for transparent
 //! huge pages, for the big buffers the log hands to `O_DIRECT`: the write stage's ring
-//! (`ring.rs`) and the cold reads' chunks (`cold_read.rs`).
+//! (`ring.rs`) and the cold reads' chunks (`cold_read.rs`); and [`advise_huge`] for the stage
+//! file's mapping, where the file system's large folios can map the ring's page cache in huge
+//! pages too (ext4 since Linux 6.16: an `async` node's ring then pins as few pages).
 //!
 //! Why: an `O_DIRECT` write or read pins every page of its buffer for the I/O and unpins it
 //! after. With 4 KiB pages a follower's 1 MiB write-out pinned 256 of them: at batches of 32 ×
@@ -54,9 +56,7 @@ impl HugeBuf {
         // SAFETY: `skip` < HUGE_PAGE (a mapping is page-aligned, so the offset exists), and
         // skip + len <= total: inside the mapping.
         let ptr = unsafe { base.add(skip) };
-        // SAFETY: madvise(2) on whole pages of this live mapping; MADV_HUGEPAGE changes only
-        // how the kernel backs them. A refusal (no THP in the kernel) leaves ordinary pages.
-        unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
+        advise_huge(ptr, len);
         let ptr = NonNull::new(ptr).ok_or_else(|| io::Error::other("null anonymous mapping"))?;
         Ok(HugeBuf {
             _map: map,
@@ -69,6 +69,15 @@ impl HugeBuf {
     pub(crate) fn as_ptr(&self) -> NonNull<u8> {
         self.ptr
     }
+}
+
+/// Asks for huge pages over the `len` bytes at `ptr`, a page-aligned range of a live mapping of
+/// this process. A refusal (no transparent huge pages in the kernel, a file system without
+/// large folios) leaves ordinary pages, so it is not reported.
+pub(crate) fn advise_huge(ptr: *mut u8, len: usize) {
+    // SAFETY: madvise(2) with MADV_HUGEPAGE only changes how the kernel backs the pages of the
+    // range (the caller's live mapping); no byte of it changes.
+    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
 }
 
 impl std::ops::Deref for HugeBuf {
