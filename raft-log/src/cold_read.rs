@@ -243,7 +243,7 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
     let mut buf = match take_buffer(chunks) {
         Ok(buf) => buf,
         Err(e) => {
-            tracing::debug!(error = %e, "no buffer for a cold read of the log; reading the mapping");
+            tracing::debug!(error = %e, "no buffer for a cold read; reading the mapping");
             return false;
         }
     };
