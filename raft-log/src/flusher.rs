@@ -46,6 +46,16 @@ pub const WRITEBACK_STEP: Duration = Duration::from_millis(2);
 /// The longest step, reached by doubling while steps find nothing appended.
 pub const QUIET_WRITEBACK_STEP: Duration = Duration::from_millis(10);
 
+/// The `async` step after one that wrote something out (`wrote`) or found nothing: back to
+/// [`WRITEBACK_STEP`], or twice `step` up to [`QUIET_WRITEBACK_STEP`]; never past `interval`.
+fn next_step(step: Duration, wrote: bool, interval: Duration) -> Duration {
+    match wrote {
+        true => WRITEBACK_STEP,
+        false => QUIET_WRITEBACK_STEP.min(step * 2),
+    }
+    .min(interval)
+}
+
 /// The flush cycle and its thread.
 pub struct Flusher {
     shared: Arc<Shared>,
@@ -106,10 +116,7 @@ impl Flusher {
             match self.shared.waiters.wait_for_work(Some(wait)) {
                 Wake::Stop => return,
                 Wake::TimedOut if Instant::now() < next_cycle => {
-                    step = match self.start_writeback() {
-                        true => interval.min(WRITEBACK_STEP),
-                        false => interval.min(QUIET_WRITEBACK_STEP).min(step * 2),
-                    };
+                    step = next_step(step, self.start_writeback(), interval);
                 }
                 Wake::Asked | Wake::TimedOut => {
                     self.cycle();
@@ -249,5 +256,30 @@ impl Flusher {
         }
         tracing::trace!(phys_offset = target.phys_end, "flushed");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writeback_step_backs_off_while_idle_and_returns_under_load() {
+        let interval = Duration::from_millis(500);
+        let mut step = WRITEBACK_STEP;
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            step = next_step(step, false, interval);
+            seen.push(step.as_millis());
+        }
+        assert_eq!(seen, [4, 8, 10, 10, 10], "doubles up to the quiet step");
+        assert_eq!(next_step(step, true, interval), WRITEBACK_STEP);
+        let short = Duration::from_millis(1);
+        assert_eq!(next_step(WRITEBACK_STEP, true, short), short);
+        assert_eq!(
+            next_step(short, false, short),
+            short,
+            "never past the interval"
+        );
     }
 }
