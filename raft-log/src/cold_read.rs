@@ -106,7 +106,9 @@ struct Chunk {
     used: u64,
     /// The next chunk was asked for (on this chunk's first use).
     next_asked: bool,
-    buf: Buffer,
+    /// [`CHUNK`] bytes, a huge page of their own where the kernel gives one, so an `O_DIRECT`
+    /// read pins one page, not 512 (`huge.rs`).
+    buf: HugeBuf,
 }
 
 impl ColdReads {
@@ -249,7 +251,7 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
     };
     let valid = (at.limit - start).min(CHUNK as u64) as usize;
     let read = valid.next_multiple_of(ALIGN);
-    let n = match seg.read_uncached(start - at.segment_start, buf.aligned(read)) {
+    let n = match seg.read_uncached(start - at.segment_start, &mut buf[..read]) {
         Ok(n) => n,
         Err(e) => {
             tracing::debug!(error = %e, "cold read of the log failed; reading the mapping");
@@ -290,7 +292,7 @@ fn load(chunks: &Mutex<Chunks>, seg: &Arc<dyn SegmentFile>, at: ColdAt, start: R
 
 /// A buffer to read into: the least recently used chunk's once [`SLOTS`] are kept, else a
 /// new one.
-fn take_buffer(chunks: &Mutex<Chunks>) -> io::Result<Buffer> {
+fn take_buffer(chunks: &Mutex<Chunks>) -> io::Result<HugeBuf> {
     {
         let mut c = chunks.lock();
         if c.slots.len() >= SLOTS {
@@ -299,7 +301,7 @@ fn take_buffer(chunks: &Mutex<Chunks>) -> io::Result<Buffer> {
             }
         }
     }
-    Buffer::new()
+    HugeBuf::new(CHUNK)
 }
 
 /// The least recently used of `slots`.
@@ -313,30 +315,7 @@ fn lru(slots: &[Chunk]) -> Option<usize> {
 
 impl Chunk {
     fn bytes(&self) -> &[u8] {
-        &self.buf.aligned_ref()[..self.len]
-    }
-}
-
-/// [`CHUNK`] bytes aligned to [`ALIGN`]: a huge page of its own where the kernel gives one, so
-/// an `O_DIRECT` read pins one page, not 512 (`huge.rs`).
-struct Buffer {
-    buf: HugeBuf,
-}
-
-impl Buffer {
-    fn new() -> io::Result<Self> {
-        Ok(Self {
-            buf: HugeBuf::new(CHUNK)?,
-        })
-    }
-
-    /// The first `len` (at most [`CHUNK`]) bytes.
-    fn aligned(&mut self, len: usize) -> &mut [u8] {
-        &mut self.buf[..len.min(CHUNK)]
-    }
-
-    fn aligned_ref(&self) -> &[u8] {
-        &self.buf
+        &self.buf[..self.len]
     }
 }
 

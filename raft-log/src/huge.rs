@@ -1,6 +1,7 @@
 //! [`HugeBuf`]: zeroed anonymous memory aligned to [`HUGE_PAGE`] and advised for transparent
 //! huge pages, for the big buffers the log hands to `O_DIRECT`: the write stage's ring
-//! (`ring.rs`) and the cold reads' chunks (`cold_read.rs`); and [`advise_huge`] for the stage
+//! (`ring.rs`) and the cold reads' chunks (`cold_read.rs`); a small one (the write-out's block)
+//! is a mapping of ordinary pages. And [`advise_huge`] for the stage
 //! file's mapping, where the file system's large folios can map the ring's page cache in huge
 //! pages too (ext4 since Linux 6.16: an `async` node's ring then pins as few pages).
 //!
@@ -24,9 +25,9 @@ use memmap2::MmapOptions;
 /// The size (and alignment) of a transparent huge page on x86-64 and of the common arm64 one.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
-/// `len` bytes at a [`HUGE_PAGE`] boundary inside an anonymous mapping of its own.
+/// `len` bytes in an anonymous mapping of their own (at a [`HUGE_PAGE`] boundary if that big).
 pub(crate) struct HugeBuf {
-    /// Keeps the mapping (`len` + [`HUGE_PAGE`] bytes: room to align) alive; never read.
+    /// Keeps the mapping (`len` bytes, + [`HUGE_PAGE`] of room to align a big one) alive.
     _map: MmapMut,
     ptr: NonNull<u8>,
     len: usize,
@@ -39,7 +40,9 @@ unsafe impl Send for HugeBuf {}
 unsafe impl Sync for HugeBuf {}
 
 impl HugeBuf {
-    /// `len` (> 0) zeroed bytes; the huge pages are asked for, not promised.
+    /// `len` (> 0) zeroed bytes, page-aligned; from [`HUGE_PAGE`] on aligned to it and in huge
+    /// pages where the kernel gives them (asked for, not promised). A smaller buffer is one
+    /// mapping of ordinary pages: a huge page would back a few KiB with 2 MiB.
     pub(crate) fn new(len: usize) -> io::Result<HugeBuf> {
         if len == 0 {
             return Err(io::Error::new(
@@ -47,16 +50,25 @@ impl HugeBuf {
                 "empty huge buffer",
             ));
         }
-        let total = len
-            .checked_add(HUGE_PAGE)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "huge buffer size"))?;
+        let huge = len >= HUGE_PAGE;
+        let total = match huge {
+            true => len
+                .checked_add(HUGE_PAGE)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "huge buffer size"))?,
+            false => len,
+        };
         let mut map = MmapOptions::new().len(total).map_anon()?;
         let base = map.as_mut_ptr();
-        let skip = base.align_offset(HUGE_PAGE);
+        let skip = match huge {
+            true => base.align_offset(HUGE_PAGE),
+            false => 0,
+        };
         // SAFETY: `skip` < HUGE_PAGE (a mapping is page-aligned, so the offset exists), and
         // skip + len <= total: inside the mapping.
         let ptr = unsafe { base.add(skip) };
-        advise_huge(ptr, len);
+        if huge {
+            advise_huge(ptr, len);
+        }
         let ptr = NonNull::new(ptr).ok_or_else(|| io::Error::other("null anonymous mapping"))?;
         Ok(HugeBuf {
             _map: map,
@@ -110,6 +122,16 @@ mod tests {
         b[HUGE_PAGE + 4095] = 7;
         b[0] = 1;
         assert_eq!((b[0], b[HUGE_PAGE + 4095]), (1, 7));
+    }
+
+    #[test]
+    fn a_small_buffer_is_page_aligned() {
+        let mut b = HugeBuf::new(4096).unwrap();
+        assert_eq!(b.as_ptr().as_ptr() as usize % 4096, 0);
+        assert_eq!(b.len(), 4096);
+        assert!(b.iter().all(|&x| x == 0));
+        b[4095] = 9;
+        assert_eq!(b[4095], 9);
     }
 
     #[test]

@@ -106,17 +106,17 @@
 //! - Any I/O error in append or flush stops the log: the callback gets the error, later writes
 //!   fail with [`LogError::Stopped`]; openraft then stops the node.
 //!
-//! **Write method** (measured on ext4, see `fs_segment.rs`): the records of one append call
-//! are copied into the write stage (`stage.rs`, a ring, `ring.rs`), which a flush writes out
-//! with `O_DIRECT` before its `fdatasync` (an `async` log's writeback step every 10 ms writes
-//! it out too). A `sync` log's ring is its own memory; an `async` log's is a shared mapping of
-//! `write-stage` in the log directory (`stage_file.rs`), whose header says which bytes only
-//! the ring holds, so that `open` writes them to their segment after a kill -9. Without a
-//! stage (`write-stage-bytes` 0, tmpfs) they are written with one `pwrite` (storing into
-//! fresh mapped pages costs a zero-fill and two faults per page). Readers read the stage for what it holds, else the
-//! mapping (one page cache), except bytes below the end of the pages dropped behind the
-//! flushed end (`log-cache-bytes`, or half the stage if less), which `cold_read.rs` reads with
-//! `O_DIRECT` in 2 MiB chunks.
+//! **Write method** (measured on ext4, see `fs_segment.rs`): the records of one append call are
+//! copied into the write stage (`stage.rs`, a ring, `ring.rs`), which a flush writes out with
+//! `O_DIRECT` before its `fdatasync` (an `async` log's writeback step, every 2 ms under load,
+//! writes it out too). A `sync` log's ring is its own memory; an `async` log's is a shared
+//! mapping of `write-stage` in the log directory (`stage_file.rs`), whose header says which
+//! bytes only the ring holds, so that `open` writes them to their segment after a kill -9.
+//! Without a stage (`write-stage-bytes` 0, tmpfs) they are written with one `pwrite` (storing
+//! into fresh mapped pages costs a zero-fill and two faults per page). Readers read the stage
+//! for what it holds, else the mapping (one page cache), except bytes below the end of the
+//! pages dropped behind the flushed end (`log-cache-bytes`, or half the stage if less), which
+//! `cold_read.rs` reads with `O_DIRECT` in 2 MiB chunks.
 //!
 //! **Known limits.** Open validates (CRCs included) only the records past the flush checkpoint
 //! and those below the first record the `raft-index` file holds; below the checkpoint the

@@ -3,7 +3,6 @@
 //! memory, or a shared mapping of the stage file, `stage_file.rs`); and the copy with
 //! streaming stores it fills it with.
 
-use std::alloc::Layout;
 use std::fs::File;
 use std::io;
 use std::ptr::NonNull;
@@ -13,7 +12,6 @@ use memmap2::MmapRaw;
 
 use crate::cold_read::ALIGN;
 use crate::huge::HugeBuf;
-use crate::huge::HUGE_PAGE;
 use crate::vectored::write_all_iovecs;
 
 /// Alignment and unit of a write-out: the `O_DIRECT` alignment the cold reads use too.
@@ -24,16 +22,14 @@ pub(crate) struct Ring {
     ptr: NonNull<u8>,
     len: usize,
     /// What holds the memory.
-    backing: Backing,
+    _backing: Backing,
 }
 
-/// Where a [`Ring`]'s memory comes from.
+/// Where a [`Ring`]'s memory comes from (kept alive, never read through: `ptr` is).
 enum Backing {
-    /// The heap (a ring under [`HUGE_PAGE`]: the write-out's block, a stage under 2 MiB), freed
-    /// on drop.
-    Heap,
-    /// Huge pages of its own (a stage's ring in the process's memory).
-    Huge { _buf: HugeBuf },
+    /// A mapping of its own (`huge.rs`: huge pages for a stage's ring in the process's
+    /// memory, ordinary ones for the write-out's block).
+    Own { _buf: HugeBuf },
     /// A mapping of the stage file.
     Map { _map: Arc<MmapRaw> },
 }
@@ -45,30 +41,15 @@ unsafe impl Send for Ring {}
 unsafe impl Sync for Ring {}
 
 impl Ring {
-    /// A ring of `len` (> 0) zeroed bytes: in huge pages from [`HUGE_PAGE`] on (`huge.rs`),
-    /// else from the heap.
+    /// A ring of `len` (> 0) zeroed bytes in memory of its own (`huge.rs`: huge pages from
+    /// [`HUGE_PAGE`](crate::huge::HUGE_PAGE) on).
     pub(crate) fn new(len: usize) -> io::Result<Ring> {
-        if len >= HUGE_PAGE {
-            let buf = HugeBuf::new(len)?;
-            return Ok(Ring {
-                ptr: buf.as_ptr(),
-                len,
-                backing: Backing::Huge { _buf: buf },
-            });
-        }
-        let layout = Layout::from_size_align(len, BLOCK as usize)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: `len` is nonzero (the stage's size, or BLOCK) and the layout valid. Zeroed:
-        // every byte is initialized (fresh pages from the OS for a ring, so nothing is
-        // written now).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        NonNull::new(ptr)
-            .map(|ptr| Ring {
-                ptr,
-                len,
-                backing: Backing::Heap,
-            })
-            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "write stage"))
+        let buf = HugeBuf::new(len)?;
+        Ok(Ring {
+            ptr: buf.as_ptr(),
+            len,
+            _backing: Backing::Own { _buf: buf },
+        })
     }
 
     /// The `len` bytes at `offset` of `map` (a multiple of [`BLOCK`]), which the ring keeps.
@@ -86,7 +67,7 @@ impl Ring {
             .map(|ptr| Ring {
                 ptr,
                 len,
-                backing: Backing::Map { _map: map },
+                _backing: Backing::Map { _map: map },
             })
             .ok_or_else(|| io::Error::other("write stage: null mapping"))
     }
@@ -246,19 +227,4 @@ pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, n: usize) {
     }
     // SAFETY: the caller's contract.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        if !matches!(self.backing, Backing::Heap) {
-            return;
-        }
-        // SAFETY: allocated in `new` with this layout (valid then, so valid now).
-        unsafe {
-            std::alloc::dealloc(
-                self.ptr.as_ptr(),
-                Layout::from_size_align_unchecked(self.len, BLOCK as usize),
-            )
-        };
-    }
 }
