@@ -219,6 +219,12 @@ impl Flusher {
             };
             (st.dirty_ranges(), target, st.index.take_pending())
         };
+        // The raft index: written here, off the append path, before the fdatasync; synced by
+        // the checkpointer before a durable checkpoint covers it.
+        if let Err(e) = index_write.apply(index_file.as_ref()) {
+            let path = self.index_dir.clone();
+            return Err(shared.fail(LogError::io("write raft index", path, e)));
+        }
         let synced = !ranges.is_empty();
         for (seg, path, off, len) in ranges {
             if let Err(e) = seg.sync_range(off, len) {
@@ -234,14 +240,6 @@ impl Flusher {
             .durable
             .note_log_flushed(target.log_id.map(|l| l.index));
         shared.waiters.complete_upto(target.phys_end);
-        // The raft index: written here, off the append path and after the waiters' wake-up
-        // (its file is a cache that recovery checks against the log, so the flush need not
-        // wait for it); synced by the checkpointer before a durable checkpoint covers it,
-        // which the checkpoint below is handed to only after this write.
-        if let Err(e) = index_write.apply(index_file.as_ref()) {
-            let path = self.index_dir.clone();
-            return Err(shared.fail(LogError::io("write raft index", path, e)));
-        }
         if let Some(d) = &self.drop_behind {
             d.after_flush(shared, target.phys_end);
         }
