@@ -3,8 +3,9 @@
 # load on a fresh local 3-node cluster. Uses the `raftmq` and `raftmq-node` found on PATH
 # (build them in release first). Prints one line: rate, p50, p99, CPU us/msg of the leader,
 # the followers and the load generator (utime+stime from /proc and getrusage), messages per
-# Raft entry (the leader's appended index over the load), the machine's idle CPU time, and how
-# much of it the host stole meanwhile (steal above ~5%: the host was busy, rerun).
+# Raft entry (the leader's appended index over the load), the machine's idle CPU time (and how
+# much of that was I/O wait: no runnable thread while an I/O was outstanding), and the share
+# the host stole meanwhile (steal above ~5%: the host was busy, rerun).
 # The VM's speed swings by a fifth within minutes; a change to one process shows best as its
 # CPU per message over that of a process the change leaves alone, in the same run.
 #
@@ -70,10 +71,11 @@ s0, s1 = ([int(x) for x in open(d + f).read().split()[1:]] for f in ('/s0', '/s1
 ds = [b - a for a, b in zip(s0, s1)]
 steal = 100 * ds[7] / max(sum(ds[:8]), 1) if len(ds) > 7 else 0.0
 idle = 100 * (ds[3] + ds[4]) / max(sum(ds[:8]), 1)
+iowait = 100 * ds[4] / max(sum(ds[:8]), 1)
 entries = max(int(open(d + '/a1').read()) - int(open(d + '/a0').read()), 1)
 fol = ' '.join('%.2f' % v for p, v in per.items() if p != lpid)
 print(f"{r['messages_per_s']:.0f} msg/s p50 {lat['p50_us'] / 1000:.2f} ms "
       f"p99 {lat['p99_us'] / 1000:.1f} ms; CPU us/msg: leader {per[lpid]:.2f}, "
       f"followers {fol}, load generator {(u + s) * 1e6 / n:.2f}; {n / entries:.1f} msg/entry; "
-      f"idle {idle:.0f}%, steal {steal:.0f}%")
+      f"idle {idle:.0f}% ({iowait:.0f}% of it I/O wait), steal {steal:.0f}%")
 PY

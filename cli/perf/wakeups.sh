@@ -3,7 +3,7 @@
 # 3-node cluster: context switches per message, CPU ticks, and from /proc/<pid>/task/*/schedstat
 # the share of the measured time the thread ran and the share it waited in a run queue
 # (runnable, no CPU given yet), with the mean wait per time it was put on a CPU. Then each CPU's
-# busy and idle (idle + iowait) share. Which threads wake how often per send, and how long each
+# busy, idle and iowait shares. Which threads wake how often per send, and how long each
 # wake-up waits for a CPU. Uses the `raftmq` and `raftmq-node` on PATH; UPARGS goes to
 # `raftmq cluster up`. The schedstat window is S seconds (4) starting 2 s into the load.
 #   P=1 F=1 T=6s cli/perf/wakeups.sh      UPARGS="--flush async" P=4 F=64 cli/perf/wakeups.sh
@@ -71,5 +71,5 @@ for k in sorted(rows):
   print(f"{k[0]:14s} {who:6s} {k[1]:18s} ran {100*run/secs/1e9:4.0f}%  waited {100*wait/secs/1e9:4.0f}%  runs/s {sl/secs:6.0f}  wait/run {wait/max(sl,1)/1e3:5.0f} us")
 for c in sorted(c1):
   dd=[y-x for x,y in zip(c0[c],c1[c])]; tot=sum(dd) or 1
-  print(f"{c}: busy {100*(tot-dd[3]-dd[4])/tot:3.0f}%  idle+iowait {100*(dd[3]+dd[4])/tot:3.0f}%")
+  print(f"{c}: busy {100*(tot-dd[3]-dd[4])/tot:3.0f}%  idle {100*dd[3]/tot:3.0f}%  iowait {100*dd[4]/tot:3.0f}%")
 PY
