@@ -92,6 +92,12 @@ pub struct LogConfig {
     pub repair_truncate_corruption: bool,
     /// Preallocate the next segment in the background. Default true.
     pub preallocate: bool,
+    /// Segments retention deletes that are kept instead, up to this many, and reused as the
+    /// next segments: their blocks are written already, so the fdatasyncs into them write no
+    /// extent metadata (see `recycle.rs`). Each holds `segment-bytes` of disk after retention
+    /// (and its deleted messages' bytes until overwritten). Per node. Default 1; range 0..=64
+    /// (0: delete them).
+    pub recycle_segments: u32,
     /// Keep the active segment written with zeros a few MiB ahead of the appends, on a
     /// thread of its own, so an fdatasync finds no extent to convert (see `zero_ahead.rs`).
     /// Default true.
@@ -129,6 +135,7 @@ impl Default for LogConfig {
             flush_interval_ms: 500,
             repair_truncate_corruption: false,
             preallocate: true,
+            recycle_segments: 1,
             zero_ahead: true,
             accept_lost_commits: false,
             log_cache_bytes: 256 << 20,
@@ -141,6 +148,8 @@ impl Default for LogConfig {
 pub const MIN_SEGMENT_BYTES: u64 = 4096;
 /// Largest segment accepted (record lengths are u32).
 pub const MAX_SEGMENT_BYTES: u64 = 4 << 30;
+/// Most segments `recycle-segments` keeps.
+pub const MAX_RECYCLE_SEGMENTS: u32 = 64;
 
 impl LogConfig {
     /// Rejects out-of-range values with [`LogError::Config`] naming the field.
@@ -158,6 +167,15 @@ impl LogConfig {
             return Err(LogError::Config {
                 field: "flush-interval-ms",
                 reason: format!("{} is outside 1..=60000", self.flush_interval_ms),
+            });
+        }
+        if self.recycle_segments > MAX_RECYCLE_SEGMENTS {
+            return Err(LogError::Config {
+                field: "recycle-segments",
+                reason: format!(
+                    "{} is outside 0..={MAX_RECYCLE_SEGMENTS}",
+                    self.recycle_segments
+                ),
             });
         }
         let stage = self.write_stage_bytes;
@@ -222,6 +240,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("flush-interval-ms"));
+        let c = LogConfig {
+            recycle_segments: 65,
+            ..LogConfig::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("recycle-segments"), "{e}");
         for bad in [5000, 4096, (1 << 20) + 1, 2 << 30] {
             let c = LogConfig {
                 write_stage_bytes: bad,

@@ -20,6 +20,12 @@ pub use crate::fs_env::REMOVE_STEP_BYTES;
 pub trait SegmentFile: Send + Sync {
     /// Capacity in bytes (the file length).
     fn capacity(&self) -> u64;
+    /// True if every block of the file was written before (a segment reused from an earlier
+    /// one, see `recycle.rs`): writing zeros ahead of the appends gains nothing there.
+    /// Default: false.
+    fn blocks_written(&self) -> bool {
+        false
+    }
     /// Copies `data` to `offset` (visible to readers at once, durable after `sync_range`).
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Copies `parts`, back to back, to `offset`, as [`SegmentFile::write_at`] of their
@@ -130,6 +136,17 @@ pub trait Env: Send + Sync {
     fn create_segment(&self, path: &Path, capacity: u64) -> io::Result<Arc<dyn SegmentFile>>;
     /// Opens an existing segment.
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>>;
+    /// Makes the segment file at `from` (out of the log) the segment at `to`, durably
+    /// (renamed, directory synced), and opens it as a new segment would be; its old bytes
+    /// stay (see `recycle.rs`). Default: [`Env::rename`], [`Env::sync_dir`],
+    /// [`Env::open_segment`].
+    fn reuse_segment(&self, from: &Path, to: &Path) -> io::Result<Arc<dyn SegmentFile>> {
+        self.rename(from, to)?;
+        if let Some(dir) = to.parent() {
+            self.sync_dir(dir)?;
+        }
+        self.open_segment(to)
+    }
     /// Opens or creates a plain file.
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>>;
     /// Removes a file (missing is not an error).

@@ -165,12 +165,29 @@ impl Env for FsEnv {
             self.mapped_writes,
             self.mapped_writes,
             self.stage.as_ref(),
+            false,
         )
     }
 
     fn open_segment(&self, path: &Path) -> io::Result<Arc<dyn SegmentFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        map_segment(file, false, self.mapped_writes, self.stage.as_ref())
+        map_segment(file, false, self.mapped_writes, self.stage.as_ref(), false)
+    }
+
+    fn reuse_segment(&self, from: &Path, to: &Path) -> io::Result<Arc<dyn SegmentFile>> {
+        fs::rename(from, to)?;
+        if let Some(dir) = to.parent() {
+            self.sync_dir(dir)?;
+        }
+        let file = OpenOptions::new().read(true).write(true).open(to)?;
+        // As `create_segment` maps a new one (prefaulted only for mapped writes).
+        map_segment(
+            file,
+            self.mapped_writes,
+            self.mapped_writes,
+            self.stage.as_ref(),
+            true,
+        )
     }
 
     fn open_plain(&self, path: &Path) -> io::Result<Arc<dyn PlainFile>> {

@@ -54,6 +54,8 @@ struct MmapSegment {
     stage: Option<(Arc<Stage>, Files)>,
     /// This segment's name in the stage.
     id: u64,
+    /// Reused from an earlier segment: every block written before (`recycle.rs`).
+    recycled: bool,
 }
 
 /// Ids of segments in their stage.
@@ -76,6 +78,10 @@ fn check_range(offset: u64, len: usize, cap: u64) -> io::Result<()> {
 impl SegmentFile for MmapSegment {
     fn capacity(&self) -> u64 {
         self.len
+    }
+
+    fn blocks_written(&self) -> bool {
+        self.recycled
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
@@ -328,12 +334,14 @@ impl Drop for MmapSegment {
 }
 
 /// Maps `file` as a segment (`populate`: prefault the mapping, for mapped writes), written
-/// through `stage` where there is one, writes are not mapped and `O_DIRECT` is allowed.
+/// through `stage` where there is one, writes are not mapped and `O_DIRECT` is allowed;
+/// `recycled`: a segment reused from an earlier one ([`SegmentFile::blocks_written`]).
 pub(crate) fn map_segment(
     file: File,
     populate: bool,
     mapped_writes: bool,
     stage: Option<&Arc<Stage>>,
+    recycled: bool,
 ) -> io::Result<Arc<dyn SegmentFile>> {
     let len = file.metadata()?.len();
     let mut opts = MmapOptions::new();
@@ -371,5 +379,6 @@ pub(crate) fn map_segment(
         direct,
         stage,
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        recycled,
     }))
 }

@@ -22,6 +22,7 @@ use crate::meta::FlushCheckpoint;
 use crate::raft_index::EntryLocation;
 use crate::raft_index::INDEX_RECORD_LEN;
 use crate::recovery::recover;
+use crate::recycle::Recycler;
 use crate::segments::segment_name;
 use crate::types::LogId;
 use crate::types::Payload;
@@ -147,6 +148,7 @@ pub fn segment_scan(data: &[u8]) {
             checkpoint,
             purged,
             trusted,
+            Arc::new(Recycler::new(env.clone(), dir.clone(), 0)),
         )
     };
     let Ok(first) = open(checkpoint, &trusted) else {

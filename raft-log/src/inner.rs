@@ -23,6 +23,7 @@ use crate::inline_flush::InlineFlush;
 use crate::install;
 use crate::meta::Meta;
 use crate::open::load_state;
+use crate::recycle::Recycler;
 use crate::shared::Shared;
 use crate::stage_file::STAGE_FILE;
 use crate::trim::Trimmer;
@@ -67,7 +68,12 @@ impl Inner {
             &meta,
             config.segment_bytes,
         )?;
-        let state = load_state(&dir, &config, env.clone(), &meta)?;
+        let recycler = Arc::new(Recycler::new(
+            env.clone(),
+            dir.join("commitlog"),
+            config.recycle_segments as usize,
+        ));
+        let state = load_state(&dir, &config, env.clone(), &meta, recycler)?;
         let shared = Arc::new(Shared {
             durable: DurableWatch::new(state.committed),
             state: Mutex::new(state),

@@ -147,7 +147,8 @@ pub fn replace_from_files(
             failpoint,
         )?;
         let epoch = st.checkpoint_epoch + 1;
-        *st = load_state(dir, config, writer.env().clone(), &shared.meta)?;
+        let recycler = st.segments.recycler().clone();
+        *st = load_state(dir, config, writer.env().clone(), &shared.meta, recycler)?;
         st.checkpoint_epoch = epoch;
         // A tail too short for a record header is skipped by recovery: the next append
         // goes to the next segment either way.

@@ -162,6 +162,7 @@ mod pinned;
 mod prealloc;
 mod recent;
 mod recovery;
+mod recycle;
 mod ring;
 mod segments;
 mod shared;

@@ -13,6 +13,7 @@ use crate::meta::FlushCheckpoint;
 use crate::meta::Meta;
 use crate::raft_index::RaftIndex;
 use crate::recovery::recover;
+use crate::recycle::Recycler;
 use crate::state::State;
 use crate::types::LogId;
 
@@ -25,6 +26,7 @@ pub fn load_state(
     config: &LogConfig,
     env: Arc<dyn Env>,
     meta: &Meta,
+    recycler: Arc<Recycler>,
 ) -> LogResult<State> {
     let purged = meta.purged()?;
     let (checkpoint, index_synced) = meta.checkpoint()?;
@@ -53,6 +55,7 @@ pub fn load_state(
         checkpoint,
         purged,
         &trusted,
+        recycler,
     )?;
     drop(trusted);
     meta.set_log_start(rec.start)?;

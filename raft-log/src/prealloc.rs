@@ -1,6 +1,7 @@
-//! [`Preallocator`]: creates the next CommitLog segment on its own thread, off the append path
-//! (temp file, fallocate, fsync, rename, dir fsync; see `Env::create_segment`), so a segment
-//! roll finds it ready. A failed preparation is reported to the roll, which retries inline.
+//! [`Preallocator`]: prepares the next CommitLog segment on its own thread, off the append path
+//! (a free segment renamed, or a new one: temp file, fallocate, fsync, rename, dir fsync; see
+//! `Recycler::create`), so a segment roll finds it ready. A failed preparation is reported to
+//! the roll, which retries inline.
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -9,10 +10,10 @@ use std::sync::Arc;
 use parking_lot::Condvar;
 use parking_lot::Mutex;
 
-use crate::env::Env;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::recycle::Recycler;
 use crate::segments::segment_name;
 use crate::shared::join_thread;
 use crate::types::RawPhys;
@@ -37,12 +38,12 @@ pub struct Preallocator {
 
 impl Preallocator {
     /// Starts the thread.
-    pub fn start(env: Arc<dyn Env>, dir: PathBuf, segment_bytes: u64) -> LogResult<Self> {
+    pub fn start(recycler: Arc<Recycler>, dir: PathBuf, segment_bytes: u64) -> LogResult<Self> {
         let shared = Arc::new((Mutex::new(Slot::default()), Condvar::new()));
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("raftlog-prealloc".into())
-            .spawn(move || prealloc_loop(&sh, env.as_ref(), &dir, segment_bytes))
+            .spawn(move || prealloc_loop(&sh, &recycler, &dir, segment_bytes))
             .map_err(|e| LogError::io("spawn preallocator", "", e))?;
         Ok(Preallocator {
             shared,
@@ -100,7 +101,12 @@ impl Preallocator {
     }
 }
 
-fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, segment_bytes: u64) {
+fn prealloc_loop(
+    shared: &(Mutex<Slot>, Condvar),
+    recycler: &Recycler,
+    dir: &Path,
+    segment_bytes: u64,
+) {
     let (mu, cv) = shared;
     loop {
         let start = {
@@ -114,8 +120,8 @@ fn prealloc_loop(shared: &(Mutex<Slot>, Condvar), env: &dyn Env, dir: &Path, seg
             }
         };
         let path = dir.join(segment_name(start));
-        let res = env
-            .create_segment(&path, segment_bytes)
+        let res = recycler
+            .create(&path, segment_bytes)
             .map_err(|e| LogError::io("preallocate segment", &path, e).to_string());
         match &res {
             Ok(_) => {

@@ -20,6 +20,7 @@ fn recover_bytes(bytes: &[u8]) -> LogResult<Recovered> {
         preallocate: false,
         ..LogConfig::default()
     };
+    let recycler = Arc::new(Recycler::new(env.clone(), dir.clone(), 0));
     recover(
         env,
         dir,
@@ -28,6 +29,7 @@ fn recover_bytes(bytes: &[u8]) -> LogResult<Recovered> {
         FlushCheckpoint::default(),
         None,
         &[],
+        recycler,
     )
 }
 

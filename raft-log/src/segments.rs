@@ -1,6 +1,6 @@
 //! [`Segments`]: the set of open CommitLog segment files (`commitlog/<20-digit start>`), their
 //! names, and [`Detached`], the segments retention took out of the log, deleted later
-//! (those still pinned via the [`Graveyard`]).
+//! (those still pinned via the [`Graveyard`]) or kept for reuse (the [`Recycler`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,6 +12,7 @@ use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::graveyard::Graveyard;
+use crate::recycle::Recycler;
 use crate::types::RawPhys;
 
 /// File name of the segment starting at `start`: 20 decimal digits.
@@ -38,18 +39,32 @@ pub struct Segments {
     map: BTreeMap<RawPhys, Arc<dyn SegmentFile>>,
     /// Detached segments still pinned.
     graveyard: Arc<Graveyard>,
+    /// Detached segments kept for reuse (shared with the writer, which takes them).
+    recycler: Arc<Recycler>,
 }
 
 impl Segments {
-    /// An empty set over `dir` (the `commitlog/` directory).
-    pub fn new(dir: PathBuf, env: Arc<dyn Env>, segment_bytes: u64) -> Self {
+    /// An empty set over `dir` (the `commitlog/` directory), keeping detached segments in
+    /// `recycler` (which must be over `dir` too).
+    pub fn new(
+        dir: PathBuf,
+        env: Arc<dyn Env>,
+        segment_bytes: u64,
+        recycler: Arc<Recycler>,
+    ) -> Self {
         Segments {
             graveyard: Arc::new(Graveyard::new(env.clone(), dir.clone())),
             dir,
             env,
             segment_bytes,
             map: BTreeMap::new(),
+            recycler,
         }
+    }
+
+    /// The pool of segments kept for reuse.
+    pub fn recycler(&self) -> &Arc<Recycler> {
+        &self.recycler
     }
 
     /// The segments detached while pinned (a pin sweeps it when it drops).
@@ -122,7 +137,8 @@ impl Segments {
             .map_err(|e| LogError::io("write", self.path(self.start_of(phys)), e))
     }
 
-    /// Removes (from the set and from disk) every segment starting at or after `start`.
+    /// Removes every segment starting at or after `start` from the set, and from the disk or
+    /// into the [`Recycler`] (one nobody else holds, while it has room).
     pub fn remove_from(&mut self, start: RawPhys) -> LogResult<Vec<RawPhys>> {
         let gone: Vec<_> = self.map.range(start..).map(|(k, _)| *k).collect();
         self.remove_all(&gone)?;
@@ -147,14 +163,18 @@ impl Segments {
             dir: self.dir.clone(),
             env: self.env.clone(),
             graveyard: self.graveyard.clone(),
+            recycler: self.recycler.clone(),
             segments,
         }
     }
 
     fn remove_all(&mut self, starts: &[RawPhys]) -> LogResult<()> {
         for s in starts {
-            self.map.remove(s);
+            let file = self.map.remove(s);
             let p = self.path(*s);
+            if file.is_some_and(|f| Arc::strong_count(&f) == 1) && self.recycler.keep(&p)? {
+                continue;
+            }
             self.env
                 .remove(&p)
                 .map_err(|e| LogError::io("remove segment", p, e))?;
@@ -174,6 +194,7 @@ pub struct Detached {
     dir: PathBuf,
     env: Arc<dyn Env>,
     graveyard: Arc<Graveyard>,
+    recycler: Arc<Recycler>,
     segments: Vec<(PathBuf, Arc<dyn SegmentFile>)>,
 }
 
@@ -192,7 +213,8 @@ impl Detached {
     /// detached segments whose pins dropped since ([`Graveyard::sweep`]). Returns how many
     /// of its own segments left the log's names.
     ///
-    /// A segment nobody else holds is shrunk stepwise, then unlinked ([`Env::remove_large`]).
+    /// A segment nobody else holds is kept for reuse while the [`Recycler`] has room, else
+    /// shrunk stepwise, then unlinked ([`Env::remove_large`]).
     /// One still held (a [`crate::PinnedRange`], or a reader between its lookup and its read)
     /// keeps every byte, as its mapping must (reading past a shrunk file's end raises
     /// SIGBUS): it is renamed to `<name>.deleted` and removed stepwise once the last holder
@@ -201,12 +223,17 @@ impl Detached {
     /// other once the segment left the log, so a count of one here stays one.
     pub fn delete(self) -> LogResult<usize> {
         let n = self.segments.len();
+        let mut kept = 0;
         for (path, file) in self.segments {
             if !alone_soon(&file) {
                 self.graveyard.bury(&path, file)?;
                 continue;
             }
             drop(file);
+            if self.recycler.keep(&path)? {
+                kept += 1;
+                continue;
+            }
             self.env
                 .remove_large(&path)
                 .map_err(|e| LogError::io("remove segment", path, e))?;
@@ -215,7 +242,11 @@ impl Detached {
             self.env
                 .sync_dir(&self.dir)
                 .map_err(|e| LogError::io("fsync dir", self.dir.clone(), e))?;
-            tracing::info!(segments = n, "deleted segments below the purge point");
+            tracing::info!(
+                segments = n,
+                kept_for_reuse = kept,
+                "segments below the purge point left the log"
+            );
         }
         self.graveyard.sweep()?;
         Ok(n)

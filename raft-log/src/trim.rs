@@ -1,6 +1,6 @@
 //! [`Trimmer`]: cutting the log at either end. At the tail: `truncate_after` removes an
-//! uncommitted suffix (checkpoint lowered first, bytes zeroed and synced, later segments
-//! removed). At the head: `purge` (logical, persisted) and `detach_below` (retention: new log
+//! uncommitted suffix (checkpoint lowered first, bytes zeroed and synced, or the segment
+//! closed with a padding record when the cut undoes a roll; later segments removed). At the head: `purge` (logical, persisted) and `detach_below` (retention: new log
 //! start persisted, segments taken out under the lock, deleted later by the caller).
 
 use std::path::PathBuf;
@@ -151,8 +151,9 @@ impl Trimmer {
         st.index
             .truncate_after(keep)
             .map_err(|e| LogError::io("truncate raft index", &self.index_dir, e))?;
-        truncate_tail(&mut st.segments, new_end)?;
-        st.append_pos = new_end;
+        // Everything up to the append position is flushed (above), so it is where this
+        // life's bytes end.
+        st.append_pos = truncate_tail(&mut st.segments, new_end, Some(st.append_pos))?;
         st.purged_phys_end = st.purged_phys_end.min(new_end);
         Ok(())
     }

@@ -21,6 +21,7 @@ use crate::format::encode_padding;
 use crate::format::ENTRY_HEADER_LEN;
 use crate::prealloc::Preallocator;
 use crate::raft_index::EntryLocation;
+use crate::recycle::Recycler;
 use crate::segments::segment_name;
 use crate::shared::Shared;
 use crate::state::State;
@@ -60,9 +61,10 @@ impl Writer {
         env: Arc<dyn Env>,
         commitlog_dir: PathBuf,
     ) -> LogResult<Self> {
+        let recycler = shared.state.lock().segments.recycler().clone();
         let prealloc = match config.preallocate {
             true => Some(Preallocator::start(
-                env.clone(),
+                recycler,
                 commitlog_dir.clone(),
                 config.segment_bytes,
             )?),
@@ -273,7 +275,7 @@ impl Writer {
         }
         let seg_start = st.segments.start_of(pos);
         if st.segments.get(seg_start).is_none() {
-            let f = self.new_segment(seg_start)?;
+            let f = self.new_segment(st.segments.recycler(), seg_start)?;
             st.segments.insert(seg_start, f);
             if let Some(p) = &self.prealloc {
                 p.request(seg_start + seg_bytes);
@@ -282,7 +284,7 @@ impl Writer {
         Ok((pos, padding))
     }
 
-    fn new_segment(&self, start: RawPhys) -> LogResult<Arc<dyn SegmentFile>> {
+    fn new_segment(&self, recycler: &Recycler, start: RawPhys) -> LogResult<Arc<dyn SegmentFile>> {
         let path = self.commitlog_dir.join(segment_name(start));
         match self.prealloc.as_ref().and_then(|p| p.take(start)) {
             Some(Ok(f)) => return Ok(f),
@@ -294,8 +296,8 @@ impl Writer {
                 "no preallocated segment; creating inline"
             ),
         }
-        self.env
-            .create_segment(&path, self.config.segment_bytes)
+        recycler
+            .create(&path, self.config.segment_bytes)
             .map_err(|e| LogError::io("create segment", path, e))
     }
 }

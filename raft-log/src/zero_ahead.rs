@@ -165,7 +165,9 @@ impl ZeroAhead {
             s.window = (to, syncs);
         }
         let end = start + file.capacity();
-        if s.failed || s.idle || s.floor >= end || s.floor - to >= AHEAD / 2 {
+        // A reused segment's blocks are all written: no extent to convert.
+        let written = file.blocks_written();
+        if s.failed || s.idle || written || s.floor >= end || s.floor - to >= AHEAD / 2 {
             return;
         }
         let want = (to + AHEAD).min(end);

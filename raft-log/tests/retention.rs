@@ -99,6 +99,8 @@ fn open(dir: &tempfile::TempDir, env: &RecordingEnv) -> Store {
         segment_bytes: BIG,
         flush: FlushPolicy::Async,
         flush_interval_ms: 60_000,
+        // Removal itself is under test here (reuse: `recycle.rs`).
+        recycle_segments: 0,
         ..LogConfig::default()
     };
     LogStore::open_with_env(dir.path(), c, Arc::new(env.clone())).unwrap()

@@ -175,6 +175,11 @@ pub struct NodeArgs {
     /// CPU and latency per fsync). [default true]
     #[arg(long)]
     pub zero_ahead: Option<bool>,
+    /// CommitLog segments that retention deletes, kept instead (up to this many) and reused as
+    /// the next segments, whose fsyncs then write no file-system extent metadata; each holds
+    /// segment-bytes of disk after retention. 0 = delete them. [default 1; 0..=64]
+    #[arg(long)]
+    pub recycle_segments: Option<u32>,
     /// Bytes of the CommitLog, back from its flushed end, kept in the OS page cache; older
     /// pages are dropped once durable, so appends reuse warm pages (reads further back go
     /// to the disk). 0 = leave the cache to the kernel. [default 268435456 (256 MiB)]
@@ -267,7 +272,7 @@ impl NodeArgs {
             rocketmq_listen_addr, rocketmq_advertised_addr);
         override_fields!(self => cfg.log;
             segment_bytes, flush_interval_ms, repair_truncate_corruption, accept_lost_commits,
-            zero_ahead, log_cache_bytes, write_stage_bytes);
+            zero_ahead, recycle_segments, log_cache_bytes, write_stage_bytes);
         override_fields!(self => cfg.store;
             file_reserved_hours, disk_clean_ratio, disk_reject_ratio);
         override_fields!(self => cfg.store; dedup_window_ms, dedup_max_entries);

@@ -321,6 +321,8 @@ fn flags_override_file() {
         "7",
         "--zero-ahead",
         "false",
+        "--recycle-segments",
+        "3",
         "--log-cache-bytes",
         "0",
         "--write-stage-bytes",
@@ -344,6 +346,7 @@ fn flags_override_file() {
     assert_eq!(cfg.log.flush, FlushPolicy::Async);
     assert_eq!(cfg.log.flush_interval_ms, 7);
     assert!(!cfg.log.zero_ahead);
+    assert_eq!(cfg.log.recycle_segments, 3);
     assert_eq!(cfg.log.log_cache_bytes, 0);
     assert_eq!(cfg.log.write_stage_bytes, 2 << 20);
     assert_eq!(cfg.store.consume_queue.units_per_file, 64);
