@@ -72,6 +72,17 @@ fn plan(core: &NodeCore) -> Result<Option<RetentionPlan>, NodeError> {
 
 /// One retention pass; true if something was deleted.
 pub async fn retention_pass(core: &NodeCore) -> Result<bool, NodeError> {
+    if crate::disk_guard::local_full(core) {
+        // The segments kept for reuse hold space nothing needs now.
+        let store = core.store.clone();
+        match tokio::task::spawn_blocking(move || store.log().delete_free_segments()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "deleting the segments kept for reuse failed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting the segments kept for reuse: task failed")
+            }
+        }
+    }
     let Some(plan) = plan(core)? else {
         return Ok(false);
     };

@@ -95,8 +95,9 @@ pub struct LogConfig {
     /// Segments retention deletes that are kept instead, up to this many, and reused as the
     /// next segments: their blocks are written already, so the fdatasyncs into them write no
     /// extent metadata (see `recycle.rs`). Each holds `segment-bytes` of disk after retention
-    /// (and its deleted messages' bytes until overwritten). Per node. Default 1; range 0..=64
-    /// (0: delete them).
+    /// (and its deleted messages' bytes until overwritten); a node whose disk is full deletes
+    /// them. Two cover the rolls between two retention passes (10 s) up to about 200 MB/s
+    /// with 1 GiB segments. Per node. Default 2; range 0..=64 (0: delete them).
     pub recycle_segments: u32,
     /// Keep the active segment written with zeros a few MiB ahead of the appends, on a
     /// thread of its own, so an fdatasync finds no extent to convert (see `zero_ahead.rs`).
@@ -135,7 +136,7 @@ impl Default for LogConfig {
             flush_interval_ms: 500,
             repair_truncate_corruption: false,
             preallocate: true,
-            recycle_segments: 1,
+            recycle_segments: 2,
             zero_ahead: true,
             accept_lost_commits: false,
             log_cache_bytes: 256 << 20,

@@ -12,16 +12,20 @@
 //!
 //! A free segment is renamed `<old start>.free` in the `commitlog/` directory; taking one
 //! renames it to the new segment's name and fsyncs the directory. Its old bytes stay until
-//! appends overwrite them. They cannot pass for records of the new segment: every record
+//! appends overwrite them. They do not pass for records of the new segment: every record
 //! header names its own physical offset ([`crate::format`]), and every old one names a
 //! smaller offset than any position of the new life, so a scan stops at the first old byte
-//! as it would at a torn tail. What must differ for a recycled file is the cut of a tail:
+//! as it would at a torn tail. (Only a header forged inside an old message's body could pass:
+//! it would have to name the very offset the new life gives it, lie exactly where that life's
+//! records end at a crash, and carry the next index and a current term, all guessed ahead.)
+//! What must differ for a recycled file is the cut of a tail:
 //! bytes past the end are not zeros, so recovery and truncation zero the range they know was
 //! written, and recovery, which cannot know where a torn tail ends in old bytes, closes the
 //! segment with a padding record instead (`recovery::truncate_tail`).
 //!
-//! The cost: up to `recycle-segments` segments' disk space held after retention, and the old
-//! bytes of deleted messages kept on disk (unreadable through the log) until overwritten.
+//! The cost: up to `recycle-segments` segments' disk space held after retention (a node whose
+//! disk is full deletes them: `LogStore::delete_free_segments`), and the old bytes of deleted
+//! messages kept on disk (unreadable through the log) until overwritten.
 
 use std::io;
 use std::path::Path;
@@ -105,6 +109,24 @@ impl Recycler {
         tracing::debug!(path = %to.display(), "segment kept for reuse");
         free.push(to);
         Ok(true)
+    }
+
+    /// Deletes every free segment (a full disk wants their space back), then fsyncs the
+    /// directory; returns how many.
+    pub fn drain(&self) -> LogResult<usize> {
+        let free = std::mem::take(&mut *self.free.lock());
+        for path in &free {
+            self.env
+                .remove_large(path)
+                .map_err(|e| LogError::io("remove free segment", path, e))?;
+        }
+        if !free.is_empty() {
+            self.env
+                .sync_dir(&self.dir)
+                .map_err(|e| LogError::io("fsync dir", &self.dir, e))?;
+            tracing::info!(segments = free.len(), "deleted the segments kept for reuse");
+        }
+        Ok(free.len())
     }
 
     /// The segment file for `path`: a free one renamed to it (the directory fsynced) if one

@@ -380,6 +380,13 @@ impl<C> LogStore<C> {
         self.inner.committer.set_node_id(id);
     }
 
+    /// Deletes the segments retention kept for reuse (`recycle-segments`), for a disk that
+    /// needs their space; returns how many. Later retention keeps some again.
+    pub fn delete_free_segments(&self) -> LogResult<usize> {
+        let recycler = self.inner.shared.state.lock().segments.recycler().clone();
+        recycler.drain()
+    }
+
     /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte
     /// must be purged (`phys <= watermarks().purged_phys_end`), else nothing is deleted and an
     /// error is returned. The new log start is persisted before the files go; the directory

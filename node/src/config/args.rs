@@ -177,7 +177,8 @@ pub struct NodeArgs {
     pub zero_ahead: Option<bool>,
     /// CommitLog segments that retention deletes, kept instead (up to this many) and reused as
     /// the next segments, whose fsyncs then write no file-system extent metadata; each holds
-    /// segment-bytes of disk after retention. 0 = delete them. [default 1; 0..=64]
+    /// segment-bytes of disk after retention (deleted when the disk is full). 0 = delete them.
+    /// [default 2; 0..=64]
     #[arg(long)]
     pub recycle_segments: Option<u32>,
     /// Bytes of the CommitLog, back from its flushed end, kept in the OS page cache; older
