@@ -363,10 +363,11 @@ const CHUNK: u64 = 64 << 10;
 /// record of this life of that segment lies past `end`; returns the new append position.
 ///
 /// `written`: where this life's bytes end, if known (a truncation, after a flush:
-/// the append position). Inside `end`'s segment, `[end, written)` is zeroed; past the
-/// segment's end (the cut undoes a roll), the segment is closed with a padding record at
-/// `end` instead and the log goes on at the next segment's start (zeros would have to cover
-/// what a padding record past the new one may hide: see below).
+/// the append position). Inside `end`'s segment, `[end, written)` is zeroed; at or past the
+/// segment's end (the cut undoes a roll, or the segment was closed), the segment is closed
+/// with a padding record at `end` instead and the log goes on at the next segment's start:
+/// zeros would have to cover whatever a padding record past the new one hides, old bytes of
+/// a whole reused segment for one that recovery closed (below).
 ///
 /// `None` (recovery): bytes of a torn tail may lie anywhere past `end` (page writeback skips
 /// pages), ended by a run of [`ZERO_RUN_BYTES`] zeros; they are zeroed. A segment reused
@@ -397,7 +398,7 @@ pub fn truncate_tail(
     let cap = seg.capacity();
     let off = end - seg_start;
     let zero_to = match written {
-        Some(w) if w <= next => Some(w.max(end) - seg_start),
+        Some(w) if w < next => Some(w.max(end) - seg_start),
         Some(_) => None,
         None => zero_run_start(seg.as_ref(), off, cap, &path)?,
     };

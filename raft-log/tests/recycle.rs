@@ -245,3 +245,48 @@ fn truncation_in_a_reused_segment_keeps_the_cut() {
         assert_eq!(l.phys, expect_end);
     }
 }
+
+/// A truncation back into a reused segment that recovery closed with a padding record: the
+/// segment stays closed (its old bytes are not zeroed: that would write most of a segment
+/// under the flush lock), and the cut entries never come back.
+#[test]
+fn truncation_into_a_reused_segment_recovery_closed() {
+    let (seg, size) = (LARGE, 400_000);
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), seg);
+    let next = append_into_segment(&s, seg, 1, 1, size);
+    retain_from(&s, next - 1);
+    let next = append_into_segment(&s, seg, 2, next, size);
+    append(&s, 1, next, next + 2, size);
+    s.close().unwrap();
+    drop(s);
+    let s = open(dir.path(), seg);
+    assert_eq!(s.watermarks().appended_phys_end.get(), 3 * seg);
+    s.truncate_after(Some(LogId::new_term_index(1, next)))
+        .unwrap();
+    assert_eq!(s.watermarks().appended_phys_end.get(), 3 * seg);
+    s.append_entries(vec![entry(2, next + 1, 1000)], ignore())
+        .unwrap();
+    s.flush().unwrap();
+    s.close().unwrap();
+    drop(s);
+    let file = dir
+        .path()
+        .join("commitlog")
+        .join(format!("{:020}", 2 * seg));
+    let mut tail = vec![0u8; 4096];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(file).unwrap(),
+        &mut tail,
+        seg / 2,
+    )
+    .unwrap();
+    assert!(tail.iter().any(|b| *b != 0), "old bytes left in place");
+    let s = open(dir.path(), seg);
+    let got = s
+        .read_entries(LogIndex::new(next), LogIndex::new(u64::MAX))
+        .unwrap();
+    assert_eq!(got, vec![entry(1, next, size), entry(2, next + 1, 1000)]);
+    let l = s.entry_location(LogIndex::new(next + 1)).unwrap();
+    assert_eq!(l.phys, 3 * seg);
+}
