@@ -149,6 +149,7 @@ pub fn segment_scan(data: &[u8]) {
             purged,
             trusted,
             Arc::new(Recycler::new(env.clone(), dir.clone(), 0)),
+            None,
         )
     };
     let Ok(first) = open(checkpoint, &trusted) else {

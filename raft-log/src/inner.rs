@@ -125,8 +125,14 @@ impl Inner {
             st.index
                 .sync()
                 .map_err(|e| LogError::io("fsync raft index", self.dir.join("raft-index"), e))?;
+            // Everything is written and flushed, and nothing writes any more: the next open
+            // need not look for a torn tail past this end (see `recovery::recover`).
+            let clean = (res.is_ok() && st.failed.is_none()).then_some(st.append_pos);
             drop(st);
-            shared.meta.flush()?;
+            match clean {
+                Some(end) => shared.meta.set_clean_end(Some(end))?,
+                None => shared.meta.flush()?,
+            }
         }
         tracing::info!(dir = %self.dir.display(), "log closed");
         res

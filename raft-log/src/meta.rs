@@ -40,6 +40,7 @@ const KEY_CHECKPOINT: &str = "flush-checkpoint";
 const KEY_LOG_START: &str = "log-start";
 const KEY_LOST_COMMIT: &str = "lost-commit-floor";
 const KEY_INSTALL_SWAP: &str = "install-swap";
+const KEY_CLEAN_END: &str = "clean-end";
 
 /// The last flushed position recorded by the flusher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,6 +243,18 @@ impl Meta {
     /// Records (or clears, `None`) the install swap in progress durably.
     pub fn set_install_swap(&self, s: Option<&InstallSwap>) -> LogResult<()> {
         self.put(KEY_INSTALL_SWAP, &s, true)
+    }
+
+    /// Where the log ended when it was last closed cleanly (everything flushed, nothing
+    /// written after), if it was and no open cleared it since.
+    pub fn clean_end(&self) -> LogResult<Option<RawPhys>> {
+        self.get::<Option<RawPhys>>(KEY_CLEAN_END)
+            .map(Option::flatten)
+    }
+
+    /// Records (or clears, `None`) the clean close's end durably.
+    pub fn set_clean_end(&self, end: Option<RawPhys>) -> LogResult<()> {
+        self.put(KEY_CLEAN_END, &end, true)
     }
 
     /// Makes everything written so far durable: a sled flush, then an fdatasync of its file.

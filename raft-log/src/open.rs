@@ -47,6 +47,7 @@ pub fn load_state(
     } else {
         Vec::new()
     };
+    let clean_end = meta.clean_end()?;
     let rec = recover(
         env.clone(),
         dir.join("commitlog"),
@@ -56,7 +57,12 @@ pub fn load_state(
         purged,
         &trusted,
         recycler,
+        clean_end,
     )?;
+    if clean_end.is_some() {
+        // Before anything is appended: a later open must look for a torn tail again.
+        meta.set_clean_end(None)?;
+    }
     drop(trusted);
     meta.set_log_start(rec.start)?;
     let (index, rebuilt) = RaftIndex::load(file, rec.locations, index_bytes)

@@ -52,7 +52,10 @@ struct Stop {
 /// and the headers of their last record and of their first record in each segment match the
 /// CommitLog, they are taken instead of scanning their bytes (the full scan remains the
 /// fallback), so open reads one header per segment and what lies past the checkpoint.
-/// Free segments found in `dir` go to `recycler` (over `dir`).
+/// Free segments found in `dir` go to `recycler` (over `dir`). `clean_end`: where the last
+/// clean close left the log's end (`Meta::clean_end`); when the scan stops exactly there,
+/// nothing of this life lies past it, so whatever follows (a reused segment's old bytes) is
+/// left as it is rather than zeroed or closed off.
 #[allow(clippy::too_many_arguments)]
 pub fn recover(
     env: Arc<dyn Env>,
@@ -63,6 +66,7 @@ pub fn recover(
     purged: Option<LogId>,
     trusted: &[EntryLocation],
     recycler: Arc<Recycler>,
+    clean_end: Option<RawPhys>,
 ) -> LogResult<Recovered> {
     let mut segs = Segments::new(dir.clone(), env.clone(), config.segment_bytes, recycler);
     let (start, orphans) = open_segments(&mut segs, env.as_ref(), config, log_start)?;
@@ -85,6 +89,8 @@ pub fn recover(
             });
         }
         tracing::error!(phys_offset = stop.phys, file = %file.display(), reason = %reason, "flushed data is corrupt: truncating (repair-truncate-corruption)");
+    } else if clean_end == Some(stop.phys) {
+        tracing::debug!(phys_offset = stop.phys, reason = ?stop.reason, "log ends where the last clean close left it");
     } else if let Some(reason) = &stop.reason {
         tracing::warn!(phys_offset = stop.phys, file = %file.display(), reason = %reason, last_log_index = ?locations.last().map(|l: &EntryLocation| l.index), "torn tail after the flush checkpoint: truncating");
     }
@@ -97,7 +103,8 @@ pub fn recover(
         env.remove(&p)
             .map_err(|e| LogError::io("remove segment", p, e))?;
     }
-    let end = truncate_tail(&mut segs, stop.phys, None)?;
+    let written = (clean_end == Some(stop.phys)).then_some(stop.phys);
+    let end = truncate_tail(&mut segs, stop.phys, written)?;
     tracing::info!(start_phys = start, end_phys = end, entries = locations.len(), last_log_index = ?locations.last().map(|l| l.index), "commitlog recovered");
     Ok(Recovered {
         segments: segs,

@@ -30,6 +30,7 @@ fn recover_bytes(bytes: &[u8]) -> LogResult<Recovered> {
         None,
         &[],
         recycler,
+        None,
     )
 }
 
