@@ -87,6 +87,14 @@ fn recover_state(
             "unclean shutdown: units past the recovered commitlog end cut"
         );
     }
+    if !install_pending {
+        // Retention removes ConsumeQueue and index files only whole, so a reopened queue would
+        // start at its first file's first unit, below the log's start: a pull there found the
+        // record gone and answered OffsetTooSmall with that same minimum (a client following it
+        // went round in circles). What retention set before the restart, again.
+        cqs.delete_below_phys(w.min_phys_offset)?;
+        index.delete_files_below(w.min_phys_offset)?;
+    }
     if !install_pending && checkpoint.dispatched_phys_end > w.appended_phys_end {
         return Err(StoreError::corruption(
             checkpoint_path(data_dir).display().to_string(),

@@ -76,6 +76,14 @@ fn age_based_retention_deletes_whole_old_segments_only() {
     assert_eq!(pull0(&n, min), PullStatus::Found);
     assert!(n.log.watermarks().min_phys_offset == plan.delete_below_phys);
     n.store.validate().expect("valid");
+    // Reopened, the queues start where retention left them, not at their files' first unit
+    // (retention removes ConsumeQueue files whole).
+    drop(n);
+    let n = open_node(d.path(), small_config(), SEG);
+    assert_eq!(common::queue_offsets(&n, "t", 0), (min, max));
+    assert_eq!(pull0(&n, 0), PullStatus::OffsetTooSmall);
+    assert_eq!(pull0(&n, min), PullStatus::Found);
+    n.store.set_disk_usage_override(Some(0.1));
     // The rest expires at hour 82; the segment holding the checkpoint entry always stays.
     let plan = n
         .store
