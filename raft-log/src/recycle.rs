@@ -64,16 +64,6 @@ impl Recycler {
         }
     }
 
-    /// How many free segments are kept.
-    pub fn len(&self) -> usize {
-        self.free.lock().len()
-    }
-
-    /// True if none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// At open: keeps the free segment `name` found in the directory if there is room, else
     /// removes it. A name kept already (an open after a snapshot install) stays as it is.
     pub fn adopt(&self, name: &str) -> LogResult<()> {
@@ -107,7 +97,10 @@ impl Recycler {
             .rename(path, &to)
             .map_err(|e| LogError::io("rename segment", &to, e))?;
         tracing::debug!(path = %to.display(), "segment kept for reuse");
-        free.push(to);
+        // A log that an install replaced may have had a segment of this start already.
+        if !free.contains(&to) {
+            free.push(to);
+        }
         Ok(true)
     }
 
