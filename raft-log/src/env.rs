@@ -170,7 +170,12 @@ pub trait Env: Send + Sync {
 
 /// `path` with `.tmp` appended: where a file is written before it is renamed into place.
 pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    suffixed(path, ".tmp")
+}
+
+/// `path` with `suffix` appended to its file name.
+pub(crate) fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
-    s.push(".tmp");
+    s.push(suffix);
     PathBuf::from(s)
 }

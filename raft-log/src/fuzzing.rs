@@ -22,6 +22,7 @@ use crate::meta::FlushCheckpoint;
 use crate::raft_index::EntryLocation;
 use crate::raft_index::INDEX_RECORD_LEN;
 use crate::recovery::recover;
+use crate::recovery::Persisted;
 use crate::recycle::Recycler;
 use crate::segments::segment_name;
 use crate::types::LogId;
@@ -144,12 +145,13 @@ pub fn segment_scan(data: &[u8]) {
             env.clone(),
             dir.clone(),
             &config,
-            None,
-            checkpoint,
-            purged,
+            Persisted {
+                checkpoint,
+                purged,
+                ..Persisted::default()
+            },
             trusted,
             Arc::new(Recycler::new(env.clone(), dir.clone(), 0)),
-            None,
         )
     };
     let Ok(first) = open(checkpoint, &trusted) else {

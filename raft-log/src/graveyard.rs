@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::env::suffixed;
 use crate::env::Env;
 use crate::env::SegmentFile;
 use crate::error::LogError;
@@ -49,9 +50,7 @@ impl Graveyard {
     /// and keeps it until [`Graveyard::sweep`] finds nobody else holding it. The caller
     /// fsyncs the directory.
     pub fn bury(&self, path: &Path, file: Arc<dyn SegmentFile>) -> LogResult<()> {
-        let mut to = path.as_os_str().to_owned();
-        to.push(DELETED_SUFFIX);
-        let to = PathBuf::from(to);
+        let to = suffixed(path, DELETED_SUFFIX);
         self.env
             .rename(path, &to)
             .map_err(|e| LogError::io("rename segment", &to, e))?;
@@ -78,19 +77,26 @@ impl Graveyard {
             });
             free
         };
-        for path in &free {
-            self.env
-                .remove_large(path)
-                .map_err(|e| LogError::io("remove segment", path, e))?;
-        }
-        if !free.is_empty() {
-            self.env
-                .sync_dir(&self.dir)
-                .map_err(|e| LogError::io("fsync dir", &self.dir, e))?;
+        if remove_stepwise(self.env.as_ref(), &self.dir, &free)? {
             tracing::info!(segments = free.len(), "removed segments whose pins dropped");
         }
         Ok(free.len())
     }
+}
+
+/// Removes each of `paths` (segment files out of the log, held by nobody) stepwise
+/// ([`Env::remove_large`]), then fsyncs `dir`; false if there were none.
+pub(crate) fn remove_stepwise(env: &dyn Env, dir: &Path, paths: &[PathBuf]) -> LogResult<bool> {
+    for path in paths {
+        env.remove_large(path)
+            .map_err(|e| LogError::io("remove segment", path, e))?;
+    }
+    if paths.is_empty() {
+        return Ok(false);
+    }
+    env.sync_dir(dir)
+        .map_err(|e| LogError::io("fsync dir", dir, e))?;
+    Ok(true)
 }
 
 /// Shared by a pin and its clones: when the last goes (after its segment handles, declared

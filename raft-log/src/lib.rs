@@ -168,6 +168,7 @@ mod segments;
 mod shared;
 mod state;
 mod storage_impl;
+mod tail;
 mod trim;
 mod vectored;
 mod watermarks;

@@ -13,6 +13,7 @@ use crate::meta::FlushCheckpoint;
 use crate::meta::Meta;
 use crate::raft_index::RaftIndex;
 use crate::recovery::recover;
+use crate::recovery::Persisted;
 use crate::recycle::Recycler;
 use crate::state::State;
 use crate::types::LogId;
@@ -48,16 +49,19 @@ pub fn load_state(
         Vec::new()
     };
     let clean_end = meta.clean_end()?;
+    let persisted = Persisted {
+        log_start: meta.log_start()?,
+        checkpoint,
+        purged,
+        clean_end,
+    };
     let rec = recover(
         env.clone(),
         dir.join("commitlog"),
         config,
-        meta.log_start()?,
-        checkpoint,
-        purged,
+        persisted,
         &trusted,
         recycler,
-        clean_end,
     )?;
     if clean_end.is_some() {
         // Before anything is appended: a later open must look for a torn tail again.

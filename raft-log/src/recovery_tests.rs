@@ -21,17 +21,7 @@ fn recover_bytes(bytes: &[u8]) -> LogResult<Recovered> {
         ..LogConfig::default()
     };
     let recycler = Arc::new(Recycler::new(env.clone(), dir.clone(), 0));
-    recover(
-        env,
-        dir,
-        &config,
-        None,
-        FlushCheckpoint::default(),
-        None,
-        &[],
-        recycler,
-        None,
-    )
+    recover(env, dir, &config, Persisted::default(), &[], recycler)
 }
 
 #[test]

@@ -18,10 +18,10 @@
 //! as it would at a torn tail. (Only a header forged inside an old message's body could pass:
 //! it would have to name the very offset the new life gives it, lie exactly where that life's
 //! records end at a crash, and carry the next index and a current term, all guessed ahead.)
-//! What must differ for a recycled file is the cut of a tail:
-//! bytes past the end are not zeros, so recovery and truncation zero the range they know was
-//! written, and recovery, which cannot know where a torn tail ends in old bytes, closes the
-//! segment with a padding record instead (`recovery::truncate_tail`).
+//! What must differ for a recycled file is the cut of a tail, since the bytes past the end are
+//! not zeros (`tail.rs`): a truncation zeroes exactly what this life wrote; an open after a
+//! clean close goes on at the end it recorded; an open after a crash, which cannot tell where
+//! a torn tail ends among old bytes, closes the segment with a padding record.
 //!
 //! The cost: up to `recycle-segments` segments' disk space held after retention (a node whose
 //! disk is full deletes them: `LogStore::delete_free_segments`), and the old bytes of deleted
@@ -34,10 +34,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::env::suffixed;
 use crate::env::Env;
 use crate::env::SegmentFile;
 use crate::error::LogError;
 use crate::error::LogResult;
+use crate::graveyard::remove_stepwise;
 
 /// Suffix of a free segment, kept for reuse.
 pub const FREE_SUFFIX: &str = ".free";
@@ -90,9 +92,7 @@ impl Recycler {
         if free.len() >= self.max {
             return Ok(false);
         }
-        let mut to = path.as_os_str().to_owned();
-        to.push(FREE_SUFFIX);
-        let to = PathBuf::from(to);
+        let to = suffixed(path, FREE_SUFFIX);
         self.env
             .rename(path, &to)
             .map_err(|e| LogError::io("rename segment", &to, e))?;
@@ -108,15 +108,7 @@ impl Recycler {
     /// directory; returns how many.
     pub fn drain(&self) -> LogResult<usize> {
         let free = std::mem::take(&mut *self.free.lock());
-        for path in &free {
-            self.env
-                .remove_large(path)
-                .map_err(|e| LogError::io("remove free segment", path, e))?;
-        }
-        if !free.is_empty() {
-            self.env
-                .sync_dir(&self.dir)
-                .map_err(|e| LogError::io("fsync dir", &self.dir, e))?;
+        if remove_stepwise(self.env.as_ref(), &self.dir, &free)? {
             tracing::info!(segments = free.len(), "deleted the segments kept for reuse");
         }
         Ok(free.len())

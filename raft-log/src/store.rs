@@ -1,7 +1,8 @@
 //! [`LogStore`]: the open log as a shared handle. A thin adapter: open has [`Inner`] wire the
 //! parts together (`inner.rs`), every other method delegates to one of them (the [`Writer`] appends, the
 //! [`Trimmer`] truncates, purges and detaches segments, the [`Committer`] saves the committed
-//! id, [`install`] swaps in a snapshot's segments, reads go through the [`State`] lookups);
+//! id, `install.rs` swaps in a snapshot's segments, reads go through the [`State`] lookups;
+//! retention's, the install's and the pins' entry points are in `store_files.rs`);
 //! `storage_impl.rs` maps openraft's storage traits onto these methods.
 //!
 //! [`State`]: crate::state::State
@@ -25,10 +26,7 @@ use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flush_queue::FlushCallback;
 use crate::inner::Inner;
-use crate::install;
-use crate::pinned::PinnedRange;
 use crate::raft_index::EntryLocation;
-use crate::segments::Detached;
 use crate::stage_file::STAGE_FILE;
 use crate::types::LogEntry;
 use crate::types::LogId;
@@ -39,6 +37,9 @@ use crate::types::Vote;
 use crate::writer::FlushBy;
 
 pub use crate::watermarks::Watermarks;
+
+#[path = "store_files.rs"]
+mod files;
 
 /// Closes the log when the last [`LogStore`] handle goes away.
 struct CloseGuard(Arc<Inner>);
@@ -378,76 +379,5 @@ impl<C> LogStore<C> {
     /// ([`LogStore::save_committed_async`]). Set once, before Raft starts.
     pub fn set_node_id(&self, id: NodeId) {
         self.inner.committer.set_node_id(id);
-    }
-
-    /// Deletes the segments retention kept for reuse (`recycle-segments`), for a disk that
-    /// needs their space; returns how many. Later retention keeps some again.
-    pub fn delete_free_segments(&self) -> LogResult<usize> {
-        let recycler = self.inner.shared.state.lock().segments.recycler().clone();
-        recycler.drain()
-    }
-
-    /// Retention: deletes the segment files that end at or below `phys`. Every deleted byte
-    /// must be purged (`phys <= watermarks().purged_phys_end`), else nothing is deleted and an
-    /// error is returned. The new log start is persisted before the files go; the directory
-    /// is fsynced after. Returns the new minimum physical offset.
-    pub fn delete_segments_below(&self, phys: PhysOffset) -> LogResult<PhysOffset> {
-        let (new_start, detached) = self.detach_segments_below(phys)?;
-        detached.delete()?;
-        Ok(new_start)
-    }
-
-    /// The first half of [`LogStore::delete_segments_below`]: moves the log start (persisted)
-    /// and takes the segments below it out of the log, under the log lock; the files go when
-    /// the caller calls [`Detached::delete`], after releasing its own locks (unmapping and
-    /// unlinking a 1 GiB segment takes long). Readers check the log start first; one still
-    /// holding a segment keeps its mapping. A crash before the delete leaves files below the
-    /// persisted log start, which the next open removes.
-    pub fn detach_segments_below(&self, phys: PhysOffset) -> LogResult<(PhysOffset, Detached)> {
-        let (start, detached) = self.inner.trimmer.detach_below(phys.get())?;
-        Ok((PhysOffset::new(start), detached))
-    }
-
-    /// Snapshot install: replaces the whole log with the segment files in `staged`
-    /// (full-size, named by start offset, fsynced; moved, not copied), whose valid records end
-    /// at `end`, and records `purged` (the snapshot's last log id) as the last purged id. The
-    /// bytes are validated like on open; the next append goes at `end`. Refused if `purged` is
-    /// below the persisted committed id.
-    ///
-    /// Crash-safe: the swap is recorded in `meta/` before the first old segment goes, and the
-    /// next open finishes a recorded swap, so after a crash the log opens as the old log or
-    /// as the new one (see `install.rs`). `staged` must stay in place until this returns or,
-    /// after a crash, until the next open.
-    pub fn replace_from_files(
-        &self,
-        staged: &Path,
-        purged: LogId,
-        end: PhysOffset,
-    ) -> LogResult<()> {
-        let inner = &*self.inner;
-        install::replace_from_files(
-            &inner.writer,
-            &inner.flusher,
-            &inner.install_failpoint,
-            &inner.dir,
-            staged,
-            purged,
-            end.get(),
-        )
-    }
-
-    /// Test hook: makes the next [`LogStore::replace_from_files`] fail after its `n`-th I/O
-    /// step (`None`: never), as a crash there would; the log stops, and a reopen shows what the
-    /// crash would have left.
-    #[doc(hidden)]
-    pub fn set_install_failpoint(&self, n: Option<u64>) {
-        self.inner.install_failpoint.set(n);
-    }
-
-    /// Pins the bytes `[start, end)`, which must lie inside the log (`min_phys_offset <= start`,
-    /// `end <=` the append position): they stay readable through the returned range even if
-    /// retention deletes their segments.
-    pub fn pin_range(&self, start: PhysOffset, end: PhysOffset) -> LogResult<PinnedRange> {
-        PinnedRange::new(&self.inner.shared.state.lock(), start.get(), end.get())
     }
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use crate::error::LogError;
 use crate::error::LogResult;
 use crate::flusher::Flusher;
-use crate::recovery::truncate_tail;
 use crate::segments::Detached;
 use crate::shared::Shared;
 use crate::state::State;
+use crate::tail::truncate_tail;
 use crate::types::LogId;
 use crate::types::RawIndex;
 use crate::types::RawPhys;
@@ -38,7 +38,8 @@ impl Trimmer {
 
     /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
     /// at or below the persisted committed id. Pending appends are flushed first; the removed
-    /// bytes are zeroed and synced before this returns.
+    /// bytes are zeroed (or, past a roll, covered by a padding record) and synced before this
+    /// returns.
     pub fn truncate_after(&self, last: Option<LogId>) -> LogResult<()> {
         let _cycle = self.flusher.lock_cycle();
         self.flusher.flush_locked()?;
