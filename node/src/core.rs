@@ -63,6 +63,8 @@ pub struct NodeCore {
     pub auth: crate::auth::Authenticator,
     /// TLS material of the listeners and outgoing connections (None: plaintext).
     pub tls: Option<Arc<crate::tls::TlsState>>,
+    /// Set on this node's connections within this host (`loopback-congestion-control`).
+    pub congestion: crate::tls::LoopbackCongestion,
     /// The slots of group proposals, shared by every stream ([`crate::pipeline::coalesce`]).
     pub proposals: crate::pipeline::coalesce::Coalescer,
 }
@@ -160,8 +162,8 @@ impl NodeCore {
             .map_err(|e| format!("bad client address {addr:?}: {e}"))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true)
-            .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
-            .connect_lazy();
+            .max_frame_size(raftmq_proto::MAX_FRAME_BYTES);
+        let ch = crate::tls::connect_lazy(&ch, &self.congestion);
         map.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }

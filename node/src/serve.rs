@@ -62,6 +62,7 @@ pub(crate) fn serve(
                 }) as Arc<dyn crate::tls::Admit>
             }),
             max_connections: core.config.tls.max_connections as usize,
+            congestion: core.congestion.clone(),
         };
         let incoming = crate::tls::incoming(l, opts);
         let streams = core.config.tls.max_concurrent_streams;

@@ -37,6 +37,9 @@ use crate::config::NodeConfig;
 use crate::core::NodeCore;
 use crate::metrics::NodeMetrics;
 use crate::network::PeerNetworkFactory;
+use crate::tls::congestion;
+use crate::tls::congestion::DEFAULT_LOOPBACK_CONGESTION_CONTROL;
+use crate::tls::LoopbackCongestion;
 use crate::tls::TlsState;
 
 /// How often the retention driver runs.
@@ -221,6 +224,7 @@ async fn open(
 ) -> anyhow::Result<(Arc<NodeCore>, LogStore)> {
     let node_id = config.node_id;
     let auth = crate::auth::Authenticator::from_config(&config.auth)?;
+    let congestion = loopback_congestion(&config.tls.loopback_congestion_control)?;
     let dir = config.data_dir.clone();
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data-dir {}", dir.display()))?;
@@ -239,6 +243,7 @@ async fn open(
     let raft_config = Arc::new(raft_config);
     let mut peer_opts = config.peer_network_options();
     peer_opts.tls = tls.clone();
+    peer_opts.congestion = congestion.clone();
     if config.log.flush == raftmq_raft_log::FlushPolicy::Async {
         // Before Raft starts: this node's commit index leaves it only through the gate.
         peer_opts.commit_gate = Some(log.commit_gate());
@@ -270,9 +275,27 @@ async fn open(
         long_polls,
         auth,
         tls,
+        congestion,
         proposals,
     });
     Ok((core, log))
+}
+
+/// `loopback-congestion-control`, tried once: a name this host lacks or does not allow is an
+/// error, except the default's, which only costs the loopback connections their pacing.
+fn loopback_congestion(value: &str) -> anyhow::Result<LoopbackCongestion> {
+    let congestion = LoopbackCongestion::new(value);
+    match congestion.probe() {
+        Ok(()) => Ok(congestion),
+        Err(e) if value == DEFAULT_LOOPBACK_CONGESTION_CONTROL => {
+            tracing::warn!(error = %e, "loopback-congestion-control (default {value:?}) is not available here; connections on this host keep the host's congestion control");
+            Ok(LoopbackCongestion::new(congestion::SYSTEM))
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "loopback-congestion-control = {value:?} cannot be used: {e}; name one of the \
+             host's net.ipv4.tcp_allowed_congestion_control, or \"system\""
+        )),
+    }
 }
 
 impl NodeHandle {

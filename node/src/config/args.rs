@@ -231,6 +231,10 @@ pub struct NodeArgs {
     /// Most concurrent gRPC streams per connection. [default 1024; 1..=65536]
     #[arg(long)]
     pub max_concurrent_streams: Option<u32>,
+    /// TCP congestion control of connections whose two ends are on this host, or `system`
+    /// for the host's own. [default reno]
+    #[arg(long)]
+    pub loopback_congestion_control: Option<String>,
 }
 
 /// `--flush-policy`: the names and meanings of raft-log's [`FlushPolicy`].
@@ -284,7 +288,7 @@ impl NodeArgs {
             max_snapshot_bytes, max_long_poll_waiters, max_stream_inflight_bytes,
             max_group_proposals);
         override_fields!(self => cfg.tls; allow_plaintext, tls_reload_interval_ms,
-            max_connections, max_concurrent_streams);
+            max_connections, max_concurrent_streams, loopback_congestion_control);
         override_fields!(self => cfg.tls; ? tls_cert_file, tls_key_file, tls_ca_file);
         if let Some(v) = self.flush_policy {
             cfg.log.flush = v;

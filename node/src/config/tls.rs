@@ -1,5 +1,6 @@
-//! [`TlsConfig`]: the node's TLS files, the plaintext rule and the listeners' connection
-//! limits (flattened into [`NodeConfig`](super::NodeConfig) as flat kebab-case keys).
+//! [`TlsConfig`]: the node's TLS files, the plaintext rule, the listeners' connection
+//! limits and the congestion control of same-host connections (flattened into
+//! [`NodeConfig`](super::NodeConfig) as flat kebab-case keys).
 //!
 //! One certificate serves every gRPC listener (client, RocketMQ, peer) and is the node's
 //! client identity towards peers; the CA verifies peers' client and server certificates. Either
@@ -14,6 +15,8 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use super::ConfigError;
+use crate::tls::congestion;
+use crate::tls::congestion::DEFAULT_LOOPBACK_CONGESTION_CONTROL;
 
 /// Default of `tls-reload-interval-ms`.
 pub const DEFAULT_TLS_RELOAD_INTERVAL_MS: u64 = 2_000;
@@ -49,6 +52,11 @@ pub struct TlsConfig {
     /// Most concurrent gRPC streams (calls) per connection on every listener.
     /// Default 1024; range 1..=65536.
     pub max_concurrent_streams: u32,
+    /// TCP congestion control of this node's connections whose two ends are on this host
+    /// (loopback: a local cluster's peers, a client on the same host), which need no pacing;
+    /// `system` keeps the host's choice there too. Connections to other hosts always keep
+    /// it. Default `reno`.
+    pub loopback_congestion_control: String,
 }
 
 impl Default for TlsConfig {
@@ -61,6 +69,7 @@ impl Default for TlsConfig {
             tls_reload_interval_ms: DEFAULT_TLS_RELOAD_INTERVAL_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            loopback_congestion_control: DEFAULT_LOOPBACK_CONGESTION_CONTROL.to_string(),
         }
     }
 }
@@ -146,6 +155,12 @@ impl TlsConfig {
                 "max-concurrent-streams",
                 format!("{} is outside 1..=65536", self.max_concurrent_streams),
             ));
+        }
+        let cc = &self.loopback_congestion_control;
+        if cc != congestion::SYSTEM {
+            if let Some(reason) = congestion::name_error(cc) {
+                return Err(invalid("loopback-congestion-control", reason));
+            }
         }
         Ok(())
     }

@@ -30,6 +30,7 @@ fn defaults_are_plaintext_on_loopback_with_generous_limits() {
     assert_eq!(d.tls.tls_reload_interval_ms, 2_000);
     assert_eq!(d.tls.max_connections, 10_000);
     assert_eq!(d.tls.max_concurrent_streams, 1_024);
+    assert_eq!(d.tls.loopback_congestion_control, "reno");
     d.validate().expect("plaintext on 127.0.0.1 is allowed");
 }
 
@@ -91,6 +92,15 @@ fn tls_files_are_all_or_none_and_ranges_are_checked() {
         ("max-concurrent-streams", |c| {
             c.tls.max_concurrent_streams = 65_537
         }),
+        ("loopback-congestion-control", |c| {
+            c.tls.loopback_congestion_control = String::new()
+        }),
+        ("loopback-congestion-control", |c| {
+            c.tls.loopback_congestion_control = "reno; cubic".into()
+        }),
+        ("loopback-congestion-control", |c| {
+            c.tls.loopback_congestion_control = "x".repeat(16)
+        }),
     ];
     for (want, breaker) in cases {
         let mut c = with_tls(NodeConfig::default());
@@ -115,7 +125,8 @@ fn tls_files_are_all_or_none_and_ranges_are_checked() {
 fn tls_keys_from_file_and_flags() {
     let text = "tls-cert-file = \"/c/node.crt\"\ntls-key-file = \"/c/node.key\"\n\
                 tls-ca-file = \"/c/ca.crt\"\nallow-plaintext = true\n\
-                tls-reload-interval-ms = 500\nmax-connections = 7\nmax-concurrent-streams = 9\n";
+                tls-reload-interval-ms = 500\nmax-connections = 7\nmax-concurrent-streams = 9\n\
+                loopback-congestion-control = \"system\"\n";
     let c = NodeConfig::from_toml_str(text, Path::new("x.toml")).expect("parses");
     c.validate().expect("valid");
     assert_eq!(
@@ -132,6 +143,7 @@ fn tls_keys_from_file_and_flags() {
         ),
         (500, 7, 9)
     );
+    assert_eq!(c.tls.loopback_congestion_control, "system");
     let back = NodeConfig::from_toml_str(&c.to_toml_string(), Path::new("t.toml")).expect("parses");
     assert_eq!(back, c);
     let cfg = NodeArgs::try_parse_from([
@@ -144,12 +156,15 @@ fn tls_keys_from_file_and_flags() {
         "ca.crt",
         "--max-connections",
         "3",
+        "--loopback-congestion-control",
+        "cubic",
     ])
     .expect("flags parse")
     .resolve()
     .expect("valid");
     assert_eq!(cfg.tls.tls_key_file.as_deref(), Some(Path::new("a.key")));
     assert_eq!(cfg.tls.max_connections, 3);
+    assert_eq!(cfg.tls.loopback_congestion_control, "cubic");
     let bad = NodeArgs::try_parse_from([
         "raftmq-node",
         "--raft-listen-addr",

@@ -69,7 +69,7 @@ fn channel(
         .http2_keep_alive_interval(opts.keepalive_interval)
         .keep_alive_while_idle(true)
         .http2_adaptive_window(true);
-    let ch = endpoint.connect_lazy();
+    let ch = crate::tls::connect_lazy(&endpoint, &opts.congestion);
     tracing::info!(target_node = target, addr, ?lane, "peer channel created");
     channels.insert((target, lane), (addr.to_string(), generation, ch.clone()));
     Ok(ch)

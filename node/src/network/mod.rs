@@ -121,6 +121,8 @@ pub struct PeerNetworkOptions {
     pub kick: Arc<ReplicationKick>,
     /// TLS towards peers (node certificate, CA; None: plaintext). A reload makes new channels.
     pub tls: Option<Arc<crate::tls::TlsState>>,
+    /// Set on connections to peers on this host (`loopback-congestion-control`).
+    pub congestion: crate::tls::LoopbackCongestion,
     /// How long a commit-only AppendEntries waits for the next entries to travel with
     /// (`commit_hold`); zero sends it at once.
     pub commit_hold: Duration,
@@ -143,6 +145,9 @@ impl PeerNetworkOptions {
             replication_timeout: DEFAULT_REPLICATION_TIMEOUT,
             kick: Arc::default(),
             tls: None,
+            congestion: crate::tls::LoopbackCongestion::new(
+                crate::tls::congestion::DEFAULT_LOOPBACK_CONGESTION_CONTROL,
+            ),
             commit_hold: commit_hold::COMMIT_HOLD,
             commit_gate: None,
         }

@@ -28,6 +28,7 @@ use tonic::transport::server::Connected;
 use tonic::transport::server::TcpConnectInfo;
 
 use super::admission::Admit;
+use super::congestion::LoopbackCongestion;
 use super::reload::TlsState;
 
 /// Longest TLS handshake (plus member check) before the connection is closed.
@@ -45,6 +46,8 @@ pub struct ListenerOpts {
     pub peer: Option<Arc<dyn Admit>>,
     /// Most concurrent connections.
     pub max_connections: usize,
+    /// Set on each accepted connection from this host (`loopback-congestion-control`).
+    pub congestion: LoopbackCongestion,
 }
 
 /// One accepted connection, holding its slot of the connection limit until closed.
@@ -127,6 +130,7 @@ async fn accept_loop(listener: TcpListener, opts: ListenerOpts, tx: mpsc::Sender
             continue;
         };
         let _ = tcp.set_nodelay(true);
+        opts.congestion.apply(&tcp);
         let (opts, refusals, tx) = (opts.clone(), refusals.clone(), tx.clone());
         tokio::spawn(async move {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(tcp, &opts, slot)).await {

@@ -1,13 +1,15 @@
 //! TLS of a node: loading and reloading its certificate, key and cluster CA
 //! ([`TlsState`], [`watch`]), the accept loop of every gRPC listener with its connection
 //! limit and, on the peer port, mutual TLS plus the member check ([`incoming`],
-//! [`MemberAdmission`]), and outgoing TLS connections to peers and the leader ([`endpoint`]).
+//! [`MemberAdmission`]), outgoing TLS connections to peers and the leader ([`endpoint`],
+//! [`connect_lazy`]), and the congestion control of connections on this host ([`congestion`]).
 //!
 //! One certificate serves all gRPC listeners; rustls with the ring provider. Without TLS
 //! files the same accept loop serves plaintext (config validation allows that only on
 //! loopback listeners or with `allow-plaintext`).
 
 mod admission;
+pub mod congestion;
 mod connector;
 mod incoming;
 mod material;
@@ -23,6 +25,8 @@ pub use admission::named_member;
 pub use admission::parse_member_uri;
 pub use admission::Admit;
 pub use admission::MemberAdmission;
+pub use congestion::LoopbackCongestion;
+pub use connector::connect_lazy;
 pub use connector::endpoint;
 pub use connector::host_of;
 pub use incoming::incoming;
