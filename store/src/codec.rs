@@ -200,6 +200,25 @@ pub(crate) fn le_u64_at(buf: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
+/// The cache line of the CPUs we tune for.
+pub(crate) const CACHE_LINE: usize = 64;
+
+/// A hint to load the cache line of `bytes[at]` (nothing when `at` is past the end): it reads
+/// nothing the program sees and never faults.
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = bytes.get(at) {
+        use std::arch::x86_64::_mm_prefetch;
+        use std::arch::x86_64::_MM_HINT_T0;
+        // SAFETY: a prefetch of an address inside `bytes`; the instruction changes no state
+        // the program can observe and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! Body codec of `SendBatch` (1): where its message records sit in the payload; the layout is
 //! in [`super::format`]'s byte table, which calls this.
 
+use crate::codec::prefetch;
 use crate::codec::Reader;
+use crate::codec::CACHE_LINE;
 use crate::dedup::DedupParams;
 use crate::error::Result;
 use crate::error::StoreError;
@@ -60,25 +62,6 @@ const PREFETCH_RECORDS: usize = 8;
 /// How much of each record ahead [`batch_offsets`] asks for: the header and the strings of a
 /// record with a few properties; the body, which apply does not read, is left out.
 const PREFETCH_TEXT_BYTES: usize = 256;
-/// The cache line of the CPUs we tune for.
-const CACHE_LINE: usize = 64;
-
-/// A hint to load the cache line of `body[at]` (nothing when `at` is past the end): it reads
-/// nothing the program sees and never faults.
-#[inline]
-fn prefetch(body: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = body.get(at) {
-        use std::arch::x86_64::_mm_prefetch;
-        use std::arch::x86_64::_MM_HINT_T0;
-        // SAFETY: a prefetch of an address inside `body`; the instruction changes no state
-        // the program can observe and cannot fault.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (body, at);
-}
-
 /// Record offsets (inside the payload), the `auto_create_queues` field and the dedup trailer
 /// of a batch body that starts at payload offset `header_len`.
 pub(crate) fn batch_offsets(body: &[u8], header_len: usize) -> Result<BatchLayout> {
