@@ -231,3 +231,32 @@ fn commit_regression_and_split_brain() {
     assert_eq!(f.commit_regressions, vec![(1, 10, 9, 2)]);
     assert_eq!(f.split_brain, vec![(1, vec![1, 2])]);
 }
+
+/// Retention removed the oldest messages of a queue, some before the read and some while it
+/// ran: nothing is lost or out of place, and what it removed unread is counted apart.
+#[test]
+fn messages_retention_removed_are_retired_not_lost() {
+    let mut h = History::default();
+    sequential(&mut h, 1, 0, 10, 0);
+    // Node 2's queue starts at 4 by the end of its read: offsets 0 and 1 were gone when the
+    // read began, 2 and 3 were read before retention removed them.
+    let mut r = replica(2, 0, 1, 10);
+    r.ranges.insert(0, (4, 10));
+    r.messages.retain(|m| m.queue_offset >= 2);
+    let full = replica(1, 0, 1, 10);
+    let report = check_all(&h, &[full, r.clone()], &[]);
+    assert!(report.is_pass(), "{report}");
+    assert_eq!(report.retired, vec![(2, 2)]);
+    assert!(report
+        .to_string()
+        .contains("retired by retention on node 2: 2 acknowledged"));
+
+    // A message missing at or above the min is still lost, and a gap there still a gap.
+    r.messages.retain(|m| m.queue_offset != 6);
+    let report = check_all(&h, &[r], &[]);
+    assert_eq!(report.lost.len(), 1);
+    assert_eq!(report.lost[0].middle, vec![tag(1, 6)]);
+    assert_eq!(report.gaps, vec![(2, 0, 6)]);
+    assert_eq!(report.retired, vec![(2, 2)]);
+    assert!(!report.is_pass());
+}

@@ -6,13 +6,15 @@
 //! its findings; [`check_all`] runs them all into one [`Report`]:
 //!
 //! - [`lost`]: every acknowledged message is on every replica (lost ones are split into prefix,
-//!   middle and suffix of their producer's stream, as Jepsen's queue checker does);
+//!   middle and suffix of their producer's stream, as Jepsen's queue checker does), unless
+//!   retention removed it ([`retired`]: below the min offset its queue reported, counted apart);
 //! - [`never_sent`]: nothing is read that no producer sent;
 //! - [`duplicates`]: a message is stored at most once, except where its producer retried after
 //!   an unknown outcome (counted separately, since that is the documented at-least-once case);
 //! - [`order`]: a producer's message acknowledged before it sent the next one to the same queue
 //!   sits at a lower queue offset;
-//! - [`contiguous`]: each replica's queue offsets run without gaps from min to max;
+//! - [`contiguous`]: each replica's queue offsets run without gaps from min to max (the last min
+//!   it reported: retention may raise it while the queue is read);
 //! - [`identical`]: every replica has the same message (id and content digest) at each offset;
 //! - [`acks_match`]: each acknowledgement's queue, offset and message id are where it was read;
 //! - [`observations`]: the commit index never goes backwards on a node and no term has two leaders.
@@ -40,6 +42,7 @@ pub use stream::duplicates;
 pub use stream::lost;
 pub use stream::never_sent;
 pub use stream::order;
+pub use stream::retired;
 
 use std::collections::BTreeMap;
 
@@ -153,8 +156,8 @@ pub struct StoredMessage {
 pub struct ReplicaRead {
     /// The node read from.
     pub node: u64,
-    /// Per queue: `(min_offset, max_offset)` as the node reported them (`max` is the next
-    /// offset to be written).
+    /// Per queue: `(min_offset, max_offset)` as the node last reported them (`max` is the next
+    /// offset to be written; `min` rises when retention removes a queue's oldest messages).
     pub ranges: BTreeMap<u32, (u64, u64)>,
     /// The messages read, from `min` to `max` of each queue.
     pub messages: Vec<StoredMessage>,

@@ -10,7 +10,9 @@ use super::ReplicaRead;
 /// offset)`; an offset read outside the reported range counts too.
 pub type Gap = (u64, u32, u64);
 
-/// Each replica's queues hold every offset from their min to their max, and nothing else.
+/// Each replica's queues hold every offset from their min to their max, and nothing past the
+/// max. Offsets below the min were read before retention raised it (the reader pulls from the
+/// min it was told, and retention may move it meanwhile): they are not gaps.
 pub fn contiguous(replicas: &[ReplicaRead]) -> Vec<Gap> {
     let mut out = Vec::new();
     for r in replicas {
@@ -20,6 +22,7 @@ pub fn contiguous(replicas: &[ReplicaRead]) -> Vec<Gap> {
         }
         for (&queue, &(min, max)) in &r.ranges {
             let mut offsets = by_queue.remove(&queue).unwrap_or_default();
+            offsets.retain(|&o| o >= min);
             offsets.sort_unstable();
             offsets.dedup();
             let mut expect = min;

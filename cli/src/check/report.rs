@@ -13,6 +13,7 @@ use super::order;
 use super::replicas::AckMismatch;
 use super::replicas::Divergence;
 use super::replicas::Gap;
+use super::retired;
 use super::stream::Duplicates;
 use super::stream::Lost;
 use super::stream::NeverSent;
@@ -36,6 +37,8 @@ pub struct Report {
     pub unknown: usize,
     /// Acknowledged messages missing, per replica.
     pub lost: Vec<Lost>,
+    /// Acknowledged messages retention removed before the read, `(node, count)` (no failure).
+    pub retired: Vec<(u64, usize)>,
     /// Messages read that were never sent.
     pub never_sent: Vec<NeverSent>,
     /// Messages stored twice.
@@ -90,6 +93,7 @@ pub fn check_all(history: &History, replicas: &[ReplicaRead], samples: &[Observa
         failed,
         unknown: by_tag.len() - acked - failed,
         lost: lost(history, replicas),
+        retired: retired(history, replicas),
         never_sent: never_sent(history, replicas),
         duplicates: duplicates(history, replicas),
         reordered: order(history, replicas),
@@ -118,6 +122,12 @@ impl fmt::Display for Report {
                 l.middle.len(),
                 l.suffix.len(),
                 l.prefix.iter().chain(&l.middle).chain(&l.suffix).take(5).map(ToString::to_string).collect::<Vec<_>>()
+            )?;
+        }
+        for (node, n) in &self.retired {
+            writeln!(
+                f,
+                "retired by retention on node {node}: {n} acknowledged (below its queues' min offsets when read)"
             )?;
         }
         list(f, "NEVER SENT (node, queue, offset, tag)", &self.never_sent)?;

@@ -30,7 +30,8 @@ impl Lost {
     }
 }
 
-/// Acknowledged messages missing from each replica (one entry per replica that lost any).
+/// Acknowledged messages missing from each replica (one entry per replica that lost any),
+/// except those [`retired`] by retention.
 pub fn lost(history: &History, replicas: &[ReplicaRead]) -> Vec<Lost> {
     let acked = history.acked();
     let mut out = Vec::new();
@@ -40,7 +41,10 @@ pub fn lost(history: &History, replicas: &[ReplicaRead]) -> Vec<Lost> {
             node: replica.node,
             ..Lost::default()
         };
-        for tag in acked.keys().filter(|t| !read.contains(t)) {
+        let missing = acked
+            .iter()
+            .filter(|(t, a)| !read.contains(t) && !below_min(replica, a));
+        for (tag, _) in missing {
             let before = read.range(first_of(tag.producer)..*tag).next().is_some();
             let after = read.range(*tag..=last_of(tag.producer)).next().is_some();
             match (before, after) {
@@ -54,6 +58,42 @@ pub fn lost(history: &History, replicas: &[ReplicaRead]) -> Vec<Lost> {
         }
     }
     out
+}
+
+/// Acknowledged messages a replica no longer holds because retention removed them: missing
+/// there, at an offset below the min its queue reported (`(node, count)`, one per replica with
+/// any). Retention removes only the oldest messages of a queue, so these are not losses; a run
+/// shorter than the retention time, with the disk below `disk-clean-ratio`, has none.
+pub fn retired(history: &History, replicas: &[ReplicaRead]) -> Vec<(u64, usize)> {
+    let acked = history.acked();
+    replicas
+        .iter()
+        .filter_map(|replica| {
+            let read: BTreeSet<MessageTag> =
+                replica.messages.iter().filter_map(|m| m.tag).collect();
+            let n = acked
+                .iter()
+                .filter(|(t, a)| !read.contains(t) && below_min(replica, a))
+                .count();
+            (n > 0).then_some((replica.node, n))
+        })
+        .collect()
+}
+
+/// Whether `a` was acknowledged at an offset below the min `replica` reported for its queue.
+fn below_min(replica: &ReplicaRead, a: &Attempt) -> bool {
+    let Outcome::Acked {
+        queue_id,
+        queue_offset,
+        ..
+    } = a.outcome
+    else {
+        return false;
+    };
+    replica
+        .ranges
+        .get(&queue_id)
+        .is_some_and(|&(min, _)| queue_offset < min)
 }
 
 fn first_of(producer: u32) -> MessageTag {

@@ -62,6 +62,9 @@ pub struct FailoverSummary {
     pub lost: usize,
     /// Lost messages whose producer's later messages were read (middle of the stream).
     pub lost_with_later_read: usize,
+    /// Acknowledged messages retention removed before they were read (below their queue's
+    /// min offset), summed over replicas: not a loss.
+    pub retired: usize,
     /// Messages read that were never sent.
     pub never_sent: usize,
     /// Whether the producers sent identified messages (exactly once): then every duplicate
@@ -141,6 +144,7 @@ pub fn summarize(
             .iter()
             .map(|l| l.middle.len() + l.prefix.len())
             .sum(),
+        retired: report.retired.iter().map(|r| r.1).sum(),
         never_sent: report.never_sent.len(),
         exactly_once,
         duplicates: report.duplicates.total(),
