@@ -302,6 +302,9 @@ pub async fn run(json: bool, a: SuiteArgs) -> anyhow::Result<i32> {
         rows: report::rows(&peer, &results),
         peer,
         nats_server: find_on_path("nats-server"),
+        tcp_congestion: std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+            .ok()
+            .map(|s| s.trim().to_string()),
         cases: results,
     };
     if json {

@@ -147,6 +147,10 @@ pub struct SuiteReport {
     pub peer: PeerFigures,
     /// Path of `nats-server` when it is on PATH (the suite does not run it).
     pub nats_server: Option<String>,
+    /// The host's TCP congestion control (`net.ipv4.tcp_congestion_control`; None: unreadable).
+    /// The nodes' same-host connections use `loopback-congestion-control` (default reno)
+    /// instead; the load generator's keep it.
+    pub tcp_congestion: Option<String>,
     /// Each case run.
     pub cases: Vec<CaseResult>,
     /// The table.
@@ -383,8 +387,12 @@ pub fn render(r: &SuiteReport) -> String {
          a cost every node's appends paid in that case; CPU per message: utime + stime of \
          each process over the load; machine CPU stolen by the host above {STEAL_WARN_PCT}%: \
          the host ran other work, that case measured it.\n\
-         NATS figures: {}.",
-        r.nproc, r.peer.source
+         NATS figures: {}.\n\
+         Host TCP congestion control: {} (the nodes' side of every connection here: their \
+         loopback-congestion-control, default reno).",
+        r.nproc,
+        r.peer.source,
+        r.tcp_congestion.as_deref().unwrap_or("unknown"),
     ));
     if let Some(path) = &r.nats_server {
         out.push_str(&format!(
@@ -501,6 +509,7 @@ mod tests {
             nproc: 2,
             peer,
             nats_server: None,
+            tcp_congestion: Some("bbr".into()),
             cases: results,
             rows,
         });
@@ -511,6 +520,7 @@ mod tests {
         );
         assert!(text.contains("not measured in this run"), "{text}");
         assert!(text.contains("50.0 msg/entry"), "{text}");
+        assert!(text.contains("Host TCP congestion control: bbr"), "{text}");
         assert!(
             text.contains("900.0 MiB/s")
                 && text.contains("- (rewrite of the cached pages 3000 MiB/s)"),
@@ -568,6 +578,7 @@ mod tests {
             nproc: 2,
             peer: PeerFigures::issue_reference(),
             nats_server: None,
+            tcp_congestion: None,
             cases: Vec::new(),
             rows,
         });
