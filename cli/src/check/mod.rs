@@ -159,7 +159,8 @@ pub struct ReplicaRead {
     /// Per queue: `(min_offset, max_offset)` as the node last reported them (`max` is the next
     /// offset to be written; `min` rises when retention removes a queue's oldest messages).
     pub ranges: BTreeMap<u32, (u64, u64)>,
-    /// The messages read, from `min` to `max` of each queue.
+    /// The messages read, from `min` to `max` of each queue (and any read below a `min` that
+    /// rose while the queue was read).
     pub messages: Vec<StoredMessage>,
 }
 
