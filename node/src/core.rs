@@ -158,12 +158,11 @@ impl NodeCore {
                 return Ok(ch.clone());
             }
         }
-        let ch = crate::tls::endpoint(self.tls.as_deref(), addr)
+        let endpoint = crate::tls::endpoint(self.tls.as_deref(), addr)
             .map_err(|e| format!("bad client address {addr:?}: {e}"))?
             .connect_timeout(Duration::from_millis(500))
-            .tcp_nodelay(true)
             .max_frame_size(raftmq_proto::MAX_FRAME_BYTES);
-        let ch = crate::tls::connect_lazy(&ch, &self.congestion);
+        let ch = crate::tls::connect_lazy(&endpoint, &self.congestion);
         map.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }

@@ -7,7 +7,8 @@ use super::Outcome;
 use super::ReplicaRead;
 
 /// A queue on one replica whose offsets are not contiguous: `(node, queue, first missing
-/// offset)`; an offset read outside the reported range counts too.
+/// offset)`; an offset read past the reported max, or in a queue without a reported range,
+/// counts too.
 pub type Gap = (u64, u32, u64);
 
 /// Each replica's queues hold every offset from their min to their max, and nothing past the

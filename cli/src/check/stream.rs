@@ -36,7 +36,7 @@ pub fn lost(history: &History, replicas: &[ReplicaRead]) -> Vec<Lost> {
     let acked = history.acked();
     let mut out = Vec::new();
     for replica in replicas {
-        let read: BTreeSet<MessageTag> = replica.messages.iter().filter_map(|m| m.tag).collect();
+        let read = read_tags(replica);
         let mut lost = Lost {
             node: replica.node,
             ..Lost::default()
@@ -69,8 +69,7 @@ pub fn retired(history: &History, replicas: &[ReplicaRead]) -> Vec<(u64, usize)>
     replicas
         .iter()
         .filter_map(|replica| {
-            let read: BTreeSet<MessageTag> =
-                replica.messages.iter().filter_map(|m| m.tag).collect();
+            let read = read_tags(replica);
             let n = acked
                 .iter()
                 .filter(|(t, a)| !read.contains(t) && below_min(replica, a))
@@ -78,6 +77,11 @@ pub fn retired(history: &History, replicas: &[ReplicaRead]) -> Vec<(u64, usize)>
             (n > 0).then_some((replica.node, n))
         })
         .collect()
+}
+
+/// The tags of the messages read from `replica`.
+fn read_tags(replica: &ReplicaRead) -> BTreeSet<MessageTag> {
+    replica.messages.iter().filter_map(|m| m.tag).collect()
 }
 
 /// Whether `a` was acknowledged at an offset below the min `replica` reported for its queue.

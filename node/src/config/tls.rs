@@ -52,7 +52,7 @@ pub struct TlsConfig {
     /// Most concurrent gRPC streams (calls) per connection on every listener.
     /// Default 1024; range 1..=65536.
     pub max_concurrent_streams: u32,
-    /// TCP congestion control of this node's connections whose two ends are on this host
+    /// TCP congestion control of this node's gRPC connections whose two ends are on this host
     /// (loopback: a local cluster's peers, a client on the same host), which need no pacing;
     /// `system` keeps the host's choice there too. Connections to other hosts always keep
     /// it. Default `reno`.

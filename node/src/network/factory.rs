@@ -64,7 +64,6 @@ fn channel(
     let endpoint = crate::tls::endpoint(opts.tls.as_deref(), addr)
         .map_err(|e| format!("invalid raft address {addr:?} of node {target}: {e}"))?
         .connect_timeout(opts.connect_timeout)
-        .tcp_nodelay(true)
         .max_frame_size(raftmq_proto::MAX_FRAME_BYTES)
         .http2_keep_alive_interval(opts.keepalive_interval)
         .keep_alive_while_idle(true)

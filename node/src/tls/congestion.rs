@@ -1,5 +1,5 @@
-//! `loopback-congestion-control`: the TCP congestion control of a node's connections whose two
-//! ends are on this host (a local cluster's peers, a client or consumer on the broker's host).
+//! `loopback-congestion-control`: the TCP congestion control of a node's gRPC connections whose
+//! two ends are on this host (a local cluster's peers, a client or consumer on the broker's host).
 //!
 //! Such a connection runs over the loopback device, which has no link to share and no queue
 //! to keep short, so pacing its sends gains nothing. With the host's BBR and no `fq` queueing

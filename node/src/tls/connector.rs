@@ -45,7 +45,8 @@ pub fn endpoint(tls: Option<&TlsState>, addr: &str) -> Result<Endpoint, String> 
 }
 
 /// A channel of `ep` that connects when first used, with `TCP_NODELAY` and `congestion` set
-/// on its connections (TLS, if `ep` has it, and the connect timeout stay tonic's).
+/// on its connections (TLS, if `ep` has it, and the connect timeout stay tonic's; `ep`'s own
+/// TCP options, such as `tcp_nodelay`, apply only to tonic's connector and are not read).
 pub fn connect_lazy(ep: &Endpoint, congestion: &LoopbackCongestion) -> Channel {
     let mut http = HttpConnector::new();
     // As tonic's own connector: the scheme (http or https) is tonic's business.
