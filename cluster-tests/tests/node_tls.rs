@@ -195,7 +195,24 @@ async fn certificates_and_ca_rotate_under_load_without_a_failed_send() {
         .await
         .expect("cluster starts");
     let leader = cluster.wait_leader().await.expect("a leader");
-    let client = cluster.client(Duration::from_secs(5)).expect("client");
+    let tls = cluster.tls.as_ref().expect("secure cluster");
+    // 0. A new CA, which the producing client trusts beside the old one before any node
+    // serves it: a client of a cluster whose node certificates change must trust both CAs,
+    // since it verifies a node's new certificate whenever it reconnects (after a restart, or
+    // to a new leader).
+    let new_ca = ClusterCa::generate(&tls.cluster_id).expect("new ca");
+    let old_pem = std::fs::read_to_string(&tls.ca_file).expect("ca");
+    let both = ClientTls {
+        ca_pem: [old_pem.as_str(), new_ca.cert_pem().as_str()]
+            .concat()
+            .into_bytes(),
+        identity: None,
+    };
+    let opts = ClientOptions {
+        tls: Some(both),
+        ..cluster.client_options(Duration::from_secs(5))
+    };
+    let client = raftmq_client::Client::new(&cluster.seeds(), opts).expect("client");
     let stop = Arc::new(AtomicBool::new(false));
     let (sent, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut producers = Vec::new();
@@ -219,10 +236,7 @@ async fn certificates_and_ca_rotate_under_load_without_a_failed_send() {
             }
         }));
     }
-    let tls = cluster.tls.as_ref().expect("secure cluster");
     // 1. The CA bundle becomes old + new CA on every node.
-    let new_ca = ClusterCa::generate(&tls.cluster_id).expect("new ca");
-    let old_pem = std::fs::read_to_string(&tls.ca_file).expect("ca");
     tls.write_ca_bundle(&[old_pem.clone(), new_ca.cert_pem()])
         .expect("bundle");
     // 2. Every node gets a certificate of the new CA.
