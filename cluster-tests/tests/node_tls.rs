@@ -166,6 +166,22 @@ async fn peer_port_refuses_connections_without_a_member_certificate() {
     cluster.shutdown().await.expect("shutdown");
 }
 
+/// Waits until every running node's CA bundle is `ca_pem`.
+async fn wait_trusted(cluster: &TestCluster, ca_pem: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let loaded = |id| {
+        let tls = cluster.node(id).core().tls.as_ref().expect("TLS node");
+        tls.current().ca_pem == ca_pem
+    };
+    while !cluster.ids().into_iter().all(loaded) {
+        assert!(
+            Instant::now() < deadline,
+            "a node never loaded the CA bundle"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until every running node's active certificate has serial `serials[id - 1]`.
 async fn wait_active(cluster: &TestCluster, serials: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -236,9 +252,12 @@ async fn certificates_and_ca_rotate_under_load_without_a_failed_send() {
             }
         }));
     }
-    // 1. The CA bundle becomes old + new CA on every node.
-    tls.write_ca_bundle(&[old_pem.clone(), new_ca.cert_pem()])
-        .expect("bundle");
+    // 1. The CA bundle becomes old + new CA on every node, and every node loads it before any
+    // serves a new certificate (else a node still trusting the old CA alone would refuse a
+    // peer's new one until its next poll).
+    let bundle = [old_pem.clone(), new_ca.cert_pem()];
+    tls.write_ca_bundle(&bundle).expect("bundle");
+    wait_trusted(&cluster, bundle.concat().as_bytes()).await;
     // 2. Every node gets a certificate of the new CA.
     let mut serials = Vec::new();
     for id in cluster.ids() {
