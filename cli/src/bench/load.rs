@@ -60,11 +60,12 @@ pub struct PullLoad {
 
 /// A printable body of `size` bytes that names its sequence number (`msg-<seq>-xxx...`).
 pub fn filler(size: usize, seq: u64) -> Vec<u8> {
-    use std::io::Write as _;
-    // Written in place (the load generator makes one per message): no `format!` string.
+    // Written in place (the load generator makes one per message), the number by `itoa`:
+    // `write!` through `io::Write` took 7.5% of the load generator's samples at batch-32.
     let mut body = Vec::with_capacity(size.max(32));
-    // Writing into a `Vec` cannot fail.
-    let _ = write!(body, "msg-{seq}-");
+    body.extend_from_slice(b"msg-");
+    body.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+    body.push(b'-');
     body.truncate(size);
     body.resize(size, b'x');
     body
