@@ -18,6 +18,7 @@ use raftmq_cli::certs::ClusterCa;
 use raftmq_client::ClientOptions;
 use raftmq_client::ClientTls;
 use raftmq_node::config::FlushPolicy;
+use raftmq_node::tls::Material;
 use raftmq_proto::v1 as pb;
 use raftmq_proto::v1::raft_peer_client::RaftPeerClient;
 use tonic::transport::Channel;
@@ -166,43 +167,36 @@ async fn peer_port_refuses_connections_without_a_member_certificate() {
     cluster.shutdown().await.expect("shutdown");
 }
 
-/// Waits until every running node's CA bundle is `ca_pem`.
-async fn wait_trusted(cluster: &TestCluster, ca_pem: &[u8]) {
+/// Waits until `ready(id, material)` holds for every running node's current TLS material;
+/// `what` names the wait in the failure.
+async fn wait_material(cluster: &TestCluster, what: &str, ready: impl Fn(u64, &Material) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let loaded = |id| {
+    let current = |id| {
         let tls = cluster.node(id).core().tls.as_ref().expect("TLS node");
-        tls.current().ca_pem == ca_pem
+        tls.current()
     };
-    while !cluster.ids().into_iter().all(loaded) {
+    while !cluster.ids().into_iter().all(|id| ready(id, &current(id))) {
         assert!(
             Instant::now() < deadline,
-            "a node never loaded the CA bundle"
+            "{what}: not on every node after 60 s"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
+/// Waits until every running node's CA bundle is `ca_pem`.
+async fn wait_trusted(cluster: &TestCluster, ca_pem: &[u8]) {
+    wait_material(cluster, "the CA bundle loaded", |_, m| m.ca_pem == ca_pem).await;
+}
+
 /// Waits until every running node's active certificate has serial `serials[id - 1]`.
 async fn wait_active(cluster: &TestCluster, serials: &[String]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let active: Vec<String> = cluster
-            .ids()
-            .iter()
-            .map(|&id| {
-                let tls = cluster.node(id).core().tls.as_ref().expect("TLS node");
-                tls.current().leaf.serial_hex.clone()
-            })
-            .collect();
-        if active == serials {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "active {active:?}, want {serials:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_material(
+        cluster,
+        &format!("active certificates {serials:?}"),
+        |id, m| m.leaf.serial_hex == serials[id as usize - 1],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,11 +156,8 @@ impl TlsConfig {
                 format!("{} is outside 1..=65536", self.max_concurrent_streams),
             ));
         }
-        let cc = &self.loopback_congestion_control;
-        if cc != congestion::SYSTEM {
-            if let Some(reason) = congestion::name_error(cc) {
-                return Err(invalid("loopback-congestion-control", reason));
-            }
+        if let Some(reason) = congestion::name_error(&self.loopback_congestion_control) {
+            return Err(invalid("loopback-congestion-control", reason));
         }
         Ok(())
     }

@@ -27,13 +27,15 @@ pub const SYSTEM: &str = "system";
 /// Longest algorithm name Linux takes (`TCP_CA_NAME_MAX` less its terminating zero).
 const MAX_NAME: usize = 15;
 
-/// Why `loopback-congestion-control`'s value cannot be a congestion control's name, if so.
+/// Why `name` cannot be `loopback-congestion-control`'s value (a congestion control's name,
+/// or [`SYSTEM`]), if so.
 pub fn name_error(name: &str) -> Option<String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let ok = name == SYSTEM
+        || !name.is_empty()
+            && name.len() <= MAX_NAME
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     (!ok).then(|| {
         format!(
             "{name:?} is not a congestion control name (1 to {MAX_NAME} letters, digits, '_' or \
@@ -125,6 +127,7 @@ mod tests {
     fn names() {
         assert!(name_error("reno").is_none());
         assert!(name_error("cubic").is_none());
+        assert!(name_error(SYSTEM).is_none());
         assert!(name_error("")
             .unwrap()
             .contains("not a congestion control name"));

@@ -48,14 +48,7 @@ pub fn endpoint(tls: Option<&TlsState>, addr: &str) -> Result<Endpoint, String> 
 /// on its connections (TLS, if `ep` has it, and the connect timeout stay tonic's; `ep`'s own
 /// TCP options, such as `tcp_nodelay`, apply only to tonic's connector and are not read).
 pub fn connect_lazy(ep: &Endpoint, congestion: &LoopbackCongestion) -> Channel {
-    let mut http = HttpConnector::new();
-    // As tonic's own connector: the scheme (http or https) is tonic's business.
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    ep.connect_with_connector_lazy(Tuned {
-        http,
-        congestion: congestion.clone(),
-    })
+    ep.connect_with_connector_lazy(Tuned::new(congestion))
 }
 
 /// hyper-util's connector, then the socket options tonic's has no setting for.
@@ -63,6 +56,19 @@ pub fn connect_lazy(ep: &Endpoint, congestion: &LoopbackCongestion) -> Channel {
 struct Tuned {
     http: HttpConnector,
     congestion: LoopbackCongestion,
+}
+
+impl Tuned {
+    fn new(congestion: &LoopbackCongestion) -> Self {
+        let mut http = HttpConnector::new();
+        // As tonic's own connector: the scheme (http or https) is tonic's business.
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        Self {
+            http,
+            congestion: congestion.clone(),
+        }
+    }
 }
 
 type Connecting<E> = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, E>> + Send>>;
@@ -100,12 +106,7 @@ mod tests {
         let uri: tonic::codegen::http::Uri = format!("http://{}", l.local_addr().unwrap())
             .parse()
             .unwrap();
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let mut tuned = Tuned {
-            http,
-            congestion: LoopbackCongestion::new("reno"),
-        };
+        let mut tuned = Tuned::new(&LoopbackCongestion::new("reno"));
         std::future::poll_fn(|cx| tuned.poll_ready(cx))
             .await
             .unwrap();
