@@ -319,11 +319,7 @@ impl TestCluster {
     /// (read after the log stopped).
     pub async fn kill_reporting(&mut self, id: u64) -> Watermarks {
         let n = self.nodes[id as usize - 1].take().expect("node is running");
-        let log = n.log().clone();
-        n.kill().await;
-        let wm = log.watermarks();
-        drop(log);
-        wm
+        n.kill().await
     }
 
     /// Opens the CommitLog of the stopped node `id` as the node would (recovery included),

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use raftmq_raft_log::types::NodeId;
+use raftmq_raft_log::Watermarks;
 use raftmq_store::LogStore;
 use raftmq_store::Raft;
 use raftmq_store::SnapshotFile;
@@ -40,7 +41,11 @@ use crate::network::PeerNetworkFactory;
 use crate::tls::congestion;
 use crate::tls::congestion::DEFAULT_LOOPBACK_CONGESTION_CONTROL;
 use crate::tls::LoopbackCongestion;
+use crate::tls::OpenConns;
 use crate::tls::TlsState;
+
+/// Longest wait of `kill` and `shutdown` for the node's log to be released.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the retention driver runs.
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(10);
@@ -103,6 +108,8 @@ pub struct NodeHandle {
     addrs: NodeAddrs,
     stop_tx: watch::Sender<bool>,
     servers: Vec<JoinHandle<()>>,
+    /// The accepted connections, ended once the servers stop (see [`crate::tls::OpenConns`]).
+    open: OpenConns,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -150,7 +157,8 @@ impl Node {
         };
         let (core, log) = open(config, tls).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let servers = crate::serve::serve(&core, listeners, stop_rx.clone(), &span);
+        let open = OpenConns::default();
+        let servers = crate::serve::serve(&core, listeners, &open, stop_rx.clone(), &span);
         let mut tasks = vec![tokio::spawn(
             crate::watchers::log_role_changes(core.clone(), stop_rx.clone())
                 .instrument(span.clone()),
@@ -213,6 +221,7 @@ impl Node {
             addrs,
             stop_tx,
             servers,
+            open,
             tasks,
         })
     }
@@ -359,8 +368,9 @@ impl NodeHandle {
     /// Graceful shutdown (see the module docs).
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         let core = self.core.clone();
+        let node_id = core.node_id;
         let leading = core.is_leader();
-        tracing::info!(node_id = core.node_id, leading, "shutting down");
+        tracing::info!(node_id, leading, "shutting down");
         if leading {
             crate::handover::hand_over_leadership(&core).await;
         } else {
@@ -369,17 +379,42 @@ impl NodeHandle {
         self.stop_tasks().await;
         core.store.close().context("closing the store")?;
         self.log.close().context("closing the commitlog")?;
-        tracing::info!(node_id = core.node_id, "shut down cleanly");
+        drop(core);
+        self.release().await;
+        tracing::info!(node_id, "shut down cleanly");
         Ok(())
     }
 
     /// Stops the node like a crash: no leader hand-over, no store close (the abort marker
     /// stays) and no final flush of the log; what an `async` node had not flushed is still in
-    /// the page cache, as after `kill -9`.
-    pub async fn kill(mut self) {
+    /// the page cache, as after `kill -9`. Its connections are cut at once, without GOAWAY.
+    /// Returns the log's positions at the crash (read after the log stopped).
+    pub async fn kill(mut self) -> Watermarks {
         self.core.shutting_down.store(true, Ordering::Release);
         self.log.halt_without_flush();
+        self.open.close_all(Duration::ZERO).await;
         self.stop_tasks().await;
+        let at_crash = self.log.watermarks();
+        self.release().await;
+        at_crash
+    }
+
+    /// Drops the handle and waits (up to [`RELEASE_WAIT`]) until the tasks and threads that
+    /// held the node's log are gone too, so that the node can start again in this process: a
+    /// restart on a current-thread runtime would otherwise block in the meta db's lock retry
+    /// while the tasks that still hold it (a request's handler ending) cannot run.
+    async fn release(self) {
+        let released = self.log.released_probe();
+        let node_id = self.core.node_id;
+        drop(self);
+        let until = tokio::time::Instant::now() + RELEASE_WAIT;
+        while !released() {
+            if tokio::time::Instant::now() >= until {
+                tracing::warn!(node_id, "the node's log is still held after it stopped");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     async fn stop_tasks(&mut self) {
@@ -397,6 +432,16 @@ impl NodeHandle {
             {
                 s.abort();
             }
+        }
+        // What tonic's graceful shutdown left open (a client that kept its stream) holds the
+        // node's services, and with them its store, until it ends.
+        let left = self.open.close_all(Duration::from_secs(2)).await;
+        if left > 0 {
+            tracing::warn!(
+                node_id = self.core.node_id,
+                left,
+                "connections still open after stop"
+            );
         }
     }
 }

@@ -214,6 +214,14 @@ impl<C> LogStore<C> {
         move || weak.upgrade()?.shared.state.lock().lost_commit_floor
     }
 
+    /// A probe that answers true once this log's files are released: every handle is gone and
+    /// so are the threads that held its state and meta db. A caller that reopens the log in
+    /// the same process (a restarted node) waits for it.
+    pub fn released_probe(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let weak = Arc::downgrade(&self.inner.shared);
+        move || weak.strong_count() == 0
+    }
+
     /// Appends entries (readable when this returns). `on_durable` is called once they are
     /// durable under the node's flush policy (`sync`: after the flush covering them; `async`:
     /// at once), or with the error if flushing fails. Returns the physical end of the append.

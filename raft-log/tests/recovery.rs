@@ -85,6 +85,23 @@ fn crash_drops_unflushed_entries() {
     assert_eq!(indexes(&s), vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
+/// The release probe turns true only when the last handle is gone, and the log then opens
+/// again in this process at once (its meta db's lock is free).
+#[test]
+fn released_probe_waits_for_the_last_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    fill(&s, 1, 3, 100);
+    let released = s.released_probe();
+    let other = s.clone();
+    drop(s);
+    assert!(!released(), "a clone still holds the log");
+    drop(other);
+    assert!(released());
+    let s: Store = LogStore::open(dir.path(), config(FlushPolicy::Sync)).unwrap();
+    assert_eq!(indexes(&s), vec![1, 2, 3]);
+}
+
 #[test]
 fn torn_tail_is_truncated() {
     for keep in [1, 20, 47, 48, 100, 333, 700] {
