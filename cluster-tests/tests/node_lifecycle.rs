@@ -1,6 +1,7 @@
 //! Node lifecycle: retention-driven purge, a learner joining after the purge (snapshot
 //! install) and promoted to voter, the disk-full guard, `/metrics` over HTTP, and the binary's
-//! exit codes (bad config: 2; SIGTERM: graceful, 0), a fatal Raft error, and who flushes inline.
+//! exit codes (bad config: 2; SIGTERM: graceful, 0), a fatal Raft error, a stopped node's
+//! open connections, and who flushes inline.
 
 use std::time::Duration;
 
@@ -272,6 +273,51 @@ async fn fatal_raft_error_fails_the_node_and_refuses_writes() {
     let e = c.send(send(b"later")).await.expect_err("refused");
     assert_eq!(e.code(), Code::Unavailable, "{e:?}");
     cluster.kill(1).await;
+}
+
+/// A client that keeps a SendStream open does not keep a stopped node alive: `kill` and
+/// `shutdown` return with the node's log released (`kill` waits for that: under load,
+/// requests' handlers still held it when it returned, and `s1_kill_leader` then found the
+/// meta db locked), the log opens again in this process, and the client's stream ends.
+#[tokio::test]
+async fn a_client_with_an_open_stream_does_not_keep_a_stopped_node_alive() {
+    let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], flush_every_20ms)
+        .await
+        .expect("cluster starts");
+    for stop in ["kill", "shutdown"] {
+        let id = cluster.wait_leader().await.expect("a leader");
+        let mut c = cluster.grpc(id).await.expect("connect");
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let send = |seq| pb::SendStreamRequest {
+            seq,
+            message: Some(msg("held", b"open")),
+            batch: None,
+        };
+        tx.unbounded_send(send(1)).expect("queued");
+        let mut answers = c.send_stream(rx).await.expect("stream").into_inner();
+        let first = answers.message().await.expect("an answer").expect("one");
+        assert_eq!(first.seq, 1, "{first:?}");
+        // The stream stays open (tx lives) while the node stops.
+        let released = cluster.node(id).log().released_probe();
+        match stop {
+            "kill" => drop(cluster.kill_reporting(id).await),
+            _ => cluster.stop(id).await.expect("graceful stop"),
+        }
+        assert!(
+            released(),
+            "after {stop}: something still holds node {id}'s log"
+        );
+        cluster
+            .reopen_log(id)
+            .unwrap_or_else(|e| panic!("node {id} after {stop}: the log is free: {e:#}"));
+        let end = tokio::time::timeout(Duration::from_secs(10), answers.message())
+            .await
+            .expect("the stream ends");
+        assert!(!matches!(end, Ok(Some(_))), "after {stop}: {end:?}");
+        drop(tx);
+        cluster.restart(id).await.expect("restarts");
+    }
+    cluster.shutdown().await.expect("shutdown");
 }
 
 /// A follower flushes a quiet append on openraft's core (inline, two thread hand-offs fewer

@@ -20,7 +20,6 @@ use crate::service::ClientService;
 use crate::snapshot_io::FileSnapshotSink;
 use crate::tls::Conn;
 use crate::tls::ListenerOpts;
-use crate::tls::OpenConns;
 
 /// Resolves once `stop` is true (or its sender is gone).
 pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
@@ -31,12 +30,10 @@ pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Spawns a server on every listener of `listeners`; each ends when `stop` turns true. Every
-/// accepted gRPC connection is recorded in `open`.
+/// Spawns a server on every listener of `listeners`; each ends when `stop` turns true.
 pub(crate) fn serve(
     core: &Arc<NodeCore>,
     listeners: NodeListeners,
-    open: &OpenConns,
     stop: watch::Receiver<bool>,
     span: &tracing::Span,
 ) -> Vec<JoinHandle<()>> {
@@ -66,7 +63,6 @@ pub(crate) fn serve(
             }),
             max_connections: core.config.tls.max_connections as usize,
             congestion: core.congestion.clone(),
-            open: open.clone(),
         };
         let incoming = crate::tls::incoming(l, opts);
         let streams = core.config.tls.max_concurrent_streams;

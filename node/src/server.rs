@@ -14,7 +14,8 @@
 //! with its address, so the client goes there at once; entries proposed before the stop commit
 //! on the new leader or are answered with an unknown outcome) → `raft.shutdown` → stop the
 //! servers → `Store::close` (flush, clear the abort marker) →
-//! `LogStore::close` (flush).
+//! `LogStore::close` (flush) → wait until every task and thread let go of the log, so that a
+//! restart in this process finds its files free.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -41,7 +42,6 @@ use crate::network::PeerNetworkFactory;
 use crate::tls::congestion;
 use crate::tls::congestion::DEFAULT_LOOPBACK_CONGESTION_CONTROL;
 use crate::tls::LoopbackCongestion;
-use crate::tls::OpenConns;
 use crate::tls::TlsState;
 
 /// Longest wait of `kill` and `shutdown` for the node's log to be released.
@@ -108,8 +108,6 @@ pub struct NodeHandle {
     addrs: NodeAddrs,
     stop_tx: watch::Sender<bool>,
     servers: Vec<JoinHandle<()>>,
-    /// The accepted connections, ended once the servers stop (see [`crate::tls::OpenConns`]).
-    open: OpenConns,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -157,8 +155,7 @@ impl Node {
         };
         let (core, log) = open(config, tls).instrument(span.clone()).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let open = OpenConns::default();
-        let servers = crate::serve::serve(&core, listeners, &open, stop_rx.clone(), &span);
+        let servers = crate::serve::serve(&core, listeners, stop_rx.clone(), &span);
         let mut tasks = vec![tokio::spawn(
             crate::watchers::log_role_changes(core.clone(), stop_rx.clone())
                 .instrument(span.clone()),
@@ -221,7 +218,6 @@ impl Node {
             addrs,
             stop_tx,
             servers,
-            open,
             tasks,
         })
     }
@@ -387,12 +383,11 @@ impl NodeHandle {
 
     /// Stops the node like a crash: no leader hand-over, no store close (the abort marker
     /// stays) and no final flush of the log; what an `async` node had not flushed is still in
-    /// the page cache, as after `kill -9`. Its connections are cut at once, without GOAWAY.
-    /// Returns the log's positions at the crash (read after the log stopped).
+    /// the page cache, as after `kill -9`. Returns the log's positions at the crash (read after
+    /// the log stopped).
     pub async fn kill(mut self) -> Watermarks {
         self.core.shutting_down.store(true, Ordering::Release);
         self.log.halt_without_flush();
-        self.open.close_all(Duration::ZERO).await;
         self.stop_tasks().await;
         let at_crash = self.log.watermarks();
         self.release().await;
@@ -402,7 +397,8 @@ impl NodeHandle {
     /// Drops the handle and waits (up to [`RELEASE_WAIT`]) until the tasks and threads that
     /// held the node's log are gone too, so that the node can start again in this process: a
     /// restart on a current-thread runtime would otherwise block in the meta db's lock retry
-    /// while the tasks that still hold it (a request's handler ending) cannot run.
+    /// while the tasks that still hold it (requests' handlers and tonic's connection tasks,
+    /// ending) cannot run.
     async fn release(self) {
         let released = self.log.released_probe();
         let node_id = self.core.node_id;
@@ -432,16 +428,6 @@ impl NodeHandle {
             {
                 s.abort();
             }
-        }
-        // What tonic's graceful shutdown left open (a client that kept its stream) holds the
-        // node's services, and with them its store, until it ends.
-        let left = self.open.close_all(Duration::from_secs(2)).await;
-        if left > 0 {
-            tracing::warn!(
-                node_id = self.core.node_id,
-                left,
-                "connections still open after stop"
-            );
         }
     }
 }

@@ -29,8 +29,6 @@ use tonic::transport::server::TcpConnectInfo;
 
 use super::admission::Admit;
 use super::congestion::LoopbackCongestion;
-use super::open::OpenConns;
-use super::open::Registration;
 use super::reload::TlsState;
 
 /// Longest TLS handshake (plus member check) before the connection is closed.
@@ -50,18 +48,14 @@ pub struct ListenerOpts {
     pub max_connections: usize,
     /// Set on each accepted connection from this host (`loopback-congestion-control`).
     pub congestion: LoopbackCongestion,
-    /// Where each accepted connection is recorded, so that stopping the node can end it.
-    pub open: OpenConns,
 }
 
-/// One accepted connection, holding its slot of the connection limit and its entry in
-/// [`OpenConns`] until closed.
+/// One accepted connection, holding its slot of the connection limit until closed.
 pub struct Conn {
     io: ConnIo,
     local: Option<SocketAddr>,
     remote: Option<SocketAddr>,
     _slot: OwnedSemaphorePermit,
-    _open: Registration,
 }
 
 enum ConnIo {
@@ -135,19 +129,11 @@ async fn accept_loop(listener: TcpListener, opts: ListenerOpts, tx: mpsc::Sender
             drop(tcp);
             continue;
         };
-        let open = match opts.open.register(&tcp) {
-            Ok(r) => r,
-            Err(reason) => {
-                refusals.refuse(Some(remote), &reason);
-                continue;
-            }
-        };
         let _ = tcp.set_nodelay(true);
         opts.congestion.apply(&tcp);
         let (opts, refusals, tx) = (opts.clone(), refusals.clone(), tx.clone());
         tokio::spawn(async move {
-            let admitted = admit(tcp, &opts, slot, open);
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, admitted).await {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(tcp, &opts, slot)).await {
                 Ok(Ok(conn)) => {
                     let _ = tx.send(conn).await;
                 }
@@ -163,7 +149,6 @@ async fn admit(
     tcp: TcpStream,
     opts: &ListenerOpts,
     slot: OwnedSemaphorePermit,
-    open: Registration,
 ) -> Result<Conn, String> {
     let local = tcp.local_addr().ok();
     let remote = tcp.peer_addr().ok();
@@ -197,7 +182,6 @@ async fn admit(
         local,
         remote,
         _slot: slot,
-        _open: open,
     })
 }
 

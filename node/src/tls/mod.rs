@@ -13,7 +13,6 @@ pub mod congestion;
 mod connector;
 mod incoming;
 mod material;
-mod open;
 mod reload;
 #[cfg(test)]
 mod reload_tests;
@@ -36,7 +35,6 @@ pub use incoming::ListenerOpts;
 pub use incoming::HANDSHAKE_TIMEOUT;
 pub use material::Material;
 pub use material::TlsError;
-pub use open::OpenConns;
 pub use reload::watch;
 pub use reload::TlsState;
 /// The certificate types of the TLS API (PEM parsing: `pki::pem::PemObject`).
