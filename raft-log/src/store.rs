@@ -214,9 +214,10 @@ impl<C> LogStore<C> {
         move || weak.upgrade()?.shared.state.lock().lost_commit_floor
     }
 
-    /// A probe that answers true once this log's files are released: every handle is gone and
-    /// so are the threads that held its state and meta db. A caller that reopens the log in
-    /// the same process (a restarted node) waits for it.
+    /// A probe that answers true once this log is released: every handle is gone and so are
+    /// the log's threads, which held its state and meta db. A caller that reopens the log in
+    /// the same process (a restarted node) waits for it; sled's own threads may hold the db's
+    /// lock a moment longer, which the meta db's open retries.
     pub fn released_probe(&self) -> impl Fn() -> bool + Send + Sync + 'static {
         let weak = Arc::downgrade(&self.inner.shared);
         move || weak.strong_count() == 0
