@@ -302,24 +302,18 @@ impl TestCluster {
     }
 
     /// Crashes node `id` (no hand-over, no close, no final flush; like kill -9 of the process:
-    /// written bytes stay in the page cache).
-    pub async fn kill(&mut self, id: u64) {
+    /// written bytes stay in the page cache) and returns its CommitLog's positions at the
+    /// moment of the crash (read after the log stopped).
+    pub async fn kill(&mut self, id: u64) -> Watermarks {
         let n = self.nodes[id as usize - 1].take().expect("node is running");
-        n.kill().await;
+        n.kill().await
     }
 
     /// Crashes node `id` and returns its CommitLog's durable end at the moment of the crash
     /// (`flushed_phys_end`, read after the log stopped so nothing flushed later is missed), as
     /// the bare byte position the power-loss helpers cut the segment files at.
     pub async fn kill_reporting_flushed(&mut self, id: u64) -> u64 {
-        self.kill_reporting(id).await.flushed_phys_end.get()
-    }
-
-    /// Crashes node `id` and returns its CommitLog's positions at the moment of the crash
-    /// (read after the log stopped).
-    pub async fn kill_reporting(&mut self, id: u64) -> Watermarks {
-        let n = self.nodes[id as usize - 1].take().expect("node is running");
-        n.kill().await
+        self.kill(id).await.flushed_phys_end.get()
     }
 
     /// Opens the CommitLog of the stopped node `id` as the node would (recovery included),

@@ -284,7 +284,7 @@ async fn a_client_with_an_open_stream_does_not_keep_a_stopped_node_alive() {
     let mut cluster = TestCluster::start(&[FlushPolicy::Sync; 3], flush_every_20ms)
         .await
         .expect("cluster starts");
-    for stop in ["kill", "shutdown"] {
+    for (kill, stop) in [(true, "kill"), (false, "shutdown")] {
         let id = cluster.wait_leader().await.expect("a leader");
         let mut c = cluster.grpc(id).await.expect("connect");
         let (tx, rx) = futures::channel::mpsc::unbounded();
@@ -299,9 +299,10 @@ async fn a_client_with_an_open_stream_does_not_keep_a_stopped_node_alive() {
         assert_eq!(first.seq, 1, "{first:?}");
         // The stream stays open (tx lives) while the node stops.
         let released = cluster.node(id).log().released_probe();
-        match stop {
-            "kill" => drop(cluster.kill_reporting(id).await),
-            _ => cluster.stop(id).await.expect("graceful stop"),
+        if kill {
+            cluster.kill(id).await;
+        } else {
+            cluster.stop(id).await.expect("graceful stop");
         }
         assert!(
             released(),

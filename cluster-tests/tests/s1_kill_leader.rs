@@ -69,7 +69,7 @@ async fn all_async_nodes_killed_at_once_lose_nothing() -> anyhow::Result<()> {
             .await?;
         let mut at_kill = Vec::new();
         for id in cluster.ids() {
-            at_kill.push((id, cluster.kill_reporting(id).await));
+            at_kill.push((id, cluster.kill(id).await));
         }
         for (id, before) in at_kill {
             let stage = cluster.data_dir(id).join(stage_file::STAGE_FILE);
