@@ -4,7 +4,9 @@ logs (see breakdown.sh). Usage: breakdown.py CLUSTER_DIR
 Events: `appended` (raft-log writer: log_index, phys_offset), `flushed` (flusher: phys_offset
 the flush covers), `append answer sent` (a follower's answer to an AppendEntries: log_index
 it reached), `append answer received` (the leader's replication stream: log_index),
-`apply started` (state machine: log_index), `batch dispatched` (apply: phys_offset of the
+`apply started` (state machine: log_index), `append request out` (the leader's stream to a
+follower takes an AppendEntries: target_node, log_index of its last entry), `append request
+received` (a follower decoded one: log_index), `batch dispatched` (apply: phys_offset of the
 entry), `batch committed and applied` (leader pipeline: log_index), `batch proposed` (leader
 pipeline: waited_us since the batch's first send arrived). The leader is the node
 with pipeline events; the follower of an entry is the one whose answer reached the leader
@@ -24,7 +26,7 @@ def stamp(s):
 
 def read(path):
     ev = {'app': {}, 'flush': [], 'disp': {}, 'ans': {}, 'sent': [], 'recv': [], 'apply': {},
-          'waited': []}
+          'waited': [], 'out': [], 'in': []}
     for line in open(path, errors='replace'):
         m = LINE.match(line.strip())
         if not m:
@@ -41,6 +43,10 @@ def read(path):
             ev['ans'][int(k['log_index'])] = t
         elif rest.startswith('append answer sent'):
             ev['sent'].append((t, int(k['log_index'])))
+        elif rest.startswith('append request out'):
+            ev['out'].append((t, int(k['target_node']), int(k['log_index'])))
+        elif rest.startswith('append request received'):
+            ev['in'].append((t, int(k['log_index'])))
         elif rest.startswith('append answer received'):
             ev['recv'].append((t, int(k['target_node']), int(k['log_index'])))
         elif rest.startswith('batch proposed'):
@@ -76,7 +82,10 @@ def main(d):
              'apply started -> applied', 'leader append -> leader apply',
              'leader apply -> answer ready', 'follower append -> answer sent',
              'answer at the leader -> apply started']
-    steps = {n: [] for n in names}
+    # Split of `leader append -> follower append`, from builds with the request events.
+    hops = ['leader append -> request out', 'request out -> follower received',
+            'follower received -> follower append']
+    steps = {n: [] for n in names + hops}
     leader_last = 0
     for idx, t_ans in sorted(lead['ans'].items())[50:]:
         if idx not in lead['app']:
@@ -101,6 +110,11 @@ def main(d):
                                    recv[0] - sent[0], ta - quorum, td - ta, td - t_app,
                                    t_ans - td, sent[0] - ft, ta - recv[0]]):
             steps[name].append(v)
+        out = first_answer(lead['out'], t_app, idx, key=lambda a: a[2] if a[1] == recv[1] else -1)
+        got = first_answer(f['in'], out[0], idx, key=lambda a: a[1]) if out else None
+        if got is not None:
+            for name, v in zip(hops, [out[0] - t_app, got[0] - out[0], ft - got[0]]):
+                steps[name].append(v)
     n = len(steps[names[0]])
     for name, v in steps.items():
         v.sort()

@@ -69,6 +69,12 @@ where
                             Err(status) => status,
                             Ok(()) => {
                                 heard.heard();
+                                if let Some(e) = rpc.entries.last() {
+                                    tracing::trace!(
+                                        log_index = e.log_id.index,
+                                        "append request received"
+                                    );
+                                }
                                 if let Some(refusal) = disk_refusal(&gate, rpc.entries.len()) {
                                     refusal
                                 } else {

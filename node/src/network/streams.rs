@@ -78,7 +78,16 @@ impl<C: LogTypes, SD: SnapshotSource> PeerNetwork<C, SD> {
             self.ctx.target,
         );
         let part_bytes = self.opts.append_part_bytes();
-        let requests = input.then(move |req| encode_off_hyper(req, part_bytes));
+        let requests = input.then(move |req| {
+            if let Some(e) = req.entries.last() {
+                tracing::trace!(
+                    target_node = to,
+                    log_index = e.log_id.index,
+                    "append request out"
+                );
+            }
+            encode_off_hyper(req, part_bytes)
+        });
         let requests = requests.flat_map(move |encoded| {
             let parts = match encoded {
                 Ok(parts) => parts,
