@@ -47,6 +47,8 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
             disk["page_cache_rewrite_mib_per_s"].as_f64() > Some(0.0),
             "{c}"
         );
+        assert!(disk["new_block_sync_p50_us"].as_u64() > Some(0), "{c}");
+        assert!(disk["written_block_sync_p50_us"].as_u64() > Some(0), "{c}");
         // The leader appended at least one entry for the messages the case sent.
         assert!(c["raft_entries"].as_u64() > Some(0), "{c}");
         let name = c["case"].as_str().expect("case name");
@@ -55,7 +57,7 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
             .iter()
             .filter(|r| r["figure"].as_str().is_some_and(|f| f.starts_with("disk ")))
             .collect();
-        assert_eq!(disk_rows.len(), 2, "{name}: {report}");
+        assert_eq!(disk_rows.len(), 3, "{name}: {report}");
         assert_eq!(
             rows[0]["figure"], "disk 1 KiB write+fdatasync p50",
             "{report}"

@@ -9,6 +9,14 @@
 //! memory described next (on the dev VM the probe read 253-577 MiB/s without the drop,
 //! depending on how much free memory the host had taken back, and 1,233-1,364 with it).
 //!
+//! And the first write of a block against a rewrite: 32 KiB writes (an entry of about 30 sends)
+//! each followed by fdatasync, into new preallocated blocks and then again over the same blocks.
+//! A block written for the first time makes its fdatasync write the file system's extent
+//! metadata too, and on a VM the host may have to allocate its own block behind it: a node's
+//! appends pay that until its segments have all been written once (or it appends into
+//! recycled ones; see the README's "recycle-segments"). A fresh cluster, as the suite's cases
+//! start, pays it for every append.
+//!
 //! It also measures the memory side of a write: how fast buffered writes fill new pages of
 //! the page cache, against rewriting the same cached pages. Every byte a node appends lands
 //! in a new page-cache page first. On a VM whose host takes freed guest memory back (free
@@ -42,6 +50,10 @@ const LARGE_MAX_BYTES: u64 = 512 << 20;
 /// Page cache the bandwidth probe keeps behind its writes (see the module docs); the
 /// smaller probe writes only 64 MiB and drops nothing.
 const LARGE_CACHE_BYTES: u64 = 16 << 20;
+/// Bytes of one write of the first-write probe: an entry of about 30 single sends.
+const ENTRY_BYTES: usize = 32 << 10;
+/// The first-write probe writes at most this much in each of its two passes.
+const ENTRY_MAX_BYTES: u64 = 16 << 20;
 /// Bytes of one write of the page-cache probe.
 const FILL_CHUNK_BYTES: usize = 64 << 10;
 /// Bytes the page-cache probe writes in each of its two passes (never synced: the file is
@@ -60,6 +72,11 @@ pub struct DiskFigures {
     /// MiB per second of 1 MiB appends, each followed by fdatasync (the page cache kept to
     /// [`LARGE_CACHE_BYTES`] behind them, as a node keeps its log's).
     pub write_sync_mib_per_s: f64,
+    /// Median of one 32 KiB write + fdatasync into blocks written for the first time (a
+    /// preallocated file), microseconds.
+    pub new_block_sync_p50_us: u64,
+    /// Median of the same writes over the same blocks again, microseconds.
+    pub written_block_sync_p50_us: u64,
     /// MiB per second of 64 KiB buffered writes into pages not yet in the page cache.
     pub page_cache_fill_mib_per_s: f64,
     /// MiB per second of the same writes again, into the now cached pages.
@@ -88,6 +105,41 @@ fn page_cache_probe(path: &Path) -> anyhow::Result<(f64, f64)> {
     std::fs::remove_file(path)
         .with_context(|| format!("cannot remove page cache probe {}", path.display()))?;
     Ok((mib_per_s(FILL_BYTES, fill), mib_per_s(FILL_BYTES, rewrite)))
+}
+
+/// Writes [`ENTRY_BYTES`] + fdatasync at consecutive offsets of a new preallocated file for
+/// half of `budget` (at most [`ENTRY_MAX_BYTES`]), drops its pages from the page cache, writes
+/// the same offsets again, and removes the file; returns the median of each pass (see the
+/// module docs). Both passes write into pages new to the page cache, so they differ by the
+/// disk's blocks alone.
+fn first_write_probe(path: &Path, budget: Duration) -> anyhow::Result<(u64, u64)> {
+    let f = open_probe(path, ENTRY_MAX_BYTES)?;
+    let chunk = vec![b'e'; ENTRY_BYTES];
+    let max_ops = ENTRY_MAX_BYTES / ENTRY_BYTES as u64;
+    let write_sync = |i: u64, lat: &mut Latencies| -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        f.write_all_at(&chunk, i * ENTRY_BYTES as u64)
+            .with_context(|| format!("disk probe write to {}", path.display()))?;
+        f.sync_data()
+            .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
+        lat.record(t0.elapsed());
+        Ok(())
+    };
+    let (mut new, mut written) = (Latencies::new(), Latencies::new());
+    let start = Instant::now();
+    let mut ops = 0u64;
+    while ops < max_ops && (ops == 0 || start.elapsed() < budget / 2) {
+        write_sync(ops, &mut new)?;
+        ops += 1;
+    }
+    drop_cached(&f, 0, ops * ENTRY_BYTES as u64, path)?;
+    for i in 0..ops {
+        write_sync(i, &mut written)?;
+    }
+    drop(f);
+    std::fs::remove_file(path)
+        .with_context(|| format!("cannot remove disk probe {}", path.display()))?;
+    Ok((new.summary().p50_us, written.summary().p50_us))
 }
 
 fn open_probe(path: &Path, capacity: u64) -> anyhow::Result<File> {
@@ -172,7 +224,8 @@ fn probe(
 }
 
 /// Measures the disk under `dir` (a probe file is written there and removed), spending about
-/// `budget` on each of the two disk probes, then the page cache (64 MiB twice, unsynced).
+/// `budget` on each of the two disk probes and at most as much on the first-write probe, then
+/// the page cache (64 MiB twice, unsynced).
 pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
     let path = dir.join("disk-probe");
     let small = vec![b's'; SMALL_BYTES];
@@ -186,12 +239,15 @@ pub fn measure(dir: &Path, budget: Duration) -> anyhow::Result<DiskFigures> {
         LARGE_MAX_BYTES,
         Some(LARGE_CACHE_BYTES),
     )?;
+    let (new_block, written_block) = first_write_probe(&path, budget)?;
     let (fill, rewrite) = page_cache_probe(&path)?;
     Ok(DiskFigures {
         fdatasync_p50_us: s.p50_us,
         fdatasync_p99_us: s.p99_us,
         small_syncs_per_s: s.count as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE),
         write_sync_mib_per_s: mib_per_s(big.count() * LARGE_BYTES as u64, big_took),
+        new_block_sync_p50_us: new_block,
+        written_block_sync_p50_us: written_block,
         page_cache_fill_mib_per_s: fill,
         page_cache_rewrite_mib_per_s: rewrite,
     })
@@ -217,7 +273,20 @@ mod tests {
             d.page_cache_fill_mib_per_s > 0.0 && d.page_cache_rewrite_mib_per_s > 0.0,
             "{d:?}"
         );
+        assert!(
+            d.new_block_sync_p50_us > 0 && d.written_block_sync_p50_us > 0,
+            "{d:?}"
+        );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_first_write_probe_rewrites_what_it_wrote_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let (new, written) = first_write_probe(&path, Duration::from_millis(40)).unwrap();
+        assert!(new > 0 && written > 0, "{new} {written}");
+        assert!(!path.exists());
     }
 
     #[test]

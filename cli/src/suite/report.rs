@@ -193,6 +193,19 @@ fn disk_rows(rows: &mut Vec<Row>, r: &CaseResult) {
         ms(d.fdatasync_p99_us),
         "ms",
     ));
+    // No target: a machine fact, next to the rewrite of the same blocks as its basis (a fresh
+    // cluster's appends all go to new blocks; see `bench::disk`).
+    let mut first = Row::new(
+        name,
+        "disk 32 KiB write+fdatasync p50, new blocks",
+        ms(d.new_block_sync_p50_us),
+        "ms",
+    );
+    first.target_basis = format!(
+        "the same blocks rewritten {:.2} ms",
+        ms(d.written_block_sync_p50_us)
+    );
+    rows.push(first);
     // No target: a machine fact, next to the rewrite of the same pages as its basis (a fill
     // several times slower than the rewrite: the host faulted each new page in, and every
     // node's appends paid that in this case; see `bench::disk`).
@@ -383,6 +396,8 @@ pub fn render(r: &SuiteReport) -> String {
     out.push_str(&format!(
         "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; \
          each case's disk rows: probed in the cluster directory right before its load; \
+         32 KiB write+fdatasync into new blocks above the same blocks rewritten: what every \
+         append of a fresh cluster pays and a node appending into recycled segments does not; \
          page cache new-page write far below the rewrite: the VM's host faulted new pages in, \
          a cost every node's appends paid in that case; CPU per message: utime + stime of \
          each process over the load; machine CPU stolen by the host above {STEAL_WARN_PCT}%: \
@@ -454,6 +469,8 @@ mod tests {
             fdatasync_p99_us: 900,
             small_syncs_per_s: 3000.0,
             write_sync_mib_per_s: 300.0,
+            new_block_sync_p50_us: 200,
+            written_block_sync_p50_us: 100,
             page_cache_fill_mib_per_s: 900.0,
             page_cache_rewrite_mib_per_s: 3000.0,
         }
@@ -503,6 +520,17 @@ mod tests {
                 && (r.case == "single" || r.case == "async")));
         let fill = find(&rows, "single", "page cache new-page write");
         assert_eq!((fill.value, fill.target, fill.ratio), (900.0, None, None));
+        let first = find(
+            &rows,
+            "single",
+            "disk 32 KiB write+fdatasync p50, new blocks",
+        );
+        assert_eq!((first.value, first.target, first.ratio), (0.2, None, None));
+        assert!(
+            first.target_basis.contains("rewritten 0.10 ms"),
+            "{}",
+            first.target_basis
+        );
         let a = find(&rows, "async", "produce rate");
         assert!((a.ratio.unwrap() - 1.0).abs() < 1e-9, "{a:?}");
         let text = render(&SuiteReport {
@@ -623,8 +651,15 @@ mod tests {
         assert!((p50[1].target.unwrap() - 4.1).abs() < 1e-9, "{:?}", p50[1]);
         // Each case's own probe sits in the table just before its figures.
         let i = rows.iter().position(|r| std::ptr::eq(r, p50[1])).unwrap();
-        assert_eq!(rows[i - 4].figure, "disk 1 KiB write+fdatasync p50");
-        assert_eq!(rows[i - 4].value, 2.0);
+        let probe = rows[..i]
+            .iter()
+            .rposition(|r| r.figure == "disk 1 KiB write+fdatasync p50")
+            .unwrap();
+        assert_eq!(rows[probe].value, 2.0);
+        assert!(
+            rows[probe..i].iter().all(|r| r.figure != "send p50"),
+            "{rows:?}"
+        );
         // 30 MiB/s = 31.46 MB/s; 75% of a third: 7.86 MB/s.
         let bw = find(&rows, "batch-32", "produce bandwidth");
         assert!((bw.target.unwrap() - 7.864).abs() < 0.01, "{bw:?}");
