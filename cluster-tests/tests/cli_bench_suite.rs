@@ -115,7 +115,7 @@ fn suite_json_has_the_disk_every_case_asked_and_its_targets() {
 }
 
 #[test]
-fn suite_table_names_every_column_and_the_peer_source() {
+fn suite_table_names_every_column_the_peer_source_and_the_seeded_segments() {
     let dir = tempfile::tempdir().expect("a temp dir can be created");
     let d = dir.path().display().to_string();
     let text = cli::ok(&[
@@ -127,6 +127,11 @@ fn suite_table_names_every_column_and_the_peer_source() {
         "single",
         "--nats-figures",
         "single=1000",
+        // Nodes seeded with written segments (1 MiB: a second of single sends rolls into them).
+        "--segment-bytes",
+        "1048576",
+        "--written-segments",
+        "2",
         "--dir",
         &d,
     ]);
@@ -140,4 +145,9 @@ fn suite_table_names_every_column_and_the_peer_source() {
         "{text}"
     );
     assert!(!text.contains("four-by-64"), "{text}");
+    assert!(
+        text.contains("each node started with 2 written segments in its free pool"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
 }

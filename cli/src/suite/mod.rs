@@ -12,6 +12,7 @@
 
 pub mod cases;
 pub mod report;
+pub mod seed;
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -72,6 +73,39 @@ pub struct SuiteArgs {
     /// A raftmq-node setting for every node, KEY=VALUE (repeatable), as `cluster up --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<NodeSetting>,
+    /// Segment files written through once, put in each node's pool of free segments before it
+    /// starts (`recycle-segments` raised to match): every segment after a node's first then
+    /// comes from the pool, so the cases append as nodes past their first retention do, into
+    /// blocks written before (with a small --segment-bytes, nearly all of a case; enough
+    /// segments for its bytes). Costs N x segment-bytes of writes per node before each case.
+    /// Default 0 (fresh nodes, as issue 14's targets are measured).
+    #[arg(long, default_value_t = 0)]
+    pub written_segments: u32,
+}
+
+/// The node settings of a case: `a.settings`, with `recycle-segments` at least
+/// `--written-segments` (added if not given; refused if given lower).
+fn case_settings(a: &SuiteArgs) -> anyhow::Result<Vec<NodeSetting>> {
+    let mut settings = a.settings.clone();
+    if a.written_segments == 0 {
+        return Ok(settings);
+    }
+    match settings.iter().find(|s| s.key == "recycle-segments") {
+        Some(s) => anyhow::ensure!(
+            s.value
+                .as_integer()
+                .is_some_and(|v| v >= i64::from(a.written_segments)),
+            "--written-segments {} needs recycle-segments of at least that many, not {}",
+            a.written_segments,
+            s.text
+        ),
+        None => settings.push(
+            format!("recycle-segments={}", a.written_segments)
+                .parse()
+                .map_err(anyhow::Error::msg)?,
+        ),
+    }
+    Ok(settings)
 }
 
 /// A fresh cluster of one case; on drop its nodes are killed and its directory removed (so
@@ -94,9 +128,25 @@ impl CaseCluster {
             flush: case.flush().to_string(),
             segment_bytes: a.segment_bytes,
             cluster_id: "raftmq-bench".to_string(),
-            settings: a.settings.clone(),
+            settings: case_settings(a)?,
             secure: false,
         })?;
+        if a.written_segments > 0 {
+            let (dirs, n, bytes) = (
+                m.nodes
+                    .iter()
+                    .map(|n| n.node_dir.clone())
+                    .collect::<Vec<_>>(),
+                a.written_segments,
+                a.segment_bytes,
+            );
+            tokio::task::spawn_blocking(move || {
+                dirs.iter()
+                    .try_for_each(|d| seed::seed_free_segments(d, n, bytes))
+            })
+            .await
+            .context("segment seeding task")??;
+        }
         let mut c = Self {
             m,
             dir,
@@ -299,6 +349,7 @@ pub async fn run(json: bool, a: SuiteArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(PeerFigures::issue_reference);
     let report = SuiteReport {
         nproc: std::thread::available_parallelism().map_or(1, usize::from),
+        written_segments: a.written_segments,
         rows: report::rows(&peer, &results),
         peer,
         nats_server: find_on_path("nats-server"),
@@ -322,4 +373,58 @@ fn find_on_path(name: &str) -> Option<String> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .map(|p| p.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        suite: SuiteArgs,
+    }
+
+    fn args(argv: &[&str]) -> SuiteArgs {
+        let mut all = vec!["suite"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all).unwrap().suite
+    }
+
+    fn recycle(settings: &[NodeSetting]) -> Vec<&str> {
+        settings
+            .iter()
+            .filter(|s| s.key == "recycle-segments")
+            .map(|s| s.text.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn written_segments_raise_the_pool_unless_the_user_set_enough() {
+        assert!(recycle(&case_settings(&args(&[])).unwrap()).is_empty());
+        let s = case_settings(&args(&["--written-segments", "3"])).unwrap();
+        assert_eq!(recycle(&s), ["recycle-segments=3"]);
+        let s = case_settings(&args(&[
+            "--written-segments",
+            "3",
+            "--set",
+            "recycle-segments=5",
+        ]))
+        .unwrap();
+        assert_eq!(recycle(&s), ["recycle-segments=5"]);
+        let err = case_settings(&args(&[
+            "--written-segments",
+            "3",
+            "--set",
+            "recycle-segments=1",
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--written-segments 3 needs recycle-segments of at least that many"),
+            "{err}"
+        );
+    }
 }

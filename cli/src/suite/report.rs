@@ -143,6 +143,9 @@ impl Row {
 pub struct SuiteReport {
     /// CPUs of the machine (`nproc`).
     pub nproc: usize,
+    /// Written segments each node's free pool held before it started (`--written-segments`;
+    /// 0: fresh nodes).
+    pub written_segments: u32,
     /// The peer's figures targets 1 to 3 use.
     pub peer: PeerFigures,
     /// Path of `nats-server` when it is on PATH (the suite does not run it).
@@ -394,7 +397,7 @@ pub fn render(r: &SuiteReport) -> String {
         &lines,
     );
     out.push_str(&format!(
-        "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; \
+        "\n\n3 nodes on one machine ({} CPUs), 1 KiB bodies, all nodes sync except `async`; {}; \
          each case's disk rows: probed in the cluster directory right before its load; \
          32 KiB write+fdatasync into new blocks above the same blocks rewritten: what every \
          append of a fresh cluster pays and a node appending into recycled segments does not; \
@@ -406,6 +409,13 @@ pub fn render(r: &SuiteReport) -> String {
          Host TCP congestion control: {} (the nodes' side of every connection here: their \
          loopback-congestion-control, default reno).",
         r.nproc,
+        match r.written_segments {
+            0 => "fresh nodes (every append writes its blocks for the first time)".to_string(),
+            n => format!(
+                "each node started with {n} written segments in its free pool (appends past \
+                 its first segment into blocks written before, as past a first retention)"
+            ),
+        },
         r.peer.source,
         r.tcp_congestion.as_deref().unwrap_or("unknown"),
     ));
@@ -535,6 +545,7 @@ mod tests {
         assert!((a.ratio.unwrap() - 1.0).abs() < 1e-9, "{a:?}");
         let text = render(&SuiteReport {
             nproc: 2,
+            written_segments: 0,
             peer,
             nats_server: None,
             tcp_congestion: Some("bbr".into()),
@@ -602,16 +613,24 @@ mod tests {
                 .any(|r| r.case == "single" && r.unit == "us/msg"),
             "no process was read for single"
         );
-        let text = render(&SuiteReport {
+        let report = |written_segments| SuiteReport {
             nproc: 2,
+            written_segments,
             peer: PeerFigures::issue_reference(),
             nats_server: None,
             tcp_congestion: None,
             cases: Vec::new(),
-            rows,
-        });
+            rows: rows.clone(),
+        };
+        let text = render(&report(0));
         assert!(
             text.contains("15.0 us/msg") && text.contains("10.0%"),
+            "{text}"
+        );
+        assert!(text.contains("; fresh nodes ("), "{text}");
+        let text = render(&report(3));
+        assert!(
+            text.contains("with 3 written segments in its free pool"),
             "{text}"
         );
     }
