@@ -406,21 +406,12 @@ mod tests {
         assert!(recycle(&case_settings(&args(&[])).unwrap()).is_empty());
         let s = case_settings(&args(&["--written-segments", "3"])).unwrap();
         assert_eq!(recycle(&s), ["recycle-segments=3"]);
-        let s = case_settings(&args(&[
-            "--written-segments",
-            "3",
-            "--set",
-            "recycle-segments=5",
-        ]))
-        .unwrap();
-        assert_eq!(recycle(&s), ["recycle-segments=5"]);
-        let err = case_settings(&args(&[
-            "--written-segments",
-            "3",
-            "--set",
-            "recycle-segments=1",
-        ]))
-        .unwrap_err();
+        let with_pool = |pool: &str| {
+            let set = format!("recycle-segments={pool}");
+            case_settings(&args(&["--written-segments", "3", "--set", &set]))
+        };
+        assert_eq!(recycle(&with_pool("5").unwrap()), ["recycle-segments=5"]);
+        let err = with_pool("1").unwrap_err();
         assert!(
             err.to_string()
                 .contains("--written-segments 3 needs recycle-segments of at least that many"),
