@@ -119,6 +119,7 @@ pub fn load_state(
         closed: false,
         recent: Default::default(),
         cold_end: 0,
+        rolled_ends: Default::default(),
     };
     // What survived past the checkpoint may sit only in the page cache: make it durable.
     for (seg, path, off, len) in st.dirty_ranges() {

@@ -117,7 +117,7 @@ pub fn recover(
             .map_err(|e| LogError::io("remove segment", p, e))?;
     }
     let written = (clean_end == Some(stop.phys)).then_some(stop.phys);
-    let end = truncate_tail(&mut segs, stop.phys, written)?;
+    let end = truncate_tail(&mut segs, stop.phys, written, None)?;
     tracing::info!(start_phys = start, end_phys = end, entries = locations.len(), last_log_index = ?locations.last().map(|l| l.index), "commitlog recovered");
     Ok(Recovered {
         segments: segs,

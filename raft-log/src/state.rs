@@ -57,6 +57,11 @@ pub struct State {
     /// Physical end of the pages dropped from the page cache (`drop_behind.rs`); reads wholly
     /// below it go through [`crate::cold_read`].
     pub cold_end: RawPhys,
+    /// Segments this process rolled out of: start -> where its own bytes in it end (the
+    /// closing padding record's header included). Past that lie only zeros or a reused
+    /// file's old bytes, so a truncation back into such a segment can go on at its cut, as a
+    /// replica that never held the cut entries does (`tail.rs`).
+    pub rolled_ends: std::collections::BTreeMap<RawPhys, RawPhys>,
 }
 
 impl State {

@@ -22,11 +22,16 @@ const CHUNK: u64 = 64 << 10;
 /// record of this life of that segment lies past `end`; returns the new append position.
 ///
 /// `written`: where this life's bytes end, if known (a truncation, after a flush:
-/// the append position). Inside `end`'s segment, `[end, written)` is zeroed; at or past the
-/// segment's end (the cut undoes a roll, or the segment was closed), the segment is closed
-/// with a padding record at `end` instead and the log goes on at the next segment's start:
-/// zeros would have to cover whatever a padding record past the new one hides, old bytes of
-/// a whole reused segment for one that recovery closed (below).
+/// the append position). Inside `end`'s segment, `[end, written)` is zeroed. At or past the
+/// segment's end (the cut undoes a roll, or the segment was closed), `rolled_end` says where
+/// this life's bytes in `end`'s segment end when this process rolled out of it: `[end,
+/// rolled_end)` is zeroed and the log goes on at `end`, where a replica that never held the
+/// cut entries writes the next one too (the same index at the same offset everywhere).
+/// Without it the segment is closed with a padding record at `end` and the log goes on at
+/// the next segment's start: zeros would have to cover whatever a padding record past the
+/// new one hides, old bytes of a whole reused segment for one that recovery closed (below).
+/// That moves this replica's later offsets; it is left for a segment whose bytes past the
+/// cut this process cannot vouch for.
 ///
 /// `None` (recovery): bytes of a torn tail may lie anywhere past `end` (page writeback skips
 /// pages), ended by a run of [`ZERO_RUN_BYTES`] zeros; they are zeroed. A segment reused
@@ -39,6 +44,7 @@ pub fn truncate_tail(
     segs: &mut Segments,
     end: RawPhys,
     written: Option<RawPhys>,
+    rolled_end: Option<RawPhys>,
 ) -> LogResult<RawPhys> {
     let seg_start = segs.start_of(end);
     let next = seg_start + segs.segment_bytes();
@@ -58,7 +64,7 @@ pub fn truncate_tail(
     let off = end - seg_start;
     let zero_to = match written {
         Some(w) if w < next => Some(w.max(end) - seg_start),
-        Some(_) => None,
+        Some(_) => rolled_end.map(|r| r.clamp(end, next) - seg_start),
         None => zero_run_start(seg.as_ref(), off, cap, &path)?,
     };
     let Some(zero_to) = zero_to else {

@@ -116,6 +116,7 @@ impl Trimmer {
         self.shared.meta.set_log_start(new_start)?;
         let detached = st.segments.detach_below(new_start);
         st.index.drop_below(new_start);
+        st.rolled_ends = st.rolled_ends.split_off(&new_start);
         st.min_phys = new_start;
         st.flushed.phys_end = st.flushed.phys_end.max(new_start);
         st.debug_validate();
@@ -154,7 +155,11 @@ impl Trimmer {
             .map_err(|e| LogError::io("truncate raft index", &self.index_dir, e))?;
         // Everything up to the append position is flushed (above), so it is where this
         // life's bytes end.
-        st.append_pos = truncate_tail(&mut st.segments, new_end, Some(st.append_pos))?;
+        let seg_start = st.segments.start_of(new_end);
+        let rolled_end = st.rolled_ends.get(&seg_start).copied();
+        st.append_pos = truncate_tail(&mut st.segments, new_end, Some(st.append_pos), rolled_end)?;
+        // Segments at and after the cut's are this process's to write again (or gone).
+        st.rolled_ends.split_off(&seg_start);
         st.purged_phys_end = st.purged_phys_end.min(new_end);
         Ok(())
     }

@@ -263,9 +263,12 @@ impl Writer {
         let room = start + seg_bytes - pos;
         let mut padding = None;
         if room < total {
+            let mut own_end = pos;
             if room >= ENTRY_HEADER_LEN as u64 && st.segments.get(start).is_some() {
                 padding = Some((pos, encode_padding(pos, room as u32)));
+                own_end += ENTRY_HEADER_LEN as u64;
             }
+            st.rolled_ends.insert(start, own_end);
             pos = start + seg_bytes;
             st.append_pos = pos;
             tracing::info!(phys_offset = pos, "rolling to a new segment");

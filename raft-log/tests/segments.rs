@@ -209,6 +209,55 @@ fn same_entries_give_identical_bytes_on_every_node() {
     assert_eq!(a, seg_bytes(&envs[1], &dirs[1]));
 }
 
+/// A leader that appended entries past a roll and lost them to a new leader's log cuts back
+/// into the segment it rolled out of: it must go on at the cut, where a replica that never
+/// held the cut entries appends the new ones, so both give each index the same offset (a
+/// message id is its offset, valid on every node). It went on at the next segment's start.
+#[test]
+fn a_cut_that_undoes_a_roll_keeps_the_offsets_of_a_replica_that_never_rolled() {
+    let kept = [1000, 1000, 500];
+    let cut = [3000, 200];
+    let new = [500, 700];
+    let append = |s: &Store, term: u64, from: u64, sizes: &[usize]| {
+        for (i, size) in sizes.iter().enumerate() {
+            s.append_entries(vec![entry(term, from + i as u64, *size)], ignore())
+                .unwrap();
+        }
+    };
+    let (env_a, dir_a) = (MemEnv::new(), tempfile::tempdir().unwrap());
+    let a = open(&dir_a, &env_a);
+    append(&a, 3, 10, &kept);
+    append(&a, 3, 13, &cut);
+    assert!(
+        a.watermarks().appended_phys_end.get() > SEG,
+        "the cut entries rolled"
+    );
+    a.truncate_after(Some(LogId::new_term_index(3, 12)))
+        .unwrap();
+    append(&a, 4, 13, &new);
+    let (env_b, dir_b) = (MemEnv::new(), tempfile::tempdir().unwrap());
+    let b = open(&dir_b, &env_b);
+    append(&b, 3, 10, &kept);
+    append(&b, 4, 13, &new);
+    for i in 10..=14 {
+        let at = |s: &Store| s.entry_location(LogIndex::new(i)).unwrap().phys;
+        assert_eq!(at(&a), at(&b), "index {i}");
+    }
+    assert_eq!(
+        a.watermarks().appended_phys_end,
+        b.watermarks().appended_phys_end
+    );
+    a.close().unwrap();
+    drop(a);
+    let a = open(&dir_a, &env_a);
+    let got = a
+        .read_entries(LogIndex::new(10), LogIndex::new(u64::MAX))
+        .unwrap();
+    let mut want: Vec<_> = (10..13).zip(kept).map(|(i, n)| entry(3, i, n)).collect();
+    want.extend((13..15).zip(new).map(|(i, n)| entry(4, i, n)));
+    assert_eq!(got, want);
+}
+
 #[test]
 fn delete_segments_only_below_the_purge_point() {
     let (dir, env) = (tempfile::tempdir().unwrap(), MemEnv::new());
