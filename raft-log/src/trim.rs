@@ -1,7 +1,9 @@
 //! [`Trimmer`]: cutting the log at either end. At the tail: `truncate_after` removes an
-//! uncommitted suffix (checkpoint lowered first, bytes zeroed and synced, or the segment
-//! closed with a padding record when the cut undoes a roll; later segments removed). At the head: `purge` (logical, persisted) and `detach_below` (retention: new log
-//! start persisted, segments taken out under the lock, deleted later by the caller).
+//! uncommitted suffix (checkpoint lowered first, bytes zeroed and synced, also back across a
+//! roll this process made; a segment it cannot vouch for is closed with a padding record
+//! instead; later segments removed). At the head: `purge` (logical, persisted) and
+//! `detach_below` (retention: new log start persisted, segments taken out under the lock,
+//! deleted later by the caller).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,8 +40,8 @@ impl Trimmer {
 
     /// Removes every entry after `last` (all entries for `None`). Refuses to remove an entry
     /// at or below the persisted committed id. Pending appends are flushed first; the removed
-    /// bytes are zeroed (or, past a roll, covered by a padding record) and synced before this
-    /// returns.
+    /// bytes are zeroed (or, past a roll into a segment this process did not roll out of,
+    /// covered by a padding record: `tail.rs`) and synced before this returns.
     pub fn truncate_after(&self, last: Option<LogId>) -> LogResult<()> {
         let _cycle = self.flusher.lock_cycle();
         self.flusher.flush_locked()?;
@@ -116,7 +118,7 @@ impl Trimmer {
         self.shared.meta.set_log_start(new_start)?;
         let detached = st.segments.detach_below(new_start);
         st.index.drop_below(new_start);
-        st.rolled_ends = st.rolled_ends.split_off(&new_start);
+        st.rolled_ends.retain(|&s, _| s >= new_start);
         st.min_phys = new_start;
         st.flushed.phys_end = st.flushed.phys_end.max(new_start);
         st.debug_validate();
@@ -159,7 +161,7 @@ impl Trimmer {
         let rolled_end = st.rolled_ends.get(&seg_start).copied();
         st.append_pos = truncate_tail(&mut st.segments, new_end, Some(st.append_pos), rolled_end)?;
         // Segments at and after the cut's are this process's to write again (or gone).
-        st.rolled_ends.split_off(&seg_start);
+        st.rolled_ends.retain(|&s, _| s < seg_start);
         st.purged_phys_end = st.purged_phys_end.min(new_end);
         Ok(())
     }

@@ -116,30 +116,38 @@ fn first_write_probe(path: &Path, budget: Duration) -> anyhow::Result<(u64, u64)
     let f = open_probe(path, ENTRY_MAX_BYTES)?;
     let chunk = vec![b'e'; ENTRY_BYTES];
     let max_ops = ENTRY_MAX_BYTES / ENTRY_BYTES as u64;
-    let write_sync = |i: u64, lat: &mut Latencies| -> anyhow::Result<()> {
-        let t0 = Instant::now();
-        f.write_all_at(&chunk, i * ENTRY_BYTES as u64)
-            .with_context(|| format!("disk probe write to {}", path.display()))?;
-        f.sync_data()
-            .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
-        lat.record(t0.elapsed());
-        Ok(())
-    };
     let (mut new, mut written) = (Latencies::new(), Latencies::new());
     let start = Instant::now();
     let mut ops = 0u64;
     while ops < max_ops && (ops == 0 || start.elapsed() < budget / 2) {
-        write_sync(ops, &mut new)?;
+        write_synced(&f, &chunk, ops, path, &mut new)?;
         ops += 1;
     }
     drop_cached(&f, 0, ops * ENTRY_BYTES as u64, path)?;
     for i in 0..ops {
-        write_sync(i, &mut written)?;
+        write_synced(&f, &chunk, i, path, &mut written)?;
     }
     drop(f);
     std::fs::remove_file(path)
         .with_context(|| format!("cannot remove disk probe {}", path.display()))?;
     Ok((new.summary().p50_us, written.summary().p50_us))
+}
+
+/// Writes `chunk` as the `i`-th chunk of `f`, fdatasyncs, and records how long both took.
+fn write_synced(
+    f: &File,
+    chunk: &[u8],
+    i: u64,
+    path: &Path,
+    lat: &mut Latencies,
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    f.write_all_at(chunk, i * chunk.len() as u64)
+        .with_context(|| format!("disk probe write to {}", path.display()))?;
+    f.sync_data()
+        .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
+    lat.record(t0.elapsed());
+    Ok(())
 }
 
 fn open_probe(path: &Path, capacity: u64) -> anyhow::Result<File> {
@@ -203,12 +211,7 @@ fn probe(
     let mut ops = 0u64;
     let mut dropped = 0u64;
     while ops < max_ops && (ops == 0 || start.elapsed() < budget) {
-        let t0 = Instant::now();
-        f.write_all_at(chunk, ops * chunk.len() as u64)
-            .with_context(|| format!("disk probe write to {}", path.display()))?;
-        f.sync_data()
-            .with_context(|| format!("disk probe fdatasync of {}", path.display()))?;
-        lat.record(t0.elapsed());
+        write_synced(&f, chunk, ops, path, &mut lat)?;
         ops += 1;
         let synced = ops * chunk.len() as u64;
         if let Some(behind) = cache_bytes.filter(|&b| synced > dropped + b) {

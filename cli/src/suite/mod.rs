@@ -131,22 +131,6 @@ impl CaseCluster {
             settings: case_settings(a)?,
             secure: false,
         })?;
-        if a.written_segments > 0 {
-            let (dirs, n, bytes) = (
-                m.nodes
-                    .iter()
-                    .map(|n| n.node_dir.clone())
-                    .collect::<Vec<_>>(),
-                a.written_segments,
-                a.segment_bytes,
-            );
-            tokio::task::spawn_blocking(move || {
-                dirs.iter()
-                    .try_for_each(|d| seed::seed_free_segments(d, n, bytes))
-            })
-            .await
-            .context("segment seeding task")??;
-        }
         let mut c = Self {
             m,
             dir,
@@ -154,6 +138,17 @@ impl CaseCluster {
             follower_pids: Vec::new(),
             follower_addr: String::new(),
         };
+        // Seeded once `c` exists too: its drop removes the directory, seeds and all.
+        if a.written_segments > 0 {
+            let dirs: Vec<_> = c.m.nodes.iter().map(|n| n.node_dir.clone()).collect();
+            let (n, bytes) = (a.written_segments, a.segment_bytes);
+            tokio::task::spawn_blocking(move || {
+                dirs.iter()
+                    .try_for_each(|d| seed::seed_free_segments(d, n, bytes))
+            })
+            .await
+            .context("segment seeding task")??;
+        }
         // Started only once `c` exists: its drop stops whatever did start.
         local::start_all(&mut c.m, bin)?;
         let view = status::wait_leader(&c.m, LEADER_WAIT).await?;
